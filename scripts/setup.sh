@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shared set-up for the two README commands: Debian packages (when root), a virtualenv, the project installed
-# into it. Idempotent and quick on a second run: the venv is rebuilt only when pyproject.toml changes.
+# into it. Idempotent and quick on a second run: dependencies are reinstalled only when pyproject.toml changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,9 +36,8 @@ fi
 venv=.venv
 stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-    echo "setup: creating $venv with $python and installing gpu-autoscaler[test,demo]" >&2
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
+    echo "setup: installing gpu-autoscaler[test,demo] into $venv" >&2
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
     "$venv/bin/python" -m pip install -q -e ".[test,demo]"
     touch "$stamp"

@@ -1,0 +1,256 @@
+"""The exporter's YAML config file (`gpu-exporter --config FILE`): typed, validated, every problem at once.
+
+Every section and field is optional; a missing one keeps its default:
+
+    health:
+      temperature_celsius: {normal: 65, throttled: 75, critical: 85}
+      memory_percent: {normal: 70, throttled: 85, critical: 95}
+    history:
+      max_samples: 720
+      retention_seconds: 3600
+    trend:
+      temperature_celsius_per_minute: 0.5
+      utilization_percent_per_minute: 1.0
+      memory_percent_per_minute: 1.0
+    pod_resources:
+      socket: /var/lib/kubelet/pod-resources/kubelet.sock
+      refresh_interval_seconds: 10
+      timeout_seconds: 5
+      max_receive_message_bytes: 67108864
+
+A bad file raises `ExporterConfigError` listing every problem as `file:line: field: message`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from exporter.errors import ConfigError
+from exporter.health import Bands, HealthThresholds
+from exporter.history import HistorySettings, TrendThresholds
+from exporter.podresources.cache import DEFAULT_REFRESH_INTERVAL_SECONDS
+from exporter.podresources.client import (
+    DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+    DEFAULT_SOCKET,
+    DEFAULT_TIMEOUT_SECONDS,
+    PodResourcesClientSettings,
+)
+
+
+@dataclass(frozen=True)
+class PodResourcesConfig:
+    socket: str = DEFAULT_SOCKET
+    refresh_interval_seconds: float = DEFAULT_REFRESH_INTERVAL_SECONDS
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    max_receive_message_bytes: int = DEFAULT_MAX_RECEIVE_MESSAGE_BYTES
+
+    def client_settings(self) -> PodResourcesClientSettings:
+        return PodResourcesClientSettings(
+            socket_path=self.socket,
+            timeout_seconds=self.timeout_seconds,
+            max_receive_message_bytes=self.max_receive_message_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    health: HealthThresholds = field(default_factory=HealthThresholds)
+    history: HistorySettings = field(default_factory=HistorySettings)
+    trend: TrendThresholds = field(default_factory=TrendThresholds)
+    pod_resources: PodResourcesConfig = field(default_factory=PodResourcesConfig)
+    path: str | None = None  # the file it came from; None for the defaults
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: {self.message}"
+
+
+class ExporterConfigError(ConfigError):
+    """Every problem of one config file; str() lists them one per line."""
+
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+# --- field kinds: (expected text, converter returning None when the YAML value does not fit) ---
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _positive(value: Any) -> float | None:
+    number = _number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _int_at_least(minimum: int) -> Callable[[Any], int | None]:
+    def convert(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= minimum else None
+
+    return convert
+
+
+def _non_empty_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+_Kind = tuple[str, Callable[[Any], Any]]
+NUMBER: _Kind = ("a number", _number)
+POSITIVE: _Kind = ("a number > 0", _positive)
+PATH: _Kind = ("a non-empty path", _non_empty_str)
+
+_BANDS = {"normal": NUMBER, "throttled": NUMBER, "critical": NUMBER}
+_SCHEMA: dict[str, dict[str, Any]] = {
+    "health": {"temperature_celsius": _BANDS, "memory_percent": _BANDS},
+    "history": {"max_samples": ("an integer >= 2", _int_at_least(2)), "retention_seconds": POSITIVE},
+    "trend": {
+        "temperature_celsius_per_minute": POSITIVE,
+        "utilization_percent_per_minute": POSITIVE,
+        "memory_percent_per_minute": POSITIVE,
+    },
+    "pod_resources": {
+        "socket": PATH,
+        "refresh_interval_seconds": POSITIVE,
+        "timeout_seconds": POSITIVE,
+        "max_receive_message_bytes": ("an integer >= 4194304 (4 MiB)", _int_at_least(4 * 1024 * 1024)),
+    },
+}
+
+
+class _Reader:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[ConfigProblem] = []
+        self._constructor = yaml.SafeLoader("")
+
+    def problem(self, node: yaml.Node | None, name: str, message: str) -> None:
+        line = node.start_mark.line + 1 if node is not None else 1
+        self.problems.append(ConfigProblem(self.path, line, name, message))
+
+    def mapping(
+        self, node: yaml.Node, schema: dict[str, Any], prefix: str
+    ) -> dict[str, tuple[Any, yaml.Node]]:
+        """Known keys -> (converted value or nested dict, node); reports unknown, duplicate and bad fields."""
+        where = prefix or "(top level)"
+        if not isinstance(node, yaml.MappingNode):
+            self.problem(node, where, f"expected a mapping (got {_describe(node)})")
+            return {}
+        found: dict[str, tuple[Any, yaml.Node]] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key not in schema:
+                expected = ", ".join(schema)
+                self.problem(key_node, name, f"unknown field (expected one of: {expected})")
+                continue
+            if key in found:
+                self.problem(key_node, name, "duplicate field")
+                continue
+            spec = schema[key]
+            if isinstance(spec, dict):
+                found[key] = (self.mapping(value_node, spec, name), value_node)
+                continue
+            expected_text, convert = spec
+            raw = self._scalar(value_node)
+            converted = convert(raw) if raw is not _NOT_SCALAR else None
+            if converted is None:
+                self.problem(value_node, name, f"expected {expected_text} (got {_describe(value_node, raw)})")
+                continue
+            found[key] = (converted, value_node)
+        return found
+
+    def _scalar(self, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            return _NOT_SCALAR
+        return self._constructor.construct_object(node, deep=True)
+
+
+_NOT_SCALAR = object()
+
+
+def _describe(node: yaml.Node, raw: Any = _NOT_SCALAR) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    if raw is None:
+        return "null"
+    return repr(raw) if raw is not _NOT_SCALAR else repr(node.value)
+
+
+def parse_config(text: str, path: str = "<config>") -> ExporterConfig:
+    """Parse and validate; raises ExporterConfigError with every problem found."""
+    reader = _Reader(path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        reason = getattr(e, "problem", None) or str(e)
+        raise ExporterConfigError([ConfigProblem(path, line, "(yaml)", f"invalid YAML: {reason}")]) from e
+    if root is None or (isinstance(root, yaml.ScalarNode) and root.value == ""):
+        return ExporterConfig(path=path)
+    top = reader.mapping(root, _SCHEMA, "")
+
+    def section(name: str) -> dict[str, tuple[Any, yaml.Node]]:
+        value = top.get(name)
+        return value[0] if value is not None else {}
+
+    def values(fields: dict[str, tuple[Any, yaml.Node]]) -> dict[str, Any]:
+        return {key: value for key, (value, _) in fields.items()}
+
+    health_fields = section("health")
+    bands = {}
+    for quantity, default in (
+        ("temperature_celsius", HealthThresholds().temperature_celsius),
+        ("memory_percent", HealthThresholds().memory_percent),
+    ):
+        entry = health_fields.get(quantity)
+        given = values(entry[0]) if entry is not None else {}
+        merged = {"normal": default.normal, "throttled": default.throttled, "critical": default.critical}
+        merged.update(given)
+        if merged["normal"] < merged["throttled"] < merged["critical"]:
+            bands[quantity] = Bands(**merged)
+        else:
+            node = entry[1] if entry is not None else None
+            shown = ", ".join(f"{k}={v:g}" for k, v in merged.items())
+            message = f"expected normal < throttled < critical (got {shown})"
+            reader.problem(node, f"health.{quantity}", message)
+
+    history = values(section("history"))
+    trend = values(section("trend"))
+    pod_resources = values(section("pod_resources"))
+    if reader.problems:
+        raise ExporterConfigError(reader.problems)
+    return ExporterConfig(
+        health=HealthThresholds(**bands),
+        history=HistorySettings(**history),
+        trend=TrendThresholds(**trend),
+        pod_resources=PodResourcesConfig(**pod_resources),
+        path=path,
+    )
+
+
+def load_config(path: str | Path) -> ExporterConfig:
+    """Read and parse a config file; an unreadable file is an ExporterConfigError too."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ExporterConfigError([ConfigProblem(name, 1, "(file)", f"cannot read: {e}")]) from e
+    return parse_config(text, name)

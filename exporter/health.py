@@ -1,0 +1,141 @@
+"""GPU health state, speed multiplier and availability score: pure functions of one GPU reading.
+
+The thresholds and the score are the ones our users know from the GPU manager and scheduling tools they run
+today. Boundaries (the same rule for temperature in °C and memory use in %):
+
+    value < normal                   -> optimal    (speed 1.0)
+    normal <= value < throttled      -> normal     (speed 0.8)
+    throttled <= value <= critical   -> throttled  (speed 0.5)
+    value > critical                 -> critical   (speed 0.0)
+
+so with the defaults 64.9 °C is optimal, 65 normal, 75 throttled, 85 still throttled, 85.1 critical; memory
+69.9 % optimal, 70 normal, 85 throttled, 95 throttled, 95.1 critical. The GPU's state is the worse of the two.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class HealthState(StrEnum):
+    """Ordered from best to worst; the values are the `state` label values of gpu_health_state."""
+
+    OPTIMAL = "optimal"
+    NORMAL = "normal"
+    THROTTLED = "throttled"
+    CRITICAL = "critical"
+
+    @property
+    def severity(self) -> int:
+        return _ORDER.index(self)
+
+    @property
+    def speed_multiplier(self) -> float:
+        return SPEED_MULTIPLIERS[self]
+
+
+_ORDER = (HealthState.OPTIMAL, HealthState.NORMAL, HealthState.THROTTLED, HealthState.CRITICAL)
+
+# How fast work should run in each state: full, reduced, half, paused.
+SPEED_MULTIPLIERS: dict[HealthState, float] = {
+    HealthState.OPTIMAL: 1.0,
+    HealthState.NORMAL: 0.8,
+    HealthState.THROTTLED: 0.5,
+    HealthState.CRITICAL: 0.0,
+}
+
+
+@dataclass(frozen=True)
+class Bands:
+    """Three ascending thresholds of one quantity; see the module doc for which side is which state."""
+
+    normal: float
+    throttled: float
+    critical: float
+
+    def __post_init__(self) -> None:
+        values = (self.normal, self.throttled, self.critical)
+        if not all(math.isfinite(v) for v in values) or not self.normal < self.throttled < self.critical:
+            raise ValueError(f"expected finite normal < throttled < critical (got {values})")
+
+    def state(self, value: float) -> HealthState:
+        if value > self.critical:
+            return HealthState.CRITICAL
+        if value >= self.throttled:
+            return HealthState.THROTTLED
+        if value >= self.normal:
+            return HealthState.NORMAL
+        return HealthState.OPTIMAL
+
+
+@dataclass(frozen=True)
+class HealthThresholds:
+    """Temperature in °C, memory use in percent of total; defaults from the GPU manager's state table."""
+
+    temperature_celsius: Bands = Bands(normal=65.0, throttled=75.0, critical=85.0)
+    memory_percent: Bands = Bands(normal=70.0, throttled=85.0, critical=95.0)
+
+
+@dataclass(frozen=True)
+class HealthAssessment:
+    state: HealthState
+    speed_multiplier: float
+    temperature_state: HealthState | None  # None: temperature not readable on this GPU
+    memory_state: HealthState | None  # None: memory not readable
+
+
+def memory_used_percent(used_bytes: int | None, total_bytes: int | None) -> float | None:
+    """Used memory in percent of total; None when either is unknown or total is not positive."""
+    if used_bytes is None or total_bytes is None or total_bytes <= 0:
+        return None
+    return 100.0 * used_bytes / total_bytes
+
+
+def assess(
+    temperature_celsius: float | None,
+    memory_percent: float | None,
+    thresholds: HealthThresholds | None = None,
+) -> HealthAssessment | None:
+    """The worse of the temperature and memory states; a missing reading is left out of the comparison.
+
+    None when neither is known (the health series are then left out, never reported as optimal).
+    """
+    thresholds = thresholds or HealthThresholds()
+    temperature_state = (
+        thresholds.temperature_celsius.state(temperature_celsius) if _known(temperature_celsius) else None
+    )
+    memory_state = thresholds.memory_percent.state(memory_percent) if _known(memory_percent) else None
+    states = [s for s in (temperature_state, memory_state) if s is not None]
+    if not states:
+        return None
+    worst = max(states, key=lambda s: s.severity)
+    return HealthAssessment(
+        state=worst,
+        speed_multiplier=worst.speed_multiplier,
+        temperature_state=temperature_state,
+        memory_state=memory_state,
+    )
+
+
+def availability_score(
+    memory_free_bytes: int | None, memory_total_bytes: int | None, utilization_ratio: float | None
+) -> float | None:
+    """`0.6 * free/total + 0.4 * (1 - utilization)`, clamped to 0..1 (utilization as a 0..1 ratio).
+
+    60 % weight on free memory, 40 % on idle compute, as the scheduling tools our users run rank GPUs.
+    None when any input is unknown or total memory is not positive.
+    """
+    if memory_free_bytes is None or memory_total_bytes is None or memory_total_bytes <= 0:
+        return None
+    if not _known(utilization_ratio):
+        return None
+    assert utilization_ratio is not None
+    free = min(max(memory_free_bytes / memory_total_bytes, 0.0), 1.0)
+    idle = min(max(1.0 - utilization_ratio, 0.0), 1.0)
+    return min(max(0.6 * free + 0.4 * idle, 0.0), 1.0)
+
+
+def _known(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,151 @@
+"""A GPU -> holders mapping refreshed from the kubelet in the background, never on the scrape path.
+
+Scrapes read an immutable snapshot (a dict swapped under a lock), so a slow or hung kubelet delays only the
+next refresh, never a scrape. When the kubelet cannot be read the mapping is empty and `up` is False; the
+transition is logged once (WARNING going down, INFO coming back), not on every refresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from exporter.podresources.client import PodResourcesUnavailableError
+from exporter.podresources.mapping import (
+    DeviceAllocation,
+    DeviceHolder,
+    MigParentLookup,
+    build_holder_map,
+    is_gpu_resource,
+    single_holder,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REFRESH_INTERVAL_SECONDS = 10.0
+
+AllocationLister = Callable[[], Sequence[DeviceAllocation]]
+
+
+@dataclass(frozen=True)
+class HolderSnapshot:
+    """One refresh's result. `up` False means the mapping is empty because the kubelet was not readable."""
+
+    holders: Mapping[str, tuple[DeviceHolder, ...]]
+    up: bool
+    refreshed_at: float | None  # clock() of the last refresh attempt; None before the first
+    error: str | None = None
+
+
+_EMPTY: Mapping[str, tuple[DeviceHolder, ...]] = MappingProxyType({})
+
+
+class PodResourcesCache:
+    """Holds the latest GPU -> holders mapping; `start()` refreshes it every `refresh_interval_seconds`.
+
+    `lister` is normally `PodResourcesClient(...).list_allocations`; it must raise
+    `PodResourcesUnavailableError` when the kubelet cannot be read (any other exception counts as down too,
+    logged with its type). `mig_parent` maps a MIG uuid to its parent GPU uuid (see mapping.py); it is called
+    from the refresh thread.
+    """
+
+    def __init__(
+        self,
+        lister: AllocationLister,
+        *,
+        refresh_interval_seconds: float = DEFAULT_REFRESH_INTERVAL_SECONDS,
+        mig_parent: MigParentLookup | None = None,
+        resource_filter: Callable[[str], bool] = is_gpu_resource,
+        clock: Callable[[], float] = time.monotonic,
+        source: str = "kubelet pod-resources",
+    ) -> None:
+        if not refresh_interval_seconds > 0:
+            raise ValueError(f"refresh_interval_seconds: expected > 0 (got {refresh_interval_seconds!r})")
+        self._lister = lister
+        self._interval = refresh_interval_seconds
+        self._mig_parent = mig_parent
+        self._resource_filter = resource_filter
+        self._clock = clock
+        self._source = source
+        self._lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+        self._snapshot = HolderSnapshot(holders=_EMPTY, up=False, refreshed_at=None)
+        self._logged_up: bool | None = None  # state last logged; None = nothing logged yet
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- reading (scrape path: no I/O, no waiting on the kubelet) ---
+    def snapshot(self) -> HolderSnapshot:
+        with self._lock:
+            return self._snapshot
+
+    @property
+    def up(self) -> bool:
+        """For gpu_exporter_pod_resources_up: True when the last refresh read the kubelet."""
+        return self.snapshot().up
+
+    def holders(self, key: str) -> tuple[DeviceHolder, ...]:
+        """Holders of a GPU (by uuid) or of an unmapped MIG / index-strategy id; () when none or down."""
+        return self.snapshot().holders.get(key, ())
+
+    def single_holder(self, key: str) -> DeviceHolder | None:
+        """The only container holding the GPU, or None when unallocated or shared."""
+        return single_holder(self.snapshot().holders, key)
+
+    # --- refreshing ---
+    def refresh(self) -> HolderSnapshot:
+        """Read the kubelet once now and publish the result. Called by the thread; tests call it directly."""
+        with self._refresh_lock:
+            now = self._clock()
+            try:
+                allocations = self._lister()
+                mapping = build_holder_map(allocations, self._mig_parent, self._resource_filter)
+            except PodResourcesUnavailableError as e:
+                snapshot = HolderSnapshot(holders=_EMPTY, up=False, refreshed_at=now, error=str(e))
+            except Exception as e:  # the refresher must survive anything one reply or lookup can do
+                error = f"{type(e).__name__}: {e}"
+                snapshot = HolderSnapshot(holders=_EMPTY, up=False, refreshed_at=now, error=error)
+            else:
+                snapshot = HolderSnapshot(holders=MappingProxyType(mapping), up=True, refreshed_at=now)
+            with self._lock:
+                self._snapshot = snapshot
+            self._log_transition(snapshot)
+            return snapshot
+
+    def _log_transition(self, snapshot: HolderSnapshot) -> None:
+        if snapshot.up == self._logged_up:
+            return
+        self._logged_up = snapshot.up
+        if snapshot.up:
+            log.info("%s readable: %d GPU devices allocated", self._source, len(snapshot.holders))
+        else:
+            log.warning(
+                "%s unavailable, pod labels stay empty until it answers: %s", self._source, snapshot.error
+            )
+
+    def start(self) -> None:
+        """Refresh now in the background, then every interval, until `stop()`. Idempotent."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="pod-resources-refresh", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Ask the thread to end and wait up to `timeout` s; True when it ended (a List in flight is bounded
+        by the client's own timeout)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.refresh()
+            self._stop.wait(self._interval)

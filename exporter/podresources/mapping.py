@@ -1,0 +1,100 @@
+"""From kubelet device allocations to "which containers hold this GPU": pure functions, no gRPC.
+
+The kubelet reports device ids exactly as the NVIDIA device plugin advertised them:
+- `GPU-<uuid>`: a whole GPU (deviceIDStrategy uuid, the default);
+- `GPU-<uuid>::<n>`: replica n of a time-sliced GPU; the suffix is stripped, so every replica holder of one
+  GPU lands on the same key and the GPU shows several holders;
+- `MIG-<uuid>` (optionally `::<n>` too): a MIG device. With a `mig_parent` lookup (MIG uuid -> parent GPU
+  uuid, from NVML) the holder is filed under the parent GPU's uuid, keeping the MIG id in
+  `DeviceHolder.device_id`; without one, or when the lookup does not know the id, it stays filed under the
+  MIG uuid itself.
+- anything else (deviceIDStrategy index: `0`, `1`, `0:1`) is filed under the id as given; the caller may look
+  a GPU up by `str(index)` as a fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+_REPLICA_SUFFIX = re.compile(r"::\d+$")
+
+MigParentLookup = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True, order=True)
+class DeviceAllocation:
+    """One device id the kubelet assigned to one container, as read from List (no interpretation yet)."""
+
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    device_id: str
+
+
+@dataclass(frozen=True, order=True)
+class DeviceHolder:
+    """A container holding (a share or a MIG slice of) a GPU. Ordered, so holder tuples are stable."""
+
+    namespace: str
+    pod: str
+    container: str
+    resource: str
+    device_id: str  # normalized id the holder was granted: `GPU-<uuid>` or `MIG-<uuid>` (no `::<n>`)
+
+
+def is_gpu_resource(resource_name: str) -> bool:
+    """True for the resources whose devices are NVIDIA GPUs or MIG slices."""
+    return resource_name == GPU_RESOURCE or resource_name.startswith(MIG_RESOURCE_PREFIX)
+
+
+def normalize_device_id(device_id: str) -> str:
+    """Strip the time-slicing replica suffix: `GPU-abc::3` -> `GPU-abc`; other ids unchanged."""
+    return _REPLICA_SUFFIX.sub("", device_id.strip())
+
+
+def is_mig_device_id(device_id: str) -> bool:
+    return device_id.startswith("MIG-")
+
+
+def build_holder_map(
+    allocations: Iterable[DeviceAllocation],
+    mig_parent: MigParentLookup | None = None,
+    resource_filter: Callable[[str], bool] = is_gpu_resource,
+) -> dict[str, tuple[DeviceHolder, ...]]:
+    """Key (GPU uuid, or MIG uuid / raw id, see module doc) -> sorted unique holders of that device.
+
+    A container granted several replicas of one time-sliced GPU appears once; two containers sharing a GPU
+    appear as two holders.
+    """
+    holders: dict[str, set[DeviceHolder]] = {}
+    for allocation in allocations:
+        if not resource_filter(allocation.resource):
+            continue
+        device_id = normalize_device_id(allocation.device_id)
+        if not device_id:
+            continue
+        key = device_id
+        if mig_parent is not None and is_mig_device_id(device_id):
+            key = mig_parent(device_id) or device_id
+        holder = DeviceHolder(
+            namespace=allocation.namespace,
+            pod=allocation.pod,
+            container=allocation.container,
+            resource=allocation.resource,
+            device_id=device_id,
+        )
+        holders.setdefault(key, set()).add(holder)
+    return {key: tuple(sorted(found)) for key, found in holders.items()}
+
+
+def single_holder(holders: Mapping[str, tuple[DeviceHolder, ...]], uuid: str) -> DeviceHolder | None:
+    """The holder whose labels go on the device series: only when exactly ONE container holds the GPU."""
+    found = holders.get(uuid, ())
+    containers = {(holder.namespace, holder.pod, holder.container) for holder in found}
+    return found[0] if len(containers) == 1 else None

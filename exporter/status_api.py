@@ -1,0 +1,257 @@
+"""The JSON status API served next to /metrics, as one pure request function over plain data.
+
+    GET /api/v1/gpus                          -> {"gpus": [<gpu>, ...]}
+    GET /api/v1/gpus/<index>                  -> <gpu>                       (404 for an unknown index)
+    GET /api/v1/gpus/<index>/trend?minutes=5  -> <trend>                     (400 naming a bad parameter)
+
+`handle(path, query, snapshot_provider, history)` returns `(status, body)`; the HTTP server only encodes
+the body (`encode()`) and writes it. Errors are `{"error": "<message>", "parameter": "<name>"?}`.
+Unknown query parameters are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from exporter.health import HealthState, HealthThresholds, assess, availability_score, memory_used_percent
+from exporter.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
+from exporter.podresources.mapping import DeviceHolder
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/api/v1/"
+DEFAULT_TREND_MINUTES = 5.0
+DEFAULT_MAX_TREND_MINUTES = 60.0
+
+
+@dataclass(frozen=True)
+class MemoryStatus:
+    used_bytes: int | None
+    total_bytes: int | None
+    percent: float | None  # used / total, 0..100
+
+
+@dataclass(frozen=True)
+class ThrottlingStatus:
+    reasons: tuple[str, ...]  # active clocks-event reasons, the gpu_clocks_event_reason_active labels
+    speed_multiplier: float | None  # from the health state; None when the state is unknown
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    index: int
+    uuid: str
+    name: str
+    up: bool
+    state: HealthState | None
+    temperature_celsius: float | None
+    utilization_percent: float | None  # 0..100
+    memory: MemoryStatus
+    power_watts: float | None
+    throttling: ThrottlingStatus
+    holders: tuple[DeviceHolder, ...]
+    availability_score: float | None  # 0..1
+    xid_errors: Mapping[int, int] = field(default_factory=dict)  # XID code -> count since start
+
+
+def build_gpu_status(
+    *,
+    index: int,
+    uuid: str,
+    name: str,
+    up: bool,
+    temperature_celsius: float | None,
+    utilization_ratio: float | None,
+    memory_used_bytes: int | None,
+    memory_free_bytes: int | None,
+    memory_total_bytes: int | None,
+    power_watts: float | None,
+    throttle_reasons: Sequence[str] = (),
+    holders: Sequence[DeviceHolder] = (),
+    xid_errors: Mapping[int, int] | None = None,
+    thresholds: HealthThresholds | None = None,
+) -> GpuStatus:
+    """Derive state, speed multiplier, memory percent and availability score from one GPU reading."""
+    percent = memory_used_percent(memory_used_bytes, memory_total_bytes)
+    health = assess(temperature_celsius, percent, thresholds) if up else None
+    return GpuStatus(
+        index=index,
+        uuid=uuid,
+        name=name,
+        up=up,
+        state=health.state if health else None,
+        temperature_celsius=temperature_celsius,
+        utilization_percent=None if utilization_ratio is None else 100.0 * utilization_ratio,
+        memory=MemoryStatus(memory_used_bytes, memory_total_bytes, percent),
+        power_watts=power_watts,
+        throttling=ThrottlingStatus(tuple(throttle_reasons), health.speed_multiplier if health else None),
+        holders=tuple(holders),
+        availability_score=(
+            availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio) if up else None
+        ),
+        xid_errors=dict(xid_errors or {}),
+    )
+
+
+def is_api_path(path: str) -> bool:
+    """True for the paths `handle` answers (the server routes everything else elsewhere)."""
+    return path.split("?", 1)[0].startswith(API_PREFIX)
+
+
+def handle(
+    path: str,
+    query: str,
+    snapshot_provider: Callable[[], Sequence[GpuStatus]],
+    history: GpuHistory,
+    *,
+    method: str = "GET",
+    trend_thresholds: TrendThresholds | None = None,
+    max_trend_minutes: float = DEFAULT_MAX_TREND_MINUTES,
+    now: float | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """Answer one request: `path` without the query string, `query` the raw query string ("" if none).
+
+    `now` is the trend window's end, in the clock of the history's timestamps (None: the newest sample).
+    """
+    parts = [p for p in path.split("/") if p]
+    if parts[:3] != ["api", "v1", "gpus"] or len(parts) > 5 or (len(parts) == 5 and parts[4] != "trend"):
+        return _error(404, f"no such resource: {path}")
+    if method not in ("GET", "HEAD"):
+        return _error(405, f"method {method} not allowed; use GET")
+    try:
+        gpus = list(snapshot_provider())
+    except Exception as e:  # the request handler must answer, not die
+        log.warning("GPU status unavailable: %s: %s", type(e).__name__, e)
+        return _error(503, f"GPU status unavailable: {e}")
+    if len(parts) == 3:
+        return 200, {"gpus": [gpu_json(gpu) for gpu in sorted(gpus, key=lambda g: g.index)]}
+
+    gpu = _find(gpus, parts[3])
+    if gpu is None:
+        return _error(404, f"no GPU with index {parts[3]!r}", parameter="index")
+    if len(parts) == 4:
+        return 200, gpu_json(gpu)
+
+    params = parse_qs(query, keep_blank_values=True)
+    minutes, problem = _minutes(params.get("minutes"), max_trend_minutes)
+    if problem is not None:
+        return _error(400, problem, parameter="minutes")
+    trend = history.trend(gpu.uuid, minutes, now=now, thresholds=trend_thresholds)
+    return 200, trend_json(gpu, minutes, trend, now)
+
+
+def encode(body: Mapping[str, Any]) -> bytes:
+    """UTF-8 JSON; non-finite floats (never valid JSON) become null."""
+    return json.dumps(_finite(body), allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
+    return {
+        "index": gpu.index,
+        "uuid": gpu.uuid,
+        "name": gpu.name,
+        "up": gpu.up,
+        "state": gpu.state.value if gpu.state else None,
+        "temperature_celsius": gpu.temperature_celsius,
+        "utilization_percent": gpu.utilization_percent,
+        "memory": {
+            "used_bytes": gpu.memory.used_bytes,
+            "total_bytes": gpu.memory.total_bytes,
+            "percent": gpu.memory.percent,
+        },
+        "power_watts": gpu.power_watts,
+        "throttling": {
+            "active": bool(gpu.throttling.reasons),
+            "reasons": list(gpu.throttling.reasons),
+            "speed_multiplier": gpu.throttling.speed_multiplier,
+        },
+        "holders": [
+            {
+                "namespace": h.namespace,
+                "pod": h.pod,
+                "container": h.container,
+                "resource": h.resource,
+                "device_id": h.device_id,
+            }
+            for h in gpu.holders
+        ],
+        "shared": len({(h.namespace, h.pod, h.container) for h in gpu.holders}) > 1,
+        "availability_score": gpu.availability_score,
+        "xid_errors": {str(code): count for code, count in sorted(gpu.xid_errors.items())},
+    }
+
+
+def trend_json(gpu: GpuStatus, minutes: float, trend: Trend | None, now: float | None) -> dict[str, Any]:
+    """`trend` None (never sampled) renders as an empty window."""
+    empty = SeriesTrend(0, None, None, None, None, None, TrendWord.UNKNOWN)
+    return {
+        "index": gpu.index,
+        "uuid": gpu.uuid,
+        "minutes": minutes,
+        "window": {
+            "start": trend.window_start if trend else None,
+            "end": trend.window_end if trend else now,
+        },
+        "samples": trend.samples if trend else 0,
+        "trend": (trend.trend if trend else TrendWord.UNKNOWN).value,
+        "temperature_celsius": _series(trend.temperature_celsius if trend else empty),
+        "utilization_percent": _series(trend.utilization_percent if trend else empty),
+        "memory_used_percent": _series(trend.memory_used_percent if trend else empty),
+    }
+
+
+def _series(series: SeriesTrend) -> dict[str, Any]:
+    return {
+        "current": series.current,
+        "avg": series.average,
+        "min": series.minimum,
+        "max": series.maximum,
+        "slope_per_minute": series.slope_per_minute,
+        "trend": series.trend.value,
+    }
+
+
+def _find(gpus: Sequence[GpuStatus], text: str) -> GpuStatus | None:
+    if not text.isdigit():
+        return None
+    index = int(text)
+    return next((gpu for gpu in gpus if gpu.index == index), None)
+
+
+def _minutes(values: list[str] | None, maximum: float) -> tuple[float, str | None]:
+    if values is None:
+        return min(DEFAULT_TREND_MINUTES, maximum), None
+    if len(values) > 1:
+        return 0.0, "minutes: given more than once"
+    try:
+        minutes = float(values[0])
+    except ValueError:
+        return 0.0, f"minutes: expected a positive number of minutes (got {values[0]!r})"
+    if not math.isfinite(minutes) or minutes <= 0:
+        return 0.0, f"minutes: expected a positive number of minutes (got {values[0]!r})"
+    if minutes > maximum:
+        return 0.0, f"minutes: at most {maximum:g} (the history kept) (got {values[0]!r})"
+    return minutes, None
+
+
+def _error(status: int, message: str, parameter: str | None = None) -> tuple[int, dict[str, Any]]:
+    body: dict[str, Any] = {"error": message}
+    if parameter is not None:
+        body["parameter"] = parameter
+    return status, body
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,92 @@
+"""XidWatcher on the simulated NVML backend: XIDs scheduled in its YAML and injected at run time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from exporter.simconfig import parse_sim_config
+from exporter.simulated import SimulatedNvml
+from exporter.xid import XidSettings, XidWatcher, discover_gpus
+
+pytestmark = pytest.mark.integration
+
+SIM_YAML = """
+gpus:
+  - model: H100
+    count: 3
+faults:
+  - {type: xid, gpu: 1, at: 5, code: 79}
+  - {type: xid, gpu: all, at: 10, code: 13}
+"""
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_scheduled_and_injected_xids_are_counted_and_mark_gpus_down() -> None:
+    clock = FakeClock()
+    nvml = SimulatedNvml(parse_sim_config(SIM_YAML, "sim.yaml"), clock=clock)
+    nvml.nvmlInit()
+    gpus = discover_gpus(nvml)
+    uuids = [gpu.uuid for gpu in gpus]
+    assert len(set(uuids)) == 3
+    watcher = XidWatcher(nvml, gpus, XidSettings(wait_timeout_ms=50), clock=clock)
+    assert watcher.start()
+    try:
+        assert watcher.registered == set(uuids)
+        clock.t = 4.0
+        waits = nvml.calls["nvmlEventSetWait_v2"]
+        # the thread waited twice at t=4 and got nothing: no XID is due before t=5
+        wait_until(lambda: nvml.calls["nvmlEventSetWait_v2"] >= waits + 2)
+        assert watcher.all_counts() == {}
+
+        clock.t = 5.5
+        wait_until(lambda: watcher.counts(uuids[1]) == {79: 1})
+        assert watcher.down_uuids() == {uuids[1]}
+        assert watcher.down_since(uuids[1]) == 5.5
+
+        nvml.inject_xid(0, 48)
+        wait_until(lambda: watcher.is_down(uuids[0]))
+
+        clock.t = 10.0
+        wait_until(lambda: all(watcher.counts(u).get(13) == 1 for u in uuids))
+    finally:
+        assert watcher.stop(timeout=5)
+    assert watcher.all_counts() == {uuids[0]: {48: 1, 13: 1}, uuids[1]: {79: 1, 13: 1}, uuids[2]: {13: 1}}
+    assert watcher.note_answered(uuids[1], answered_at=11.0)
+    assert watcher.down_uuids() == {uuids[0]}
+
+
+def test_stop_frees_the_simulated_event_set_and_a_new_watcher_starts() -> None:
+    clock = FakeClock()
+    nvml = SimulatedNvml(parse_sim_config(SIM_YAML, "sim.yaml"), clock=clock)
+    nvml.nvmlInit()
+    first = XidWatcher(nvml, discover_gpus(nvml), XidSettings(wait_timeout_ms=50), clock=clock)
+    assert first.start()
+    assert first.stop(timeout=2)
+    nvml.inject_xid(2, 31)  # delivered to no one: the set is freed
+
+    second = XidWatcher(nvml, discover_gpus(nvml), XidSettings(wait_timeout_ms=50), clock=clock)
+    assert second.start()
+    try:
+        nvml.inject_xid(2, 31)
+        wait_until(lambda: second.all_counts() != {})
+    finally:
+        assert second.stop(timeout=5)
+    assert list(second.all_counts().values()) == [{31: 1}]
+    assert first.all_counts() == {}

@@ -1,0 +1,117 @@
+"""The exporter config file: defaults, values, and every problem reported as file:line: field: message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.config import ExporterConfig, ExporterConfigError, load_config, parse_config
+from exporter.errors import ConfigError
+from exporter.health import Bands
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ExporterConfigError) as caught:
+        parse_config(text, "cfg.yaml")
+    return [str(p) for p in caught.value.problems]
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
+def test_empty_file_is_all_defaults(text: str) -> None:
+    config = parse_config(text, "cfg.yaml")
+    assert config == ExporterConfig(path="cfg.yaml")
+    assert config.health.temperature_celsius == Bands(65, 75, 85)
+    assert config.history.max_samples == 720
+
+
+def test_full_file(tmp_path: Path) -> None:
+    path = tmp_path / "exporter.yaml"
+    path.write_text(
+        """
+health:
+  temperature_celsius: {normal: 60, throttled: 70, critical: 80.5}
+  memory_percent:
+    critical: 98
+history:
+  max_samples: 100
+  retention_seconds: 600
+trend:
+  temperature_celsius_per_minute: 0.25
+pod_resources:
+  socket: /run/kubelet.sock
+  refresh_interval_seconds: 2.5
+  max_receive_message_bytes: 134217728
+"""
+    )
+    config = load_config(path)
+    assert config.health.temperature_celsius == Bands(60, 70, 80.5)
+    assert config.health.memory_percent == Bands(70, 85, 98)  # partial section keeps the other defaults
+    assert (config.history.max_samples, config.history.retention_seconds) == (100, 600.0)
+    assert config.trend.temperature_celsius_per_minute == 0.25
+    assert config.trend.utilization_percent_per_minute == 1.0
+    settings = config.pod_resources.client_settings()
+    assert (settings.socket_path, settings.max_receive_message_bytes) == ("/run/kubelet.sock", 134217728)
+    assert config.pod_resources.refresh_interval_seconds == 2.5
+    assert config.path == str(path)
+
+
+def test_every_problem_with_its_line() -> None:
+    text = """health:
+  temperature_celsius: {normal: 80, throttled: 75, critical: 85}
+  memory_percent:
+    normal: high
+    warm: 3
+history:
+  max_samples: 1
+  retention_seconds: -5
+trend:
+  utilization_percent_per_minute: true
+pod_resources:
+  socket: ""
+  max_receive_message_bytes: 1024
+  timeout_seconds: [1]
+extra: 1
+"""
+    assert problems(text) == [
+        "cfg.yaml:4: health.memory_percent.normal: expected a number (got 'high')",
+        "cfg.yaml:5: health.memory_percent.warm: unknown field "
+        "(expected one of: normal, throttled, critical)",
+        "cfg.yaml:7: history.max_samples: expected an integer >= 2 (got 1)",
+        "cfg.yaml:8: history.retention_seconds: expected a number > 0 (got -5)",
+        "cfg.yaml:10: trend.utilization_percent_per_minute: expected a number > 0 (got True)",
+        "cfg.yaml:12: pod_resources.socket: expected a non-empty path (got '')",
+        "cfg.yaml:13: pod_resources.max_receive_message_bytes: "
+        "expected an integer >= 4194304 (4 MiB) (got 1024)",
+        "cfg.yaml:14: pod_resources.timeout_seconds: expected a number > 0 (got a list)",
+        "cfg.yaml:15: extra: unknown field (expected one of: health, history, trend, pod_resources)",
+        "cfg.yaml:2: health.temperature_celsius: expected normal < throttled < critical "
+        "(got normal=80, throttled=75, critical=85)",
+    ]
+
+
+def test_order_violation_against_defaults_is_reported() -> None:
+    assert problems("health:\n  memory_percent:\n    normal: 90\n") == [
+        "cfg.yaml:3: health.memory_percent: expected normal < throttled < critical "
+        "(got normal=90, throttled=85, critical=95)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- 1\n- 2\n", "cfg.yaml:1: (top level): expected a mapping (got a list)"),
+        ("health: 3\n", "cfg.yaml:1: health: expected a mapping (got '3')"),
+        ("history:\n  max_samples: 5\n  max_samples: 6\n", "cfg.yaml:3: history.max_samples: duplicate"),
+        ("health: {\n  x: [\n", "cfg.yaml:3: (yaml): invalid YAML"),
+        ("history:\n  retention_seconds: .nan\n", "cfg.yaml:2: history.retention_seconds: expected a num"),
+    ],
+)
+def test_shape_problems(text: str, expected: str) -> None:
+    found = problems(text)
+    assert len(found) == 1 and found[0].startswith(expected), found
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml:1: \(file\): cannot read"):
+        load_config(tmp_path / "missing.yaml")

@@ -1,0 +1,174 @@
+"""GpuHistory bounds and trend arithmetic with fixed timestamps."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from exporter.history import (
+    GpuHistory,
+    HistorySettings,
+    Sample,
+    TrendThresholds,
+    TrendWord,
+    classify,
+    least_squares_slope,
+)
+
+T0 = 1_700_000_000.0
+U = "GPU-1"
+
+
+def sample(
+    offset_s: float, temp: float | None = 50.0, util: float | None = 40.0, mem: float | None = 30.0
+) -> Sample:
+    return Sample(T0 + offset_s, temp, util, mem)
+
+
+def test_least_squares_slope() -> None:
+    assert least_squares_slope([(0, 1), (1, 3), (2, 5)]) == pytest.approx(2.0)
+    assert least_squares_slope([(0, 0), (1, 1), (2, 0), (3, 1)]) == pytest.approx(0.2)
+    assert least_squares_slope([(0, 1)]) is None
+    assert least_squares_slope([(5, 1), (5, 2)]) is None
+
+
+@pytest.mark.parametrize(
+    ("slope", "expected"),
+    [
+        (0.0, TrendWord.STABLE),
+        (0.49, TrendWord.STABLE),
+        (0.5, TrendWord.RISING),
+        (-0.49, TrendWord.STABLE),
+        (-0.5, TrendWord.FALLING),
+        (None, TrendWord.UNKNOWN),
+    ],
+)
+def test_classify_against_threshold(slope: float | None, expected: TrendWord) -> None:
+    assert classify(slope, 0.5) is expected
+
+
+def test_trend_statistics_over_the_window() -> None:
+    history = GpuHistory()
+    # temperature +1 °C per minute (rising), utilization -0.5 %/min (stable under 1 %/min), memory flat
+    for minute in range(0, 11):
+        history.record(U, sample(minute * 60, temp=60 + minute, util=50 - 0.5 * minute, mem=30))
+    trend = history.trend(U, minutes=5)
+    assert trend is not None
+    assert (trend.window_end, trend.window_start, trend.samples) == (T0 + 600, T0 + 300, 6)
+    temp = trend.temperature_celsius
+    assert (temp.current, temp.minimum, temp.maximum, temp.average) == (70, 65, 70, 67.5)
+    assert temp.slope_per_minute == pytest.approx(1.0)
+    assert temp.trend is TrendWord.RISING and trend.trend is TrendWord.RISING
+    assert trend.utilization_percent.slope_per_minute == pytest.approx(-0.5)
+    assert trend.utilization_percent.trend is TrendWord.STABLE
+    assert trend.memory_used_percent.trend is TrendWord.STABLE
+
+
+def test_trend_falling_and_explicit_now() -> None:
+    history = GpuHistory()
+    for second in range(0, 121, 10):
+        history.record(U, sample(second, temp=80 - second / 60 * 2, util=90 - second / 60 * 5))
+    trend = history.trend(U, minutes=1, now=T0 + 60)
+    assert trend is not None and trend.samples == 7  # 0, 10, ..., 60 inclusive
+    assert trend.temperature_celsius.current == pytest.approx(78.0)
+    assert trend.temperature_celsius.slope_per_minute == pytest.approx(-2.0)
+    assert trend.trend is TrendWord.FALLING
+    assert trend.utilization_percent.trend is TrendWord.FALLING
+
+
+def test_custom_thresholds_change_the_word() -> None:
+    history = GpuHistory()
+    for minute in range(4):
+        history.record(U, sample(minute * 60, temp=60 + 0.3 * minute))
+    assert history.trend(U, 5).trend is TrendWord.STABLE  # type: ignore[union-attr]
+    sensitive = TrendThresholds(temperature_celsius_per_minute=0.2)
+    assert history.trend(U, 5, thresholds=sensitive).trend is TrendWord.RISING  # type: ignore[union-attr]
+
+
+def test_missing_values_and_single_sample() -> None:
+    history = GpuHistory()
+    history.record(U, sample(0, temp=None, util=10))
+    trend = history.trend(U, 5)
+    assert trend is not None
+    assert trend.temperature_celsius.samples == 0 and trend.temperature_celsius.current is None
+    assert trend.temperature_celsius.trend is TrendWord.UNKNOWN
+    assert trend.utilization_percent.current == 10 and trend.utilization_percent.trend is TrendWord.UNKNOWN
+    assert history.trend("GPU-never", 5) is None
+
+
+def test_empty_window() -> None:
+    history = GpuHistory()
+    history.record(U, sample(0))
+    trend = history.trend(U, 1, now=T0 + 3600)
+    assert trend is not None and trend.samples == 0 and trend.trend is TrendWord.UNKNOWN
+
+
+def test_bounded_by_count_and_retention() -> None:
+    history = GpuHistory(HistorySettings(max_samples=5, retention_seconds=100))
+    for second in range(10):
+        history.record(U, sample(second))
+    assert [s.timestamp - T0 for s in history.samples(U)] == [5, 6, 7, 8, 9]
+    history.record(U, sample(150))
+    assert [s.timestamp - T0 for s in history.samples(U)] == [150]  # older than 100 s behind: dropped
+    assert history.samples(U, since=T0 + 151) == ()
+
+
+def test_out_of_order_sample_is_refused() -> None:
+    history = GpuHistory()
+    assert history.record(U, sample(10))
+    assert not history.record(U, sample(5))
+    assert history.record(U, sample(10))  # same instant is fine
+    assert len(history.samples(U)) == 2
+
+
+def test_forget_and_uuids() -> None:
+    history = GpuHistory()
+    history.record("a", sample(0))
+    history.record("b", sample(0))
+    history.forget("a")
+    assert history.uuids() == ("b",)
+
+
+@pytest.mark.parametrize("minutes", [0, -1, float("nan"), float("inf")])
+def test_trend_rejects_bad_minutes(minutes: float) -> None:
+    with pytest.raises(ValueError, match="minutes"):
+        GpuHistory().trend(U, minutes)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"max_samples": 1}, {"retention_seconds": 0}, {"retention_seconds": float("nan")}]
+)
+def test_settings_validation(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        HistorySettings(**kwargs)  # type: ignore[arg-type]
+
+
+def test_concurrent_writers_and_readers_keep_the_bound() -> None:
+    history = GpuHistory(HistorySettings(max_samples=50, retention_seconds=10_000))
+    errors: list[BaseException] = []
+
+    def writer(uuid: str) -> None:
+        try:
+            for i in range(2000):
+                history.record(uuid, sample(i))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def reader() -> None:
+        try:
+            for _ in range(500):
+                for uuid in history.uuids():
+                    history.trend(uuid, 1)
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(f"g{i}",)) for i in range(4)] + [
+        threading.Thread(target=reader)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert all(len(history.samples(f"g{i}")) == 50 for i in range(4))

@@ -1,0 +1,195 @@
+"""The status API request function over plain data."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from exporter.health import HealthState
+from exporter.history import GpuHistory, Sample
+from exporter.podresources import DeviceHolder
+from exporter.status_api import GpuStatus, build_gpu_status, encode, gpu_json, handle, is_api_path
+
+GIB = 1024**3
+GPU_RESOURCE = "nvidia.com/gpu"
+T0 = 1_700_000_000.0
+
+
+def gpus() -> list[GpuStatus]:
+    return [
+        build_gpu_status(
+            index=1,
+            uuid="GPU-b",
+            name="NVIDIA H100 80GB HBM3",
+            up=True,
+            temperature_celsius=78.0,
+            utilization_ratio=0.9,
+            memory_used_bytes=40 * GIB,
+            memory_free_bytes=40 * GIB,
+            memory_total_bytes=80 * GIB,
+            power_watts=610.5,
+            throttle_reasons=("sw_power_cap",),
+            holders=(
+                DeviceHolder("a", "p1", "c", "nvidia.com/gpu", "GPU-b"),
+                DeviceHolder("b", "p2", "c", "nvidia.com/gpu", "GPU-b"),
+            ),
+            xid_errors={79: 1, 13: 2},
+        ),
+        build_gpu_status(
+            index=0,
+            uuid="GPU-a",
+            name="NVIDIA H100 80GB HBM3",
+            up=True,
+            temperature_celsius=50.0,
+            utilization_ratio=0.0,
+            memory_used_bytes=0,
+            memory_free_bytes=80 * GIB,
+            memory_total_bytes=80 * GIB,
+            power_watts=70.0,
+        ),
+    ]
+
+
+@pytest.fixture
+def history() -> GpuHistory:
+    history = GpuHistory()
+    for minute in range(11):
+        history.record("GPU-a", Sample(T0 + 60 * minute, 50 + minute, 20.0, 10.0))
+    return history
+
+
+def call(path: str, query: str = "", history: GpuHistory | None = None, **kwargs: object):
+    return handle(path, query, gpus, history or GpuHistory(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_build_gpu_status_derives_state_and_score() -> None:
+    busy, idle = gpus()
+    assert busy.state is HealthState.THROTTLED and busy.throttling.speed_multiplier == 0.5
+    assert busy.memory.percent == 50.0
+    assert busy.availability_score == pytest.approx(0.6 * 0.5 + 0.4 * 0.1)
+    assert idle.state is HealthState.OPTIMAL and idle.availability_score == 1.0
+
+
+def test_lost_gpu_has_no_state_or_score() -> None:
+    lost = build_gpu_status(
+        index=3, uuid="GPU-x", name="", up=False, temperature_celsius=None, utilization_ratio=None,
+        memory_used_bytes=None, memory_free_bytes=None, memory_total_bytes=None, power_watts=None,
+    )
+    body = gpu_json(lost)
+    derived = (body["state"], body["availability_score"], body["throttling"]["speed_multiplier"])
+    assert derived == (None, None, None)
+
+
+def test_list_sorted_by_index_with_every_field() -> None:
+    status, body = call("/api/v1/gpus")
+    assert status == 200
+    assert [g["index"] for g in body["gpus"]] == [0, 1]
+    busy = body["gpus"][1]
+    assert busy == {
+        "index": 1,
+        "uuid": "GPU-b",
+        "name": "NVIDIA H100 80GB HBM3",
+        "up": True,
+        "state": "throttled",
+        "temperature_celsius": 78.0,
+        "utilization_percent": 90.0,
+        "memory": {"used_bytes": 40 * GIB, "total_bytes": 80 * GIB, "percent": 50.0},
+        "power_watts": 610.5,
+        "throttling": {"active": True, "reasons": ["sw_power_cap"], "speed_multiplier": 0.5},
+        "holders": [
+            {"namespace": ns, "pod": pod, "container": "c", "resource": GPU_RESOURCE, "device_id": "GPU-b"}
+            for ns, pod in (("a", "p1"), ("b", "p2"))
+        ],
+        "shared": True,
+        "availability_score": pytest.approx(0.34),
+        "xid_errors": {"13": 2, "79": 1},
+    }
+    assert call("/api/v1/gpus/")[1] == body
+
+
+def test_one_gpu_and_unknown_index() -> None:
+    status, body = call("/api/v1/gpus/0")
+    assert status == 200 and body["uuid"] == "GPU-a" and body["holders"] == [] and not body["shared"]
+    for bad in ("7", "-1", "abc", "1.0"):
+        status, body = call(f"/api/v1/gpus/{bad}")
+        assert status == 404 and body["parameter"] == "index" and bad in body["error"]
+
+
+def test_trend_default_window(history: GpuHistory) -> None:
+    status, body = call("/api/v1/gpus/0/trend", "", history)
+    assert status == 200
+    assert body["minutes"] == 5.0 and body["samples"] == 6 and body["trend"] == "rising"
+    assert body["temperature_celsius"] == {
+        "current": 60.0, "avg": 57.5, "min": 55.0, "max": 60.0, "slope_per_minute": pytest.approx(1.0),
+        "trend": "rising",
+    }
+    assert body["utilization_percent"]["trend"] == "stable"
+    assert body["window"] == {"start": T0 + 300, "end": T0 + 600}
+
+
+def test_trend_minutes_and_now(history: GpuHistory) -> None:
+    status, body = call("/api/v1/gpus/0/trend", "minutes=2.5&unknown=1", history, now=T0 + 300)
+    assert status == 200 and body["samples"] == 3  # t = 150..300 s: samples at 180, 240, 300
+    assert body["temperature_celsius"]["current"] == 55.0
+
+
+def test_trend_of_a_gpu_never_sampled() -> None:
+    status, body = call("/api/v1/gpus/1/trend", "minutes=1")
+    assert status == 200 and body["samples"] == 0 and body["trend"] == "unknown"
+    assert body["temperature_celsius"]["current"] is None
+
+
+@pytest.mark.parametrize(
+    ("query", "needle"),
+    [
+        ("minutes=0", "positive"),
+        ("minutes=-3", "positive"),
+        ("minutes=abc", "positive"),
+        ("minutes=", "positive"),
+        ("minutes=nan", "positive"),
+        ("minutes=inf", "positive"),
+        ("minutes=61", "at most 60"),
+        ("minutes=1&minutes=2", "more than once"),
+    ],
+)
+def test_bad_minutes_is_400_naming_the_parameter(query: str, needle: str) -> None:
+    status, body = call("/api/v1/gpus/0/trend", query)
+    assert status == 400 and body["parameter"] == "minutes"
+    assert body["error"].startswith("minutes: ") and needle in body["error"]
+
+
+def test_max_trend_minutes_is_configurable() -> None:
+    assert call("/api/v1/gpus/0/trend", "minutes=100", max_trend_minutes=120)[0] == 200
+    assert call("/api/v1/gpus/0/trend", "minutes=100")[0] == 400
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/other", "/api/v1/gpus/0/history", "/api/v1/gpus/0/trend/x", "/api"]
+)
+def test_unknown_paths_are_404(path: str) -> None:
+    status, body = call(path)
+    assert status == 404 and "error" in body
+
+
+def test_method_not_allowed() -> None:
+    assert call("/api/v1/gpus", method="POST")[0] == 405
+
+
+def test_provider_failure_is_503_not_an_exception() -> None:
+    def broken() -> list[GpuStatus]:
+        raise RuntimeError("NVML gone")
+
+    status, body = handle("/api/v1/gpus", "", broken, GpuHistory())
+    assert status == 503 and "NVML gone" in body["error"]
+
+
+def test_encode_turns_non_finite_into_null() -> None:
+    assert json.loads(encode({"a": math.nan, "b": [1.5, math.inf], "c": {"d": -math.inf}})) == {
+        "a": None, "b": [1.5, None], "c": {"d": None}
+    }
+
+
+def test_is_api_path() -> None:
+    assert is_api_path("/api/v1/gpus?x=1") and not is_api_path("/metrics")
