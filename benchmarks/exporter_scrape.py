@@ -1,0 +1,192 @@
+"""Scrape latency of `gpu-exporter --simulate 8` (3 processes per GPU) against prometheus_client alone.
+
+The baseline is prometheus_client serializing the very same samples from a pre-filled registry (Gauge and
+Counter objects holding the values of one exporter scrape), measured in the same run, interleaved with the
+exporter's scrapes so machine noise hits both alike. Two comparisons:
+
+- HTTP: the exporter process (min interval 0, so every scrape runs a full NVML sweep) against
+  prometheus_client's own `start_http_server` serving the pre-filled registry in another process.
+- in-process: collect + serialize of the exporter's registry against `generate_latest` of the pre-filled one.
+
+Targets (issue 2): median scrape <= 1.5x the baseline; exporter resident memory <= 60 MiB.
+Run: .venv/bin/python -m benchmarks.exporter_scrape [--scrapes 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+from demo.processes import free_port, wait_http_ok
+
+GPUS = 8
+PROCESSES_PER_GPU = 3
+RATIO_TARGET = 1.5
+RSS_TARGET_MIB = 60.0
+
+
+def fleet_yaml() -> str:
+    lines = ["pcie_latency_seconds: 0.02", "gpus:"]
+    for gpu in range(GPUS):
+        procs = ", ".join(f"{{pid: {10_000 + gpu * 10 + p}, memory_gib: {8 + 4 * p}}}"
+                          for p in range(PROCESSES_PER_GPU))
+        lines.append(f"  - {{model: H100, count: 1, processes: [{procs}]}}")
+    return "\n".join(lines) + "\n"
+
+
+def prefilled_registry(exposition: str) -> CollectorRegistry:
+    """A registry of plain Gauge/Counter objects holding exactly the samples of `exposition`."""
+    registry = CollectorRegistry()
+    for family in text_string_to_metric_families(exposition):
+        label_names = sorted({name for sample in family.samples for name in sample.labels})
+        if family.type == "counter":
+            counter = Counter(family.name, family.documentation, label_names, registry=registry)
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    (counter.labels(**sample.labels) if label_names else counter).inc(sample.value)
+        else:
+            gauge = Gauge(family.name, family.documentation, label_names, registry=registry)
+            for sample in family.samples:
+                (gauge.labels(**sample.labels) if label_names else gauge).set(sample.value)
+    return registry
+
+
+def serve_baseline(exposition_file: str, port: int) -> None:
+    """Child process: prometheus_client alone, serving the pre-filled registry until killed."""
+    registry = prefilled_registry(Path(exposition_file).read_text())
+    start_http_server(port, addr="127.0.0.1", registry=registry)
+    while True:
+        time.sleep(3600)
+
+
+def fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """(current, peak) resident memory of `pid` in MiB, from /proc."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) / 1024
+    return values["VmRSS"], values["VmHWM"]
+
+
+def interleaved(a: Callable[[], object], b: Callable[[], object], n: int) -> tuple[list[float], list[float]]:
+    times_a, times_b = [], []
+    for _ in range(n):
+        times_a.append(timed(a))
+        times_b.append(timed(b))
+    return times_a, times_b
+
+
+def report(title: str, exporter: list[float], baseline: list[float]) -> float:
+    med_e, med_b = statistics.median(exporter), statistics.median(baseline)
+    ratio = med_e / med_b
+    print(f"{title}: exporter median {med_e * 1e3:.2f} ms, baseline median {med_b * 1e3:.2f} ms, "
+          f"ratio {ratio:.2f} (target <= {RATIO_TARGET}) {'OK' if ratio <= RATIO_TARGET else 'MISSED'}")
+    return ratio
+
+
+def in_process(scrapes: int) -> float:
+    from exporter.app import ExporterApp
+    from exporter.simconfig import parse_sim_config
+    from exporter.simulated import SimulatedNvml
+    from exporter.source import SourceSettings
+
+    app = ExporterApp(SimulatedNvml(parse_sim_config(fleet_yaml(), "bench.yaml")), "bench-node",
+                      SourceSettings(min_interval=0.0))
+    app.source.start()
+    try:
+        baseline = prefilled_registry(generate_latest(app.registry).decode())
+        interleaved(lambda: generate_latest(app.registry), lambda: generate_latest(baseline), 20)
+        exporter_times, baseline_times = interleaved(
+            lambda: generate_latest(app.registry), lambda: generate_latest(baseline), scrapes)
+    finally:
+        app.stop()
+    return report("in-process (collect + serialize)", exporter_times, baseline_times)
+
+
+def over_http(scrapes: int, workdir: Path) -> tuple[float, float, float]:
+    config = workdir / "fleet.yaml"
+    config.write_text(fleet_yaml())
+    exporter_port, baseline_port = free_port(), free_port()
+    exporter_bin = str(Path(sys.executable).parent / "gpu-exporter")
+    exporter = subprocess.Popen(
+        [exporter_bin, "--simulate-config", str(config), "--address", "127.0.0.1",
+         "--port", str(exporter_port), "--min-interval", "0", "--log-level", "WARNING",
+         "--node-name", "bench-node"])
+    baseline: subprocess.Popen[bytes] | None = None
+    try:
+        exporter_url = f"http://127.0.0.1:{exporter_port}/metrics"
+        wait_http_ok(f"http://127.0.0.1:{exporter_port}/readyz", 30, exporter)
+        # wait for the first background PCIe pass so every scrape has the same series
+        deadline = time.monotonic() + 30
+        while b"gpu_pcie_rx_bytes_per_second{" not in fetch(exporter_url) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        exposition = workdir / "scrape.txt"
+        body = fetch(exporter_url)
+        exposition.write_bytes(body)
+        samples = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
+        print(f"one scrape: {samples} samples, {len(body)} bytes")
+        baseline = subprocess.Popen([sys.executable, "-m", "benchmarks.exporter_scrape", "--serve-baseline",
+                                     str(exposition), "--port", str(baseline_port)])
+        baseline_url = f"http://127.0.0.1:{baseline_port}/metrics"
+        wait_http_ok(baseline_url, 30, baseline)
+        interleaved(lambda: fetch(exporter_url), lambda: fetch(baseline_url), 20)
+        exporter_times, baseline_times = interleaved(
+            lambda: fetch(exporter_url), lambda: fetch(baseline_url), scrapes)
+        ratio = report("HTTP scrape (exporter process vs prometheus_client start_http_server)",
+                       exporter_times, baseline_times)
+        rss, peak = rss_mib(exporter.pid)
+        verdict = "OK" if peak <= RSS_TARGET_MIB else "MISSED"
+        print(f"exporter resident memory: {rss:.1f} MiB (peak {peak:.1f} MiB; "
+              f"target <= {RSS_TARGET_MIB:.0f} MiB) {verdict}")
+        return ratio, rss, peak
+    finally:
+        for proc in (exporter, baseline):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.exporter_scrape",
+                                     description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--scrapes", type=int, default=400, help="timed scrapes per side (default 400)")
+    parser.add_argument("--serve-baseline", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_baseline:
+        serve_baseline(args.serve_baseline, args.port)
+        return 0
+    print(f"{GPUS} simulated H100, {PROCESSES_PER_GPU} processes per GPU, {args.scrapes} scrapes per side, "
+          f"NVML min interval 0 (every scrape sweeps)")
+    with tempfile.TemporaryDirectory(prefix="gpu-exporter-bench-") as tmp:
+        http_ratio, _, peak = over_http(args.scrapes, Path(tmp))
+    process_ratio = in_process(args.scrapes)
+    ok = http_ratio <= RATIO_TARGET and process_ratio <= RATIO_TARGET and peak <= RSS_TARGET_MIB
+    print("all targets met" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

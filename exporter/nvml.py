@@ -1,0 +1,372 @@
+"""NVML adapter: the only module that imports pynvml; it turns NVML answers into frozen snapshots.
+
+The adapter takes the NVML module-like object as a constructor argument (`pynvml` on a GPU node, a
+`exporter.simulated.SimulatedNvml` in the demo and the tests), so the same code runs on both. NVML errors are
+mapped here: NotSupported / NoPermission leave one field out (logged once per GPU and call), any other error
+marks that GPU down, and a library-wide failure raises `NvmlUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pynvml
+
+from exporter.errors import NvmlUnavailableError
+from exporter.snapshots import (
+    DeviceSnapshot,
+    NodeSnapshot,
+    ProcessSnapshot,
+    ProcessUtilizationSample,
+    XidEvent,
+)
+
+__all__ = [
+    "CLOCKS_EVENT_REASONS", "DeviceSnapshot", "NodeSnapshot", "NvmlAdapter", "ProcessSnapshot",
+    "ProcessUtilizationSample", "XidEvent", "XidEventSet", "real_nvml",
+]
+
+log = logging.getLogger(__name__)
+
+# Bit of nvmlDeviceGetCurrentClocksEventReasons -> the `reason` label value.
+CLOCKS_EVENT_REASONS: tuple[tuple[str, int], ...] = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal", 0x20),
+    ("hw_thermal", 0x40),
+    ("hw_power_brake", 0x80),
+    ("display_clock_setting", 0x100),
+)
+
+# Newer call first; older drivers raise FunctionNotFound / NVMLLibraryMismatchError and we try the next.
+PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+                 "nvmlDeviceGetComputeRunningProcesses")
+CLOCKS_EVENT_CALLS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+CUDA_VERSION_CALLS = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
+
+# Errors after which the whole library must be re-initialised, not just one GPU marked down.
+_LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLError_LibraryNotFound",
+                 "NVMLError_LibRmVersionMismatch")
+
+MIB = 1024 * 1024
+PCIE_KB = 1024  # nvmlDeviceGetPcieThroughput answers in KB/s
+
+
+def real_nvml() -> Any:
+    """The pynvml module itself: what the adapter uses on a GPU node (and where pynvml's errors live)."""
+    return pynvml
+
+
+@dataclass
+class _StaticInfo:
+    handle: Any
+    uuid: str
+    name: str
+    pci_bus_id: str
+    sm_clock_max_hertz: float | None
+    memory_clock_max_hertz: float | None
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def format_cuda_version(value: int) -> str:
+    """NVML's 12020 -> "12.2"."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+class NvmlAdapter:
+    """Reads GPUs through an NVML module-like object; thread-safe for the scrape, PCIe and XID threads."""
+
+    def __init__(self, nvml: Any, clock: Callable[[], float] = time.time) -> None:
+        for name in ("NVMLError", "NVMLError_NotSupported", "NVMLError_FunctionNotFound", "nvmlInit"):
+            if not hasattr(nvml, name):
+                raise TypeError(f"NvmlAdapter needs a pynvml-like module; {nvml!r} has no {name}")
+        self._nvml = nvml
+        self._clock = clock
+        self._error: type[Exception] = nvml.NVMLError
+        self._left_out: tuple[type[Exception], ...] = (
+            nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission, nvml.NVMLError_FunctionNotFound,
+            getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_FunctionNotFound))
+        self._fallback_errors: tuple[type[Exception], ...] = (
+            nvml.NVMLError_FunctionNotFound,
+            getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_FunctionNotFound))
+        self._library_wide = tuple(getattr(nvml, n) for n in _LIBRARY_WIDE if hasattr(nvml, n))
+        self._lock = threading.Lock()
+        self._resolved: dict[str, str] = {}
+        self._unsupported: set[tuple[int, str]] = set()
+        self._static: dict[int, _StaticInfo] = {}
+        self._count = 0
+        self._initialized = False
+        self.driver_version = ""
+        self.cuda_version = ""
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def init(self) -> None:
+        """Load NVML and read the static facts once; raises NvmlUnavailableError with NVML's reason."""
+        try:
+            self._nvml.nvmlInit()
+            self.driver_version = _text(self._nvml.nvmlSystemGetDriverVersion())
+            try:
+                self.cuda_version = format_cuda_version(int(self._versioned("cuda", CUDA_VERSION_CALLS)))
+            except self._left_out:
+                self.cuda_version = ""
+            count = int(self._nvml.nvmlDeviceGetCount())
+        except self._error as exc:
+            raise NvmlUnavailableError(f"NVML init failed: {exc} ({type(exc).__name__})") from exc
+        except OSError as exc:
+            raise NvmlUnavailableError(f"NVML init failed: {exc}") from exc
+        with self._lock:
+            self._static.clear()
+            self._count = count
+            self._initialized = True
+        for index in range(count):
+            # a failure here is reported as gpu_up 0 on the first sweep, and retried there
+            with contextlib.suppress(self._error):
+                self._static_info(index)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            was = self._initialized
+            self._initialized = False
+            self._static.clear()
+        if was:
+            try:
+                self._nvml.nvmlShutdown()
+            except self._error as exc:
+                log.debug("nvmlShutdown: %s", exc)
+
+    @property
+    def initialized(self) -> bool:
+        return self._initialized
+
+    @property
+    def device_count(self) -> int:
+        return self._count
+
+    # -- sweeps ---------------------------------------------------------------------------------------
+    def read(self) -> NodeSnapshot:
+        """Read every GPU once. Raises NvmlUnavailableError when the library as a whole stopped answering."""
+        if not self._initialized:
+            raise NvmlUnavailableError("NVML is not initialized")
+        start = time.perf_counter()
+        devices = tuple(self.read_device(index) for index in range(self._count))
+        if devices and all(not d.up and d.error and d.error.startswith("library:") for d in devices):
+            raise NvmlUnavailableError(f"NVML stopped answering: {devices[0].error}")
+        now = self._clock()
+        return NodeSnapshot(
+            nvml_up=True, driver_version=self.driver_version, cuda_version=self.cuda_version, devices=devices,
+            collected_at=now, duration_seconds=time.perf_counter() - start, last_success=now)
+
+    def read_device(self, index: int) -> DeviceSnapshot:
+        """One GPU; an error other than NotSupported gives a snapshot with up=False and the reason."""
+        static: _StaticInfo | None = None
+        try:
+            static = self._static_info(index)
+            return self._read_dynamic(index, static)
+        except self._error as exc:
+            prefix = "library: " if isinstance(exc, self._library_wide) else ""
+            reason = f"{prefix}{exc} ({type(exc).__name__})"
+            if static is None:
+                return DeviceSnapshot(index=index, uuid="", name="", pci_bus_id="", up=False, error=reason)
+            return DeviceSnapshot(index=index, uuid=static.uuid, name=static.name,
+                                  pci_bus_id=static.pci_bus_id, up=False, error=reason)
+
+    def _static_info(self, index: int) -> _StaticInfo:
+        info = self._static.get(index)
+        if info is not None:
+            return info
+        nvml = self._nvml
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        info = _StaticInfo(
+            handle=handle,
+            uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+            name=_text(nvml.nvmlDeviceGetName(handle)),
+            pci_bus_id=_text(self._optional(index, "nvmlDeviceGetPciInfo", handle, attr="busId") or ""),
+            sm_clock_max_hertz=self._mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
+                                                        nvml.NVML_CLOCK_SM)),
+            memory_clock_max_hertz=self._mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
+                                                            nvml.NVML_CLOCK_MEM)),
+        )
+        with self._lock:
+            self._static[index] = info
+        return info
+
+    def _read_dynamic(self, index: int, s: _StaticInfo) -> DeviceSnapshot:
+        nvml, h, opt = self._nvml, s.handle, self._optional
+        util = opt(index, "nvmlDeviceGetUtilizationRates", h)
+        memory = opt(index, "nvmlDeviceGetMemoryInfo", h)
+        power = opt(index, "nvmlDeviceGetPowerUsage", h)
+        limit = opt(index, "nvmlDeviceGetEnforcedPowerLimit", h)
+        energy = opt(index, "nvmlDeviceGetTotalEnergyConsumption", h)
+        fan = opt(index, "nvmlDeviceGetFanSpeed", h)
+        reasons = self._optional_versioned(index, "clocks_event_reasons", CLOCKS_EVENT_CALLS, h)
+        encoder = opt(index, "nvmlDeviceGetEncoderUtilization", h)
+        decoder = opt(index, "nvmlDeviceGetDecoderUtilization", h)
+        processes = self._optional_versioned(index, "processes", PROCESS_CALLS, h)
+        return DeviceSnapshot(
+            index=index, uuid=s.uuid, name=s.name, pci_bus_id=s.pci_bus_id, up=True,
+            utilization=None if util is None else util.gpu / 100.0,
+            memory_utilization=None if util is None else util.memory / 100.0,
+            memory_used_bytes=None if memory is None else int(memory.used),
+            memory_free_bytes=None if memory is None else int(memory.free),
+            memory_total_bytes=None if memory is None else int(memory.total),
+            temperature_celsius=opt(index, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU),
+            power_watts=None if power is None else power / 1000.0,
+            power_limit_watts=None if limit is None else limit / 1000.0,
+            energy_joules=None if energy is None else energy / 1000.0,
+            sm_clock_hertz=self._mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)),
+            memory_clock_hertz=self._mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)),
+            sm_clock_max_hertz=s.sm_clock_max_hertz,
+            memory_clock_max_hertz=s.memory_clock_max_hertz,
+            fan_speed_ratio=None if fan is None else fan / 100.0,
+            performance_state=opt(index, "nvmlDeviceGetPerformanceState", h),
+            clocks_event_reasons=None if reasons is None else tuple(
+                (label, bool(int(reasons) & bit)) for label, bit in CLOCKS_EVENT_REASONS),
+            ecc_corrected=opt(index, "nvmlDeviceGetTotalEccErrors", h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                              nvml.NVML_VOLATILE_ECC),
+            ecc_uncorrected=opt(index, "nvmlDeviceGetTotalEccErrors", h,
+                                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
+            encoder_utilization=None if encoder is None else encoder[0] / 100.0,
+            decoder_utilization=None if decoder is None else decoder[0] / 100.0,
+            processes=None if processes is None else tuple(
+                ProcessSnapshot(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
+                for p in processes),
+        )
+
+    # -- background-only calls ------------------------------------------------------------------------
+    def read_pcie(self, index: int) -> tuple[float | None, float | None]:
+        """PCIe tx/rx in bytes/s. Blocks ~20 ms per counter on real GPUs: call it off the scrape path."""
+        static = self._static.get(index)
+        if static is None:
+            return None, None
+        nvml = self._nvml
+        tx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
+        rx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
+        return (None if tx is None else tx * PCIE_KB), (None if rx is None else rx * PCIE_KB)
+
+    def process_utilization(
+        self, index: int, since_us: int = 0
+    ) -> tuple[ProcessUtilizationSample, ...] | None:
+        """Per-process utilization samples newer than `since_us`; () when none, None when unsupported."""
+        static = self._static_info(index)
+        try:
+            samples = self._nvml.nvmlDeviceGetProcessUtilization(static.handle, since_us)
+        except self._nvml.NVMLError_NotFound:
+            return ()
+        except self._left_out as exc:
+            self._note_unsupported(index, "nvmlDeviceGetProcessUtilization", exc)
+            return None
+        return tuple(ProcessUtilizationSample(
+            int(s.pid), int(s.timeStamp), s.smUtil / 100.0, s.memUtil / 100.0, s.encUtil / 100.0,
+            s.decUtil / 100.0) for s in samples)
+
+    def open_xid_events(self) -> XidEventSet:
+        """An NVML event set with XID critical errors registered on every GPU that supports them."""
+        nvml = self._nvml
+        event_set = nvml.nvmlEventSetCreate()
+        for index in range(self._count):
+            static = self._static.get(index)
+            if static is None:
+                continue
+            try:
+                nvml.nvmlDeviceRegisterEvents(static.handle, nvml.nvmlEventTypeXidCriticalError, event_set)
+            except self._left_out as exc:
+                self._note_unsupported(index, "nvmlDeviceRegisterEvents", exc)
+        return XidEventSet(self, event_set)
+
+    def index_of_handle(self, handle: Any) -> int | None:
+        for index, static in list(self._static.items()):
+            if static.handle is handle or static.handle == handle:
+                return index
+        try:
+            return int(self._nvml.nvmlDeviceGetIndex(handle))
+        except self._error:
+            return None
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def _optional(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
+        """Call NVML; None (logged once) when the call is not supported on this GPU or driver."""
+        try:
+            value = getattr(self._nvml, call)(*args)
+        except AttributeError as exc:
+            self._note_unsupported(index, call, exc)
+            return None
+        except self._left_out as exc:
+            self._note_unsupported(index, call, exc)
+            return None
+        return getattr(value, attr) if attr else value
+
+    def _optional_versioned(self, index: int, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
+        try:
+            return self._versioned(logical, calls, *args)
+        except self._left_out as exc:
+            self._note_unsupported(index, "/".join(calls), exc)
+            return None
+
+    def _versioned(self, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
+        """Try the newest call name first, fall back to older ones; remember the one that worked."""
+        resolved = self._resolved.get(logical)
+        if resolved is not None:
+            return getattr(self._nvml, resolved)(*args)
+        last: Exception = self._nvml.NVMLError_FunctionNotFound()
+        for name in calls:
+            fn = getattr(self._nvml, name, None)
+            if fn is None:
+                continue
+            try:
+                value = fn(*args)
+            except self._fallback_errors as exc:
+                log.debug("%s unavailable (%s); trying the older call", name, type(exc).__name__)
+                last = exc
+                continue
+            with self._lock:
+                self._resolved[logical] = name
+            return value
+        raise last
+
+    def _note_unsupported(self, index: int, call: str, exc: BaseException) -> None:
+        key = (index, call)
+        with self._lock:
+            if key in self._unsupported:
+                return
+            self._unsupported.add(key)
+        log.info("GPU %d: %s not supported (%s); its series are left out", index, call, type(exc).__name__)
+
+    @staticmethod
+    def _mhz(value: Any) -> float | None:
+        return None if value is None else float(value) * 1e6
+
+
+class XidEventSet:
+    """Wraps an NVML event set: `wait()` returns the next XID event or None after the timeout."""
+
+    def __init__(self, adapter: NvmlAdapter, event_set: Any) -> None:
+        self._adapter = adapter
+        self._set = event_set
+
+    def wait(self, timeout_ms: int) -> XidEvent | None:
+        nvml = self._adapter._nvml
+        try:
+            data = nvml.nvmlEventSetWait_v2(self._set, timeout_ms)
+        except nvml.NVMLError_Timeout:
+            return None
+        return XidEvent(gpu_index=self._adapter.index_of_handle(data.device), xid=int(data.eventData),
+                        event_type=int(data.eventType))
+
+    def close(self) -> None:
+        nvml = self._adapter._nvml
+        try:
+            nvml.nvmlEventSetFree(self._set)
+        except nvml.NVMLError as exc:
+            log.debug("nvmlEventSetFree: %s", exc)

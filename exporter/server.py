@@ -1,0 +1,135 @@
+"""The HTTP server: /metrics (Prometheus text or OpenMetrics, gzip when asked), /healthz and /readyz.
+
+/healthz is liveness: 200 while the process serves HTTP, whatever NVML does, so a node without a driver
+never crash-loops the DaemonSet. /readyz is 200 once NVML answers, 503 with the reason otherwise; /metrics
+keeps serving `gpu_exporter_nvml_up 0` either way.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+
+from exporter.errors import ServeError
+
+log = logging.getLogger(__name__)
+
+
+class Readiness(Protocol):
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def nvml_error(self) -> str | None: ...
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    registry: CollectorRegistry
+    readiness: Readiness
+    scrape_failures: int
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._metrics()
+        elif path == "/healthz":
+            self._send(200, b"ok\n", "text/plain; charset=utf-8")
+        elif path == "/readyz":
+            readiness = self.server.readiness
+            if readiness.ready:
+                self._send(200, b"ready\n", "text/plain; charset=utf-8")
+            else:
+                reason = readiness.nvml_error or "NVML not answering"
+                self._send(503, f"not ready: {reason}\n".encode(), "text/plain; charset=utf-8")
+        elif path == "/":
+            body = b"<html><body><h1>gpu-exporter</h1><a href='/metrics'>/metrics</a></body></html>\n"
+            self._send(200, body, "text/html; charset=utf-8")
+        else:
+            self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+    def _metrics(self) -> None:
+        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+        try:
+            body = encoder(self.server.registry)
+        except Exception:  # the one broad handler: a collector bug must not kill the server
+            self.server.scrape_failures += 1
+            if self.server.scrape_failures == 1 or self.server.scrape_failures % 100 == 0:
+                log.exception("scrape failed (%d so far)", self.server.scrape_failures)
+            self._send(500, b"scrape failed; see the exporter log\n", "text/plain; charset=utf-8")
+            return
+        encoding = None
+        if "gzip" in self.headers.get("Accept-Encoding", ""):
+            body = gzip.compress(body, compresslevel=1)
+            encoding = "gzip"
+        self._send(200, body, content_type, encoding)
+
+    def _send(self, status: int, body: bytes, content_type: str, encoding: str | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_HEAD = do_GET
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class ExporterServer:
+    """Binds at construction (so a port in use fails before anything starts), serves in a thread."""
+
+    def __init__(self, address: str, port: int, registry: CollectorRegistry, readiness: Readiness) -> None:
+        try:
+            server = _Server((address, port), _Handler)
+        except OSError as exc:
+            raise ServeError(f"cannot listen on {address}:{port}: {exc.strerror or exc}") from exc
+        server.registry = registry
+        server.readiness = readiness
+        server.scrape_failures = 0
+        self._server = server
+        self._thread: threading.Thread | None = None
+        self._serving = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def address(self) -> str:
+        return str(self._server.server_address[0])
+
+    def serve_forever(self) -> None:
+        self._serving.set()
+        self._server.serve_forever(poll_interval=0.2)
+
+    def start(self) -> None:
+        """Serve in a background thread (tests, the demo)."""
+        self._thread = threading.Thread(target=self.serve_forever, name="exporter-http", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        """Stop serving and close the socket; safe to call whether or not serving started."""
+        if self._serving.is_set():
+            self._server.shutdown()
+            self._serving.clear()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None

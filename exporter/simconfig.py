@@ -1,0 +1,325 @@
+"""The simulated GPU fleet's configuration: GPU models, load patterns, processes and injected faults.
+
+`--simulate N` uses `default_config(N)`; `--simulate-config FILE` reads the YAML format documented in
+docs/readme/exporter.md. Validation gathers every problem and raises one ConfigError naming the file and
+the field of each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from exporter.errors import ConfigError
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """Static facts of a simulated GPU model (what NVML reports on the real board)."""
+
+    key: str
+    name: str
+    memory_bytes: int
+    power_limit_watts: float
+    idle_power_watts: float
+    sm_clock_max_mhz: int
+    memory_clock_max_mhz: int
+    has_fan: bool
+    pcie_max_kb_per_second: int
+
+
+MODELS: dict[str, GpuModel] = {m.key: m for m in (
+    GpuModel("H100", "NVIDIA H100 80GB HBM3", 81559 * MIB, 700.0, 70.0, 1980, 2619, False, 64_000_000),
+    GpuModel("A100", "NVIDIA A100-SXM4-80GB", 81920 * MIB, 400.0, 55.0, 1410, 1593, False, 32_000_000),
+    GpuModel("L4", "NVIDIA L4", 23034 * MIB, 72.0, 16.0, 2040, 6251, False, 32_000_000),
+    GpuModel("A10", "NVIDIA A10", 23028 * MIB, 150.0, 20.0, 1695, 6251, False, 32_000_000),
+    GpuModel("RTX-A6000", "NVIDIA RTX A6000", 49140 * MIB, 300.0, 25.0, 2100, 8001, True, 32_000_000),
+)}
+
+PATTERNS = ("constant", "sine", "square", "ramp")
+FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "xid", "nvml_unavailable")
+NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMismatch")
+
+
+@dataclass(frozen=True)
+class LoadPattern:
+    """Target utilization (0..1) as a function of simulated seconds; `noise` adds smooth jitter."""
+
+    kind: str = "sine"
+    value: float = 0.5
+    base: float = 0.55
+    amplitude: float = 0.3
+    low: float = 0.1
+    high: float = 0.9
+    period_seconds: float = 300.0
+    duty: float = 0.5
+    phase_seconds: float = 0.0
+    start: float = 0.0
+    end: float = 1.0
+    duration_seconds: float = 600.0
+    noise: float = 0.03
+
+    def at(self, t: float) -> float:
+        t = t + self.phase_seconds
+        if self.kind == "constant":
+            value = self.value
+        elif self.kind == "sine":
+            value = self.base + self.amplitude * math.sin(2 * math.pi * t / self.period_seconds)
+        elif self.kind == "square":
+            value = self.high if (t % self.period_seconds) < self.duty * self.period_seconds else self.low
+        else:  # ramp
+            value = self.start + (self.end - self.start) * min(max(t / self.duration_seconds, 0.0), 1.0)
+        return min(max(value, 0.0), 1.0)
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """A compute process on a simulated GPU: pid, memory it holds at full load, weight of its SM share."""
+
+    pid: int
+    memory_bytes: int
+    sm_share: float = 1.0
+
+
+@dataclass(frozen=True)
+class SimGpuSpec:
+    model: GpuModel
+    load: LoadPattern
+    processes: tuple[ProcessSpec, ...]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected fault, active for `at` <= simulated t < `until`. gpus None = every GPU."""
+
+    type: str
+    gpus: tuple[int, ...] | None = None
+    at: float = 0.0
+    until: float | None = None
+    calls: tuple[str, ...] = ()
+    code: int = 0
+    error: str = "LibraryNotFound"
+
+    def active(self, t: float) -> bool:
+        return t >= self.at and (self.until is None or t < self.until)
+
+    def applies_to(self, index: int | None) -> bool:
+        return self.gpus is None or (index is not None and index in self.gpus)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    gpus: tuple[SimGpuSpec, ...]
+    faults: tuple[Fault, ...] = ()
+    seed: int = 1
+    pcie_latency_seconds: float = 0.02
+
+
+def default_config(count: int, seed: int = 1) -> SimConfig:
+    """N H100-class GPUs, each with one inference process and its own phase of a slow sine load."""
+    if count < 0:
+        raise ConfigError(f"--simulate: expected a GPU count >= 0 (got {count})")
+    gpus = tuple(
+        SimGpuSpec(MODELS["H100"], LoadPattern(kind="sine", base=0.55, amplitude=0.3, period_seconds=300.0,
+                                               phase_seconds=37.0 * i),
+                   (ProcessSpec(pid=10_000 + i, memory_bytes=(30 + 4 * (i % 5)) * GIB),))
+        for i in range(count))
+    return SimConfig(gpus=gpus, seed=seed)
+
+
+def load_sim_config(path: str | Path) -> SimConfig:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return parse_sim_config(text, str(path))
+
+
+def parse_sim_config(text: str, path: str) -> SimConfig:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from exc
+    return _Parser(path).config(data)
+
+
+class _Parser:
+    """Walks the YAML tree, collecting every problem as `file: field: expected ... (got ...)`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[str] = []
+
+    def fail(self, field: str, message: str) -> None:
+        self.problems.append(f"{self.path}: {field}: {message}")
+
+    def config(self, data: Any) -> SimConfig:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{self.path}: top level: expected a mapping with 'gpus' (got {_kind(data)})")
+        self.unknown(data, "", {"gpus", "faults", "seed", "pcie_latency_seconds"})
+        gpus: list[SimGpuSpec] = []
+        raw_gpus = data.get("gpus")
+        if not isinstance(raw_gpus, list) or not raw_gpus:
+            self.fail("gpus", f"expected a non-empty list of GPU groups (got {_kind(raw_gpus)})")
+            raw_gpus = []
+        for i, group in enumerate(raw_gpus):
+            gpus.extend(self.group(group, f"gpus[{i}]", len(gpus)))
+        raw_faults = data.get("faults", []) or []
+        faults: list[Fault] = []
+        if not isinstance(raw_faults, list):
+            self.fail("faults", f"expected a list (got {_kind(raw_faults)})")
+            raw_faults = []
+        for i, raw in enumerate(raw_faults):
+            fault = self.fault(raw, f"faults[{i}]", len(gpus))
+            if fault is not None:
+                faults.append(fault)
+        seed = self.number(data, "seed", "seed", 1, integer=True, minimum=0)
+        latency = self.number(data, "pcie_latency_seconds", "pcie_latency_seconds", 0.02, minimum=0)
+        if self.problems:
+            raise ConfigError("; ".join(self.problems))
+        return SimConfig(tuple(gpus), tuple(faults), int(seed), float(latency))
+
+    def group(self, raw: Any, field: str, first_index: int) -> list[SimGpuSpec]:
+        if not isinstance(raw, Mapping):
+            self.fail(field, f"expected a mapping with 'model' and 'count' (got {_kind(raw)})")
+            return []
+        self.unknown(raw, field, {"model", "count", "load", "processes"})
+        model_key = raw.get("model", "H100")
+        model = MODELS.get(str(model_key))
+        if model is None:
+            self.fail(f"{field}.model", f"expected one of {', '.join(MODELS)} (got {model_key!r})")
+        count = int(self.number(raw, "count", f"{field}.count", 1, integer=True, minimum=1))
+        load = self.load(raw.get("load"), f"{field}.load")
+        processes = self.processes(raw.get("processes"), f"{field}.processes")
+        if model is None:
+            return []
+        return [SimGpuSpec(model, load, processes) for _ in range(count)]
+
+    def load(self, raw: Any, field: str) -> LoadPattern:
+        if raw is None:
+            return LoadPattern()
+        if not isinstance(raw, Mapping):
+            self.fail(field, f"expected a mapping with 'pattern' (got {_kind(raw)})")
+            return LoadPattern()
+        ratio_fields = {"value", "base", "amplitude", "low", "high", "duty", "start", "end", "noise"}
+        time_fields = {"period_seconds", "phase_seconds", "duration_seconds"}
+        self.unknown(raw, field, {"pattern"} | ratio_fields | time_fields)
+        kind = raw.get("pattern", "sine")
+        if kind not in PATTERNS:
+            self.fail(f"{field}.pattern", f"expected one of {', '.join(PATTERNS)} (got {kind!r})")
+            kind = "sine"
+        values: dict[str, Any] = {"kind": kind}
+        defaults = LoadPattern()
+        for name in ratio_fields:
+            values[name] = self.number(raw, name, f"{field}.{name}", getattr(defaults, name), minimum=0,
+                                       maximum=1)
+        for name in time_fields:
+            minimum = 0.0 if name == "phase_seconds" else 1e-3
+            values[name] = self.number(raw, name, f"{field}.{name}", getattr(defaults, name), minimum=minimum)
+        return LoadPattern(**values)
+
+    def processes(self, raw: Any, field: str) -> tuple[ProcessSpec, ...]:
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            self.fail(field, f"expected a list of {{pid, memory_gib}} (got {_kind(raw)})")
+            return ()
+        result = []
+        for i, item in enumerate(raw):
+            where = f"{field}[{i}]"
+            if not isinstance(item, Mapping):
+                self.fail(where, f"expected a mapping with pid and memory_gib (got {_kind(item)})")
+                continue
+            self.unknown(item, where, {"pid", "memory_gib", "sm_share"})
+            if "pid" not in item:
+                self.fail(f"{where}.pid", "required")
+            pid = self.number(item, "pid", f"{where}.pid", 1, integer=True, minimum=1)
+            gib = self.number(item, "memory_gib", f"{where}.memory_gib", 1.0, minimum=0)
+            share = self.number(item, "sm_share", f"{where}.sm_share", 1.0, minimum=0)
+            result.append(ProcessSpec(int(pid), int(gib * GIB), float(share)))
+        return tuple(result)
+
+    def fault(self, raw: Any, field: str, gpu_count: int) -> Fault | None:
+        if not isinstance(raw, Mapping):
+            self.fail(field, f"expected a mapping with 'type' (got {_kind(raw)})")
+            return None
+        self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error"})
+        kind = raw.get("type")
+        if kind not in FAULT_TYPES:
+            self.fail(f"{field}.type", f"expected one of {', '.join(FAULT_TYPES)} (got {kind!r})")
+            return None
+        gpus = self.gpu_list(raw.get("gpu"), f"{field}.gpu", gpu_count)
+        at = self.number(raw, "at", f"{field}.at", 0.0, minimum=0)
+        until = self.number(raw, "until", f"{field}.until", None, minimum=0)
+        if until is not None and until <= at:
+            self.fail(f"{field}.until", f"expected a time after 'at' ({at}) (got {until})")
+        calls: tuple[str, ...] = ()
+        if kind in ("not_supported", "function_not_found"):
+            raw_calls = raw.get("calls")
+            if not isinstance(raw_calls, list) or not raw_calls or not all(
+                    isinstance(c, str) and c.startswith("nvml") for c in raw_calls):
+                self.fail(f"{field}.calls", f"expected a list of NVML call names like nvmlDeviceGetFanSpeed "
+                                            f"(got {raw_calls!r})")
+            else:
+                calls = tuple(raw_calls)
+        code = 0
+        if kind == "xid":
+            if "code" not in raw:
+                self.fail(f"{field}.code", "required for an xid fault (the XID number, e.g. 79)")
+            code = int(self.number(raw, "code", f"{field}.code", 0, integer=True, minimum=1))
+        error = str(raw.get("error", "LibraryNotFound"))
+        if kind == "nvml_unavailable" and error not in NVML_UNAVAILABLE_ERRORS:
+            choices = ", ".join(NVML_UNAVAILABLE_ERRORS)
+            self.fail(f"{field}.error", f"expected one of {choices} (got {error!r})")
+        return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error)
+
+    def gpu_list(self, raw: Any, field: str, gpu_count: int) -> tuple[int, ...] | None:
+        if raw is None or raw == "all":
+            return None
+        items = raw if isinstance(raw, list) else [raw]
+        result = []
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < max(gpu_count, 1):
+                self.fail(field, f"expected a GPU index 0..{max(gpu_count - 1, 0)}, a list of them, or 'all' "
+                                 f"(got {raw!r})")
+                return None
+            result.append(item)
+        return tuple(result)
+
+    def number(self, raw: Mapping[str, Any], key: str, field: str, default: Any, *, integer: bool = False,
+               minimum: float | None = None, maximum: float | None = None) -> Any:
+        if key not in raw or raw[key] is None:
+            return default
+        value = raw[key]
+        ok = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok or (isinstance(value, float) and not math.isfinite(value)):
+            self.fail(field, f"expected {'an integer' if integer else 'a number'} (got {value!r})")
+            return default
+        if minimum is not None and value < minimum:
+            self.fail(field, f"expected >= {minimum} (got {value!r})")
+            return default
+        if maximum is not None and value > maximum:
+            self.fail(field, f"expected <= {maximum} (got {value!r})")
+            return default
+        return value
+
+    def unknown(self, raw: Mapping[str, Any], field: str, allowed: set[str]) -> None:
+        for key in raw:
+            if key not in allowed:
+                where = f"{field}.{key}" if field else str(key)
+                self.fail(where, f"unknown field (expected one of {', '.join(sorted(allowed))})")
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"[:60]

@@ -1,0 +1,391 @@
+"""A simulated NVML: the pynvml call surface over a fleet of plausible GPUs, with injected faults.
+
+`SimulatedNvml` has the same function names and signatures as pynvml and raises pynvml's own error classes,
+so `exporter.nvml.NvmlAdapter` runs unchanged on it. Utilization follows a load pattern (or the load driver:
+`set_utilization`, `set_processes`); power follows utilization up to the power limit, temperature follows
+power with a 30 s lag, clocks drop under power cap and heat, energy integrates power. Time comes from an
+injectable clock so tests and the demo can drive simulated time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.nvml import real_nvml
+from exporter.simconfig import ProcessSpec, SimConfig
+from exporter.simphysics import SimGpu, process_memory
+
+
+class _Obj:
+    """Attribute bag standing in for pynvml's ctypes structures (same field names)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.__dict__})"
+
+
+@dataclass(eq=False)
+class SimHandle:
+    """What nvmlDeviceGetHandleByIndex returns."""
+
+    index: int
+
+
+@dataclass(eq=False)
+class _EventSet:
+    masks: dict[int, int] = field(default_factory=dict)
+    queue: deque[tuple[int, int]] = field(default_factory=deque)
+    delivered: set[int] = field(default_factory=set)
+    freed: bool = False
+
+
+class SimulatedNvml:
+    """The fake pynvml module: create one per simulated node and pass it to NvmlAdapter."""
+
+    def __init__(self, config: SimConfig, clock: Callable[[], float] = time.monotonic,
+                 pcie_latency_seconds: float | None = None) -> None:
+        real = real_nvml()
+        for name in dir(real):  # pynvml's constants and its own error classes, shared not copied
+            if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlEventType")) or \
+                    name == "NVMLLibraryMismatchError":
+                setattr(self, name, getattr(real, name))
+        self.config = config
+        self._clock = clock
+        self._start = clock()
+        self._wall_start = time.time()
+        self._pcie_latency = (config.pcie_latency_seconds if pcie_latency_seconds is None
+                              else pcie_latency_seconds)
+        self._lock = threading.RLock()
+        self._events = threading.Condition(self._lock)
+        self._gpus = [SimGpu(i, spec, config.seed, 0.0) for i, spec in enumerate(config.gpus)]
+        self._handles = [SimHandle(i) for i in range(len(self._gpus))]
+        self._initialized = 0
+        self._event_sets: list[_EventSet] = []
+        self._xid_schedule = tuple((n, f) for n, f in enumerate(config.faults) if f.type == "xid")
+        # NVML calls made, by name: lets tests prove what is (and is not) on the scrape path
+        self.calls: Counter[str] = Counter()
+
+    # -- load driver (demo, tests) --------------------------------------------------------------------
+    def now(self) -> float:
+        """Simulated seconds since this backend was created."""
+        return self._clock() - self._start
+
+    @property
+    def device_count(self) -> int:
+        return len(self._gpus)
+
+    def set_utilization(self, index: int, utilization: float | None) -> None:
+        """Drive GPU `index` at this utilization (0..1); None returns it to its configured load pattern."""
+        if utilization is not None and not 0.0 <= utilization <= 1.0:
+            raise ValueError(f"utilization must be within 0..1 (got {utilization})")
+        with self._lock:
+            gpu = self._gpus[index]
+            gpu.advance(self.now())
+            gpu.utilization_override = utilization
+
+    def set_processes(self, index: int, processes: Sequence[tuple[int, int]] | None) -> None:
+        """Replace GPU `index`'s process list with (pid, used memory bytes); None restores the config's."""
+        with self._lock:
+            self._gpus[index].processes_override = None if processes is None else tuple(
+                ProcessSpec(int(pid), int(memory)) for pid, memory in processes)
+
+    def set_lost(self, index: int, lost: bool) -> None:
+        """Make GPU `index` answer NVMLError_GpuIsLost (True) or recover (False)."""
+        with self._lock:
+            self._gpus[index].lost = lost
+
+    def inject_xid(self, index: int, code: int) -> None:
+        """Deliver an XID critical error on GPU `index` now, to every event set that registered for it."""
+        with self._lock:
+            for event_set in self._event_sets:
+                if event_set.masks.get(index, 0) & self.nvmlEventTypeXidCriticalError:
+                    event_set.queue.append((index, code))
+            self._events.notify_all()
+
+    def utilization_of(self, index: int) -> float:
+        """The utilization GPU `index` runs at now (what NVML would report, before rounding)."""
+        with self._lock:
+            return self._gpus[index].utilization(self.now())
+
+    # -- fault machinery ------------------------------------------------------------------------------
+    def _enter(self, call: str, index: int | None = None) -> float:
+        """Count the call, apply the faults active now, and return simulated time."""
+        self.calls[call] += 1
+        t = self.now()
+        for fault in self.config.faults:
+            if not fault.active(t):
+                continue
+            if fault.type == "nvml_unavailable":
+                if call == "nvmlInit" or self._initialized:
+                    raise getattr(self, f"NVMLError_{fault.error}")()
+            elif fault.type == "function_not_found" and call in fault.calls and fault.applies_to(index):
+                raise self.NVMLError_FunctionNotFound()
+        if call != "nvmlInit" and not self._initialized:
+            raise self.NVMLError_Uninitialized()
+        if index is not None:
+            if index >= len(self._gpus) or index < 0:
+                raise self.NVMLError_InvalidArgument()
+            if self._gpus[index].lost or any(f.type == "gpu_lost" and f.active(t) and f.applies_to(index)
+                                             for f in self.config.faults):
+                raise self.NVMLError_GpuIsLost()
+            for fault in self.config.faults:
+                if fault.type == "not_supported" and call in fault.calls and fault.applies_to(index) \
+                        and fault.active(t):
+                    raise self.NVMLError_NotSupported()
+        return t
+
+    def _gpu(self, call: str, handle: SimHandle) -> tuple[SimGpu, float]:
+        if not isinstance(handle, SimHandle):
+            raise self.NVMLError_InvalidArgument()
+        t = self._enter(call, handle.index)
+        gpu = self._gpus[handle.index]
+        gpu.advance(t)
+        return gpu, t
+
+    # -- pynvml surface: library ----------------------------------------------------------------------
+    def nvmlInit(self) -> None:
+        with self._lock:
+            self._enter("nvmlInit")
+            self._initialized += 1
+
+    def nvmlShutdown(self) -> None:
+        with self._lock:
+            self._enter("nvmlShutdown")
+            self._initialized = max(self._initialized - 1, 0)
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        with self._lock:
+            self._enter("nvmlSystemGetDriverVersion")
+            return "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        with self._lock:
+            self._enter("nvmlSystemGetCudaDriverVersion")
+            return 12040
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        with self._lock:
+            self._enter("nvmlSystemGetCudaDriverVersion_v2")
+            return 12040
+
+    def nvmlDeviceGetCount(self) -> int:
+        with self._lock:
+            self._enter("nvmlDeviceGetCount")
+            return len(self._gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> SimHandle:
+        with self._lock:
+            self._enter("nvmlDeviceGetHandleByIndex", index)
+            return self._handles[index]
+
+    # -- pynvml surface: device -----------------------------------------------------------------------
+    def nvmlDeviceGetIndex(self, handle: SimHandle) -> int:
+        with self._lock:
+            return self._gpu("nvmlDeviceGetIndex", handle)[0].index
+
+    def nvmlDeviceGetUUID(self, handle: SimHandle) -> str:
+        with self._lock:
+            return self._gpu("nvmlDeviceGetUUID", handle)[0].uuid
+
+    def nvmlDeviceGetName(self, handle: SimHandle) -> str:
+        with self._lock:
+            return self._gpu("nvmlDeviceGetName", handle)[0].spec.model.name
+
+    def nvmlDeviceGetPciInfo(self, handle: SimHandle) -> _Obj:
+        with self._lock:
+            gpu = self._gpu("nvmlDeviceGetPciInfo", handle)[0]
+            return _Obj(busId=gpu.pci_bus_id.encode(), busIdLegacy=gpu.pci_bus_id.encode(), domain=0,
+                        bus=0x18 + 0x10 * gpu.index, device=0, pciDeviceId=0x233010DE)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: SimHandle) -> _Obj:
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetUtilizationRates", handle)
+            util = gpu.utilization(t)
+            return _Obj(gpu=round(util * 100), memory=round(util * 55))
+
+    def nvmlDeviceGetMemoryInfo(self, handle: SimHandle, version: int | None = None) -> _Obj:
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetMemoryInfo", handle)
+            total = gpu.spec.model.memory_bytes
+            used = gpu.memory_used(t)
+            return _Obj(total=total, free=total - used, used=used)
+
+    def nvmlDeviceGetTemperature(self, handle: SimHandle, sensor: int) -> int:
+        with self._lock:
+            gpu, _ = self._gpu("nvmlDeviceGetTemperature", handle)
+            if sensor != self.NVML_TEMPERATURE_GPU:
+                raise self.NVMLError_InvalidArgument()
+            return round(gpu.temperature)
+
+    def nvmlDeviceGetPowerUsage(self, handle: SimHandle) -> int:
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetPowerUsage", handle)
+            return round(gpu.power_watts(t) * 1000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: SimHandle) -> int:
+        with self._lock:
+            return round(self._gpu("nvmlDeviceGetEnforcedPowerLimit", handle)[0].spec.model.power_limit_watts
+                         * 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: SimHandle) -> int:
+        with self._lock:
+            return int(self._gpu("nvmlDeviceGetTotalEnergyConsumption", handle)[0].energy_mj)
+
+    def nvmlDeviceGetClockInfo(self, handle: SimHandle, type: int) -> int:
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetClockInfo", handle)
+            return gpu.sm_clock_mhz(t) if type == self.NVML_CLOCK_SM else gpu.spec.model.memory_clock_max_mhz
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: SimHandle, type: int) -> int:
+        with self._lock:
+            model = self._gpu("nvmlDeviceGetMaxClockInfo", handle)[0].spec.model
+            return model.sm_clock_max_mhz if type == self.NVML_CLOCK_SM else model.memory_clock_max_mhz
+
+    def nvmlDeviceGetFanSpeed(self, handle: SimHandle) -> int:
+        with self._lock:
+            gpu, _ = self._gpu("nvmlDeviceGetFanSpeed", handle)
+            if not gpu.spec.model.has_fan:
+                raise self.NVMLError_NotSupported()
+            return round(30 + 60 * min(max((gpu.temperature - 40.0) / 45.0, 0.0), 1.0))
+
+    def nvmlDeviceGetPerformanceState(self, handle: SimHandle) -> int:
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetPerformanceState", handle)
+            return 0 if gpu.utilization(t) >= 0.02 else 8
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: SimHandle) -> int:
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetCurrentClocksEventReasons", handle)
+            return gpu.reasons(t)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: SimHandle) -> int:
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+            return gpu.reasons(t)
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: SimHandle, errorType: int, counterType: int) -> int:
+        with self._lock:
+            gpu, _ = self._gpu("nvmlDeviceGetTotalEccErrors", handle)
+            corrected = errorType == self.NVML_MEMORY_ERROR_TYPE_CORRECTED
+            return gpu.ecc_corrected if corrected else gpu.ecc_uncorrected
+
+    def nvmlDeviceGetEncoderUtilization(self, handle: SimHandle) -> list[int]:
+        with self._lock:
+            self._gpu("nvmlDeviceGetEncoderUtilization", handle)
+            return [0, 167000]
+
+    def nvmlDeviceGetDecoderUtilization(self, handle: SimHandle) -> list[int]:
+        with self._lock:
+            self._gpu("nvmlDeviceGetDecoderUtilization", handle)
+            return [0, 167000]
+
+    def nvmlDeviceGetPcieThroughput(self, device: SimHandle, counter: int) -> int:
+        """Sleeps like the real call (about 20 ms: NVML samples the counter over a window)."""
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetPcieThroughput", device)
+            share = 0.35 if counter == self.NVML_PCIE_UTIL_TX_BYTES else 0.15
+            value = int(gpu.spec.model.pcie_max_kb_per_second * share * gpu.utilization(t))
+        if self._pcie_latency > 0:
+            time.sleep(self._pcie_latency)
+        return value
+
+    def _process_list(self, call: str, handle: SimHandle) -> list[_Obj]:
+        with self._lock:
+            gpu, t = self._gpu(call, handle)
+            util = gpu.utilization(t)
+            return [_Obj(pid=p.pid, usedGpuMemory=process_memory(p, util),
+                         gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF) for p in gpu.processes()]
+
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: SimHandle) -> list[_Obj]:
+        return self._process_list("nvmlDeviceGetComputeRunningProcesses_v3", handle)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: SimHandle) -> list[_Obj]:
+        return self._process_list("nvmlDeviceGetComputeRunningProcesses_v2", handle)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: SimHandle) -> list[_Obj]:
+        """pynvml maps the unversioned name to _v3 and turns its FunctionNotFound into a mismatch error."""
+        try:
+            return self._process_list("nvmlDeviceGetComputeRunningProcesses_v3", handle)
+        except self.NVMLError_FunctionNotFound as exc:
+            raise self.NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not "
+                                                "match the NVML lib version.") from exc
+
+    def nvmlDeviceGetProcessUtilization(self, handle: SimHandle, timeStamp: int) -> list[_Obj]:
+        """One sample per process, its SM share of the GPU's utilization; NotFound when none is newer."""
+        with self._lock:
+            gpu, t = self._gpu("nvmlDeviceGetProcessUtilization", handle)
+            now_us = int((self._wall_start + t) * 1e6)
+            processes = gpu.processes()
+            if not processes or now_us <= timeStamp:
+                raise self.NVMLError_NotFound()
+            util = gpu.utilization(t)
+            weight = sum(p.sm_share for p in processes) or 1.0
+            return [_Obj(pid=p.pid, timeStamp=now_us, smUtil=round(100 * util * p.sm_share / weight),
+                         memUtil=round(55 * util * p.sm_share / weight), encUtil=0, decUtil=0)
+                    for p in processes]
+
+    # -- pynvml surface: events -----------------------------------------------------------------------
+    def nvmlDeviceGetSupportedEventTypes(self, handle: SimHandle) -> int:
+        with self._lock:
+            self._gpu("nvmlDeviceGetSupportedEventTypes", handle)
+            return int(self.nvmlEventTypeXidCriticalError | self.nvmlEventTypeDoubleBitEccError
+                       | self.nvmlEventTypeSingleBitEccError)
+
+    def nvmlEventSetCreate(self) -> _EventSet:
+        with self._lock:
+            self._enter("nvmlEventSetCreate")
+            event_set = _EventSet()
+            self._event_sets.append(event_set)
+            return event_set
+
+    def nvmlDeviceRegisterEvents(self, handle: SimHandle, eventTypes: int, eventSet: _EventSet) -> None:
+        with self._lock:
+            gpu, _ = self._gpu("nvmlDeviceRegisterEvents", handle)
+            eventSet.masks[gpu.index] = eventSet.masks.get(gpu.index, 0) | int(eventTypes)
+
+    def nvmlEventSetWait_v2(self, eventSet: _EventSet, timeoutms: int) -> _Obj:
+        """Block up to `timeoutms` (real) ms for an event; scheduled XIDs are due by simulated time."""
+        deadline = time.monotonic() + timeoutms / 1000.0
+        with self._lock:
+            self._enter("nvmlEventSetWait_v2")
+            while True:
+                if eventSet.freed:
+                    raise self.NVMLError_InvalidArgument()
+                self._queue_due_xids(eventSet)
+                if eventSet.queue:
+                    index, code = eventSet.queue.popleft()
+                    return _Obj(device=self._handles[index], eventType=self.nvmlEventTypeXidCriticalError,
+                                eventData=code, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self.NVMLError_Timeout()
+                self._events.wait(min(remaining, 0.05))
+
+    def nvmlEventSetWait(self, eventSet: _EventSet, timeoutms: int) -> _Obj:
+        return self.nvmlEventSetWait_v2(eventSet, timeoutms)
+
+    def nvmlEventSetFree(self, eventSet: _EventSet) -> None:
+        with self._lock:
+            self._enter("nvmlEventSetFree")
+            eventSet.freed = True
+            if eventSet in self._event_sets:
+                self._event_sets.remove(eventSet)
+            self._events.notify_all()
+
+    def _queue_due_xids(self, event_set: _EventSet) -> None:
+        t = self.now()
+        xid_bit = self.nvmlEventTypeXidCriticalError
+        for key, fault in self._xid_schedule:
+            if key in event_set.delivered or t < fault.at:
+                continue
+            for index in range(len(self._gpus)):
+                if fault.applies_to(index) and event_set.masks.get(index, 0) & xid_bit:
+                    event_set.queue.append((index, fault.code))
+            event_set.delivered.add(key)

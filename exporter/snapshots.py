@@ -1,0 +1,86 @@
+"""Frozen snapshots of what NVML answered: plain data, no NVML, so collectors and tests build them freely.
+
+Re-exported from exporter.nvml, which produces them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProcessSnapshot:
+    """One compute process on a GPU; used memory is None where NVML cannot tell (WDDM)."""
+
+    pid: int
+    used_memory_bytes: int | None
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    """Everything read from one GPU in one sweep. None means "not supported here": the series is left out."""
+
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    up: bool
+    error: str | None = None
+    utilization: float | None = None
+    memory_utilization: float | None = None
+    memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    temperature_celsius: float | None = None
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    energy_joules: float | None = None
+    sm_clock_hertz: float | None = None
+    memory_clock_hertz: float | None = None
+    sm_clock_max_hertz: float | None = None
+    memory_clock_max_hertz: float | None = None
+    fan_speed_ratio: float | None = None
+    performance_state: int | None = None
+    clocks_event_reasons: tuple[tuple[str, bool], ...] | None = None
+    ecc_corrected: int | None = None
+    ecc_uncorrected: int | None = None
+    encoder_utilization: float | None = None
+    decoder_utilization: float | None = None
+    processes: tuple[ProcessSnapshot, ...] | None = None
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """One NVML sweep of the node. `last_success` is the wall time NVML last answered (None: never)."""
+
+    nvml_up: bool
+    driver_version: str
+    cuda_version: str
+    devices: tuple[DeviceSnapshot, ...]
+    collected_at: float
+    duration_seconds: float
+    last_success: float | None
+    nvml_error: str | None = None
+
+
+@dataclass(frozen=True)
+class ProcessUtilizationSample:
+    """Per-process utilization from nvmlDeviceGetProcessUtilization (ratios 0..1)."""
+
+    pid: int
+    timestamp_us: int
+    sm_utilization: float
+    memory_utilization: float
+    encoder_utilization: float
+    decoder_utilization: float
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """An XID critical error reported by NVML's event API."""
+
+    gpu_index: int | None
+    xid: int
+    event_type: int

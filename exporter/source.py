@@ -1,0 +1,193 @@
+"""Where snapshots come from: NVML init with background retry, rate-limited sweeps, PCIe sampled aside.
+
+`NvmlSource.snapshot()` is what a scrape calls. It never blocks on NVML init (a missing library gives a
+snapshot with nvml_up False at once), runs at most one NVML sweep per `min_interval` however many scrapers
+ask (concurrent callers share the sweep in flight), and merges the PCIe throughput that a background thread
+samples, because nvmlDeviceGetPcieThroughput blocks about 20 ms per call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from exporter.errors import NvmlUnavailableError
+from exporter.nvml import NodeSnapshot, NvmlAdapter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """Timing of the NVML source."""
+
+    # Minimum seconds between two NVML sweeps; scrapes inside the interval get the cached sweep. 1 s keeps
+    # several Prometheus replicas from multiplying NVML load while staying below any sane scrape interval.
+    min_interval: float = 1.0
+    # Seconds between NVML init attempts while the library or driver is missing. Long enough not to spin.
+    init_retry_interval: float = 10.0
+    # Seconds between PCIe throughput passes (each pass costs ~40 ms per GPU on real hardware).
+    pcie_interval: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("min_interval", "init_retry_interval", "pcie_interval"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(f"SourceSettings.{name}: expected seconds >= 0 (got {value!r})")
+
+
+class NvmlSource:
+    """Owns the adapter's lifecycle and the background threads; `snapshot()` is safe from many threads."""
+
+    def __init__(self, adapter: NvmlAdapter, settings: SourceSettings | None = None,
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.adapter = adapter
+        self.settings = settings or SourceSettings()
+        self._clock = clock
+        self._monotonic = monotonic
+        self._sweep_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake_init = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._cached: NodeSnapshot | None = None
+        self._cached_at = float("-inf")
+        self._last_success: float | None = None
+        self._nvml_error: str | None = "NVML not initialized yet"
+        self._pcie: dict[int, tuple[float | None, float | None]] = {}
+        self._down_gpus: set[int] = set()
+        self._init_attempted = threading.Event()
+        self.sweeps = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Try NVML init once now, then keep retrying (if needed) and sampling PCIe in the background."""
+        self._try_init(first=True)
+        for target, name in ((self._init_loop, "nvml-init"), (self._pcie_loop, "nvml-pcie")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake_init.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+        self.adapter.shutdown()
+
+    @property
+    def ready(self) -> bool:
+        """True once NVML answered and is still answering."""
+        return self.adapter.initialized and self._nvml_error is None
+
+    @property
+    def init_attempted(self) -> bool:
+        return self._init_attempted.is_set()
+
+    @property
+    def nvml_error(self) -> str | None:
+        return self._nvml_error
+
+    def _try_init(self, first: bool = False) -> bool:
+        try:
+            self.adapter.init()
+        except NvmlUnavailableError as exc:
+            with self._state_lock:
+                changed = first or self._nvml_error != str(exc)
+                self._nvml_error = str(exc)
+            self._init_attempted.set()
+            if changed:
+                log.error("%s; serving gpu_exporter_nvml_up 0 and retrying every %gs", exc,
+                          self.settings.init_retry_interval)
+            return False
+        with self._state_lock:
+            self._nvml_error = None
+            self._cached_at = float("-inf")
+        self._init_attempted.set()
+        log.info("NVML initialized: %d GPU(s), driver %s, CUDA %s", self.adapter.device_count,
+                 self.adapter.driver_version, self.adapter.cuda_version or "unknown")
+        return True
+
+    def _init_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake_init.wait(self.settings.init_retry_interval)
+            self._wake_init.clear()
+            if self._stop.is_set():
+                return
+            if not self.adapter.initialized:
+                self._try_init()
+
+    def _pcie_loop(self) -> None:
+        while not self._stop.is_set():
+            if self.adapter.initialized:
+                for index in range(self.adapter.device_count):
+                    if self._stop.is_set():
+                        return
+                    try:
+                        value = self.adapter.read_pcie(index)
+                    except Exception as exc:  # one GPU failing must not end the sampler
+                        log.debug("GPU %d: PCIe sample failed: %s", index, exc)
+                        value = (None, None)
+                    with self._state_lock:
+                        self._pcie[index] = value
+            self._stop.wait(self.settings.pcie_interval)
+
+    # -- the scrape path ------------------------------------------------------------------------------
+    def snapshot(self) -> NodeSnapshot:
+        """The latest sweep, taking a new one when the cached one is older than `min_interval`."""
+        with self._sweep_lock:
+            now = self._monotonic()
+            cached = self._cached
+            if cached is not None and now - self._cached_at < self.settings.min_interval:
+                return cached
+            snapshot = self._sweep()
+            self._cached = snapshot
+            self._cached_at = now
+            return snapshot
+
+    def _sweep(self) -> NodeSnapshot:
+        start = time.perf_counter()
+        if not self.adapter.initialized:
+            return self._down_snapshot(start)
+        try:
+            snapshot = self.adapter.read()
+        except NvmlUnavailableError as exc:
+            log.error("%s; re-initialising NVML in the background", exc)
+            with self._state_lock:
+                self._nvml_error = str(exc)
+            self.adapter.shutdown()
+            self._wake_init.set()
+            return self._down_snapshot(start)
+        with self._state_lock:
+            pcie = dict(self._pcie)
+            self._last_success = snapshot.last_success
+            self._nvml_error = None
+        self._log_gpu_transitions(snapshot)
+        devices = tuple(
+            dataclasses.replace(d, pcie_tx_bytes_per_second=pcie[d.index][0],
+                                pcie_rx_bytes_per_second=pcie[d.index][1])
+            if d.up and d.index in pcie else d
+            for d in snapshot.devices)
+        self.sweeps += 1
+        return dataclasses.replace(snapshot, devices=devices, duration_seconds=time.perf_counter() - start)
+
+    def _down_snapshot(self, start: float) -> NodeSnapshot:
+        return NodeSnapshot(nvml_up=False, driver_version="", cuda_version="", devices=(),
+                            collected_at=self._clock(), duration_seconds=time.perf_counter() - start,
+                            last_success=self._last_success, nvml_error=self._nvml_error)
+
+    def _log_gpu_transitions(self, snapshot: NodeSnapshot) -> None:
+        for device in snapshot.devices:
+            if not device.up and device.index not in self._down_gpus:
+                self._down_gpus.add(device.index)
+                log.warning("GPU %d (%s) is not answering: %s; gpu_up 0, the other GPUs keep reporting",
+                            device.index, device.uuid or "uuid unknown", device.error)
+            elif device.up and device.index in self._down_gpus:
+                self._down_gpus.discard(device.index)
+                log.info("GPU %d (%s) answers again", device.index, device.uuid)

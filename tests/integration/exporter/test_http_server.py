@@ -1,0 +1,138 @@
+"""A real exporter HTTP server on 127.0.0.1: exposition parsed by prometheus_client, checked by promtool."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from demo.processes import promtool
+from exporter import metrics as m
+from exporter.source import SourceSettings
+from tests.integration.exporter.conftest import StartExporter, get, wait_for
+
+pytestmark = pytest.mark.integration
+
+FANNED = """
+gpus:
+  - {model: RTX-A6000, count: 2, processes: [{pid: 700, memory_gib: 8}]}
+"""
+
+
+def families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    result: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            result.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return result
+
+
+def scrape(base: str) -> str:
+    status, body, headers = get(base + "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    return body.decode()
+
+
+def test_every_metric_of_the_contract_is_served_and_promtool_is_silent(start_exporter: StartExporter) -> None:
+    base, _, _ = start_exporter(FANNED)
+    wait_for(lambda: "gpu_pcie_tx_bytes_per_second" in scrape(base))
+    text = scrape(base)
+    samples = families(text)
+    assert {spec.exposed_name for spec in m.ALL_METRICS} <= set(samples)
+    assert {labels["gpu"] for labels, _ in samples["gpu_up"]} == {"0", "1"}
+    assert all(labels["node"] == "test-node" for labels, _ in samples["gpu_utilization_ratio"])
+    result = promtool("check", "metrics", stdin=text)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == "" and result.stderr == ""
+
+
+def test_promtool_is_silent_on_h100_fleet_with_faults(start_exporter: StartExporter) -> None:
+    base, _, _ = start_exporter("""
+gpus: [{model: H100, count: 3}]
+faults:
+  - {type: gpu_lost, gpu: 1}
+  - {type: not_supported, gpu: 2, calls: [nvmlDeviceGetPowerUsage]}
+""")
+    text = scrape(base)
+    samples = families(text)
+    assert {labels["gpu"]: value for labels, value in samples["gpu_up"]} == {"0": 1.0, "1": 0.0, "2": 1.0}
+    assert [labels["gpu"] for labels, _ in samples["gpu_power_usage_watts"]] == ["0"]
+    assert "gpu_fan_speed_ratio" not in samples
+    result = promtool("check", "metrics", stdin=text)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_openmetrics_and_gzip(start_exporter: StartExporter) -> None:
+    base, _, _ = start_exporter(gpus=1)
+    status, body, headers = get(base + "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0",
+                                                      "Accept-Encoding": "gzip"})
+    assert status == 200 and headers["Content-Encoding"] == "gzip"
+    assert headers["Content-Type"].startswith("application/openmetrics-text")
+    text = gzip.decompress(body).decode()
+    assert text.rstrip().endswith("# EOF") and "gpu_energy_consumption_joules_total{" in text
+
+
+def test_health_and_readiness(start_exporter: StartExporter) -> None:
+    base, _, _ = start_exporter(gpus=1)
+    assert get(base + "/healthz")[:2] == (200, b"ok\n")
+    assert get(base + "/readyz")[:2] == (200, b"ready\n")
+    assert get(base + "/nope")[0] == 404
+
+
+def test_without_nvml_library_serves_nvml_up_zero_and_stays_alive(start_exporter: StartExporter) -> None:
+    base, app, _ = start_exporter(real=True)  # this machine has no GPU driver: the real pynvml path
+    if app.source.ready:  # pragma: no cover - only on a GPU machine
+        return
+    samples = families(scrape(base))
+    assert samples["gpu_exporter_nvml_up"] == [({}, 0.0)]
+    assert "gpu_up" not in samples
+    assert get(base + "/healthz")[0] == 200
+    status, body, _ = get(base + "/readyz")
+    assert status == 503 and b"NVMLError_LibraryNotFound" in body
+
+
+def test_nvml_appearing_later_is_picked_up(start_exporter: StartExporter) -> None:
+    base, _, _ = start_exporter("""
+gpus: [{model: H100, count: 2}]
+faults: [{type: nvml_unavailable, error: DriverNotLoaded, until: 1.0}]
+""")
+    assert families(scrape(base))["gpu_exporter_nvml_up"] == [({}, 0.0)]
+    wait_for(lambda: families(scrape(base))["gpu_exporter_nvml_up"] == [({}, 1.0)])
+    assert len(families(scrape(base))["gpu_up"]) == 2
+
+
+def test_gpu_lost_while_serving(start_exporter: StartExporter) -> None:
+    base, _, sim = start_exporter(gpus=3)
+    assert [v for _, v in families(scrape(base))["gpu_up"]] == [1.0, 1.0, 1.0]
+    sim.set_lost(2, True)
+    samples = families(scrape(base))
+    assert {labels["gpu"]: value for labels, value in samples["gpu_up"]} == {"0": 1.0, "1": 1.0, "2": 0.0}
+    assert {labels["gpu"] for labels, _ in samples["gpu_utilization_ratio"]} == {"0", "1"}
+    sim.set_lost(2, False)
+    assert [v for _, v in families(scrape(base))["gpu_up"]] == [1.0, 1.0, 1.0]
+
+
+def test_concurrent_scrapes_are_all_complete(start_exporter: StartExporter) -> None:
+    settings = SourceSettings(min_interval=60.0, init_retry_interval=0.05, pcie_interval=0.05)
+    base, app, _ = start_exporter(gpus=8, settings=settings)
+    bodies: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            for _ in range(10):
+                bodies.append(scrape(base))
+        except BaseException as exc:  # reported below, not swallowed
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors and len(bodies) == 60
+    for body in bodies:
+        assert len(families(body)["gpu_up"]) == 8
+    assert app.source.sweeps == 1  # 60 scrapes inside the minimum interval share one NVML sweep

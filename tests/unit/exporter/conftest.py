@@ -1,0 +1,51 @@
+"""Fixtures for the exporter unit tests: a driven clock and simulated NVML nodes built from YAML text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from exporter.nvml import NvmlAdapter
+from exporter.simconfig import SimConfig, default_config, parse_sim_config
+from exporter.simulated import SimulatedNvml
+
+T0 = 1_000.0
+
+
+class FakeClock:
+    """A clock the test moves by hand: `clock.advance(30)`."""
+
+    def __init__(self, start: float = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+SimFactory = Callable[..., tuple[SimulatedNvml, NvmlAdapter]]
+
+
+@pytest.fixture
+def make_sim(clock: FakeClock) -> SimFactory:
+    """make_sim(yaml_text=None, gpus=2, init=True) -> (simulated NVML, adapter over it), zero PCIe latency."""
+
+    def build(
+        yaml_text: str | None = None, gpus: int = 2, init: bool = True
+    ) -> tuple[SimulatedNvml, NvmlAdapter]:
+        config: SimConfig = parse_sim_config(yaml_text, "test.yaml") if yaml_text else default_config(gpus)
+        sim = SimulatedNvml(config, clock=clock, pcie_latency_seconds=0.0)
+        adapter = NvmlAdapter(sim, clock=clock)
+        if init:
+            adapter.init()
+        return sim, adapter
+
+    return build

@@ -1,0 +1,24 @@
+"""The README fragment's metrics reference matches exporter/metrics.py, the one place naming metrics."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from exporter import metrics as m
+
+FRAGMENT = Path(__file__).resolve().parents[3] / "docs" / "readme" / "exporter.md"
+
+
+def test_metrics_reference_lists_every_metric_with_its_type_and_help() -> None:
+    rows = {}
+    for line in FRAGMENT.read_text().splitlines():
+        match = re.match(r"\| `(gpu_[a-z_]+)` \| (gauge|counter) \| ([^|]+) \| (.+) \|$", line)
+        if match:
+            rows[match.group(1)] = (match.group(2), match.group(3).strip(), match.group(4).strip())
+    assert set(rows) == {spec.exposed_name for spec in m.ALL_METRICS}
+    for spec in m.ALL_METRICS:
+        kind, labels, help_text = rows[spec.exposed_name]
+        assert kind == spec.kind and help_text == spec.help
+        for label in spec.extra_labels:
+            assert label in labels

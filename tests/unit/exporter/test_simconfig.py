@@ -1,0 +1,101 @@
+"""--simulate-config parsing: a full file, and bad files naming the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.errors import ConfigError
+from exporter.simconfig import GIB, default_config, load_sim_config, parse_sim_config
+
+FULL = """
+seed: 7
+pcie_latency_seconds: 0
+gpus:
+  - model: H100
+    count: 2
+    load: {pattern: square, low: 0.1, high: 0.9, period_seconds: 60, duty: 0.25}
+    processes:
+      - {pid: 4242, memory_gib: 30}
+      - {pid: 4243, memory_gib: 10, sm_share: 3}
+  - model: L4
+    count: 1
+    load: {pattern: ramp, start: 0, end: 1, duration_seconds: 120}
+faults:
+  - {type: gpu_lost, gpu: 1, at: 30, until: 90}
+  - {type: not_supported, gpu: [0, 2], calls: [nvmlDeviceGetFanSpeed]}
+  - {type: function_not_found, calls: [nvmlDeviceGetCurrentClocksEventReasons]}
+  - {type: xid, gpu: 2, at: 45, code: 79}
+  - {type: nvml_unavailable, error: DriverNotLoaded, until: 5}
+"""
+
+
+def test_full_file() -> None:
+    config = parse_sim_config(FULL, "fleet.yaml")
+    assert config.seed == 7 and config.pcie_latency_seconds == 0
+    assert [g.model.key for g in config.gpus] == ["H100", "H100", "L4"]
+    first = config.gpus[0]
+    assert [(p.pid, p.memory_bytes, p.sm_share) for p in first.processes] == [
+        (4242, 30 * GIB, 1.0), (4243, 10 * GIB, 3.0)]
+    assert first.load.at(0) == 0.9 and first.load.at(20) == 0.1
+    assert config.gpus[2].load.at(60) == 0.5
+    lost, unsupported, missing, xid, unavailable = config.faults
+    assert (lost.gpus, lost.at, lost.until) == ((1,), 30, 90)
+    assert lost.active(30) and not lost.active(90) and not lost.active(29.9)
+    assert unsupported.gpus == (0, 2) and unsupported.calls == ("nvmlDeviceGetFanSpeed",)
+    assert missing.gpus is None and missing.applies_to(2)
+    assert (xid.code, xid.at) == (79, 45)
+    assert unavailable.error == "DriverNotLoaded"
+
+
+@pytest.mark.parametrize("text, field, expected", [
+    ("gpus: []", "gpus", "non-empty list"),
+    ("gpus: [{model: H200}]", "gpus[0].model", "expected one of H100"),
+    ("gpus: [{model: H100, count: 0}]", "gpus[0].count", ">= 1"),
+    ("gpus: [{model: H100, count: two}]", "gpus[0].count", "an integer"),
+    ("gpus: [{model: H100, colour: red}]", "gpus[0].colour", "unknown field"),
+    ("gpus: [{load: {pattern: zigzag}}]", "gpus[0].load.pattern", "expected one of constant"),
+    ("gpus: [{load: {pattern: constant, value: 1.5}}]", "gpus[0].load.value", "<= 1"),
+    ("gpus: [{processes: [{memory_gib: 3}]}]", "gpus[0].processes[0].pid", "required"),
+    ("gpus: [{}]\nfaults: [{type: meteor}]", "faults[0].type", "expected one of gpu_lost"),
+    ("gpus: [{}]\nfaults: [{type: gpu_lost, gpu: 3}]", "faults[0].gpu", "GPU index 0..0"),
+    ("gpus: [{}]\nfaults: [{type: xid}]", "faults[0].code", "required"),
+    ("gpus: [{}]\nfaults: [{type: not_supported, calls: [fan]}]", "faults[0].calls", "NVML call names"),
+    ("gpus: [{}]\nfaults: [{type: gpu_lost, at: 10, until: 5}]", "faults[0].until", "after 'at'"),
+    ("gpus: [{}]\nfaults: [{type: nvml_unavailable, error: Oops}]", "faults[0].error", "LibraryNotFound"),
+    ("- 1\n- 2", "top level", "expected a mapping"),
+], ids=lambda v: v if isinstance(v, str) and "." in v and " " not in v else None)
+def test_bad_file_names_file_and_field(text: str, field: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_sim_config(text, "fleet.yaml")
+    message = str(info.value)
+    assert message.startswith(f"fleet.yaml: {field}: ")
+    assert expected in message
+
+
+def test_every_problem_is_reported_together() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_sim_config("gpus: [{model: X, count: -1}]\nfaults: [{type: y}]", "f.yaml")
+    message = str(info.value)
+    assert "gpus[0].model" in message and "gpus[0].count" in message and "faults[0].type" in message
+    assert "\n" not in message  # one line for the CLI
+
+
+def test_yaml_syntax_error_names_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"^f\.yaml: line 2: invalid YAML"):
+        parse_sim_config("gpus:\n\t- {model: H100}\n", "f.yaml")
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match=r"nope\.yaml: cannot read"):
+        load_sim_config(missing)
+
+
+def test_default_fleet_is_h100_with_a_process_each() -> None:
+    config = default_config(3)
+    assert [g.model.name for g in config.gpus] == ["NVIDIA H100 80GB HBM3"] * 3
+    assert all(len(g.processes) == 1 for g in config.gpus)
+    with pytest.raises(ConfigError):
+        default_config(-1)

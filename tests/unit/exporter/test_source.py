@@ -1,0 +1,126 @@
+"""NvmlSource: rate-limited sweeps shared by concurrent scrapes, init retry, PCIe off the scrape path."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from exporter.nvml import NvmlAdapter
+from exporter.simconfig import default_config, parse_sim_config
+from exporter.simulated import SimulatedNvml
+from exporter.source import NvmlSource, SourceSettings
+from tests.unit.exporter.conftest import FakeClock
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def sources() -> Iterator[list[NvmlSource]]:
+    started: list[NvmlSource] = []
+    yield started
+    for source in started:
+        source.stop()
+
+
+def make_source(
+    sim: SimulatedNvml, clock: FakeClock, started: list[NvmlSource], **settings: float
+) -> NvmlSource:
+    values = {"pcie_interval": 3600.0, "init_retry_interval": 3600.0, **settings}
+    source = NvmlSource(NvmlAdapter(sim, clock=clock), SourceSettings(**values), clock=clock, monotonic=clock)
+    started.append(source)
+    source.start()
+    return source
+
+
+def test_min_interval_shares_one_sweep(clock: FakeClock, sources: list[NvmlSource]) -> None:
+    sim = SimulatedNvml(default_config(2), clock=clock, pcie_latency_seconds=0)
+    source = make_source(sim, clock, sources, min_interval=1.0)
+    first = source.snapshot()
+    clock.advance(0.5)
+    assert source.snapshot() is first
+    clock.advance(0.5)
+    second = source.snapshot()
+    assert second is not first and source.sweeps == 2
+
+
+def test_concurrent_scrapes_share_the_sweep_in_flight(clock: FakeClock, sources: list[NvmlSource]) -> None:
+    sim = SimulatedNvml(default_config(4), clock=clock, pcie_latency_seconds=0)
+    source = make_source(sim, clock, sources, min_interval=1.0)
+    results = []
+    barrier = threading.Barrier(8)
+
+    def scrape() -> None:
+        barrier.wait()
+        results.append(source.snapshot())
+
+    threads = [threading.Thread(target=scrape) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert source.sweeps == 1
+
+
+def test_pcie_is_sampled_in_the_background_never_by_a_scrape(
+    clock: FakeClock, sources: list[NvmlSource]
+) -> None:
+    sim = SimulatedNvml(default_config(2), clock=clock, pcie_latency_seconds=0)
+    source = make_source(sim, clock, sources, min_interval=0.0)
+    wait_for(lambda: sim.calls["nvmlDeviceGetPcieThroughput"] == 4)  # one background pass, 2 GPUs x tx/rx
+    wait_for(lambda: source.snapshot().devices[1].pcie_rx_bytes_per_second is not None)
+    for _ in range(5):
+        snapshot = source.snapshot()
+    assert sim.calls["nvmlDeviceGetPcieThroughput"] == 4
+    assert all(d.pcie_tx_bytes_per_second is not None for d in snapshot.devices)
+
+
+def test_without_nvml_serves_down_and_retries_in_background(clock: FakeClock, sources: list[NvmlSource],
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    config = parse_sim_config("""
+gpus: [{model: H100, count: 2}]
+faults: [{type: nvml_unavailable, error: LibraryNotFound, until: 30}]
+""", "t.yaml")
+    sim = SimulatedNvml(config, clock=clock, pcie_latency_seconds=0)
+    source = make_source(sim, clock, sources, min_interval=0.0, init_retry_interval=0.02)
+    snapshot = source.snapshot()
+    assert not snapshot.nvml_up and snapshot.devices == () and snapshot.last_success is None
+    assert not source.ready and "NVMLError_LibraryNotFound" in (source.nvml_error or "")
+    wait_for(lambda: sim.calls["nvmlInit"] >= 3)  # retried, and
+    errors = [r for r in caplog.records if r.name == "exporter.source" and r.levelname == "ERROR"]
+    assert len(errors) == 1  # logged once, not per attempt
+    clock.advance(30)
+    wait_for(lambda: source.ready)
+    snapshot = source.snapshot()
+    assert snapshot.nvml_up and len(snapshot.devices) == 2 and snapshot.last_success == clock.now
+
+
+def test_driver_lost_mid_run_reinitialises(clock: FakeClock, sources: list[NvmlSource]) -> None:
+    config = parse_sim_config("""
+gpus: [{model: H100, count: 1}]
+faults: [{type: nvml_unavailable, error: DriverNotLoaded, at: 10, until: 20}]
+""", "t.yaml")
+    sim = SimulatedNvml(config, clock=clock, pcie_latency_seconds=0)
+    source = make_source(sim, clock, sources, min_interval=0.0, init_retry_interval=0.02)
+    good = source.snapshot()
+    assert good.nvml_up
+    clock.advance(10)
+    down = source.snapshot()
+    assert not down.nvml_up and down.last_success == good.last_success  # staleness signal kept
+    clock.advance(10)
+    wait_for(lambda: source.ready)
+    assert source.snapshot().nvml_up
+
+
+def test_settings_reject_negative_seconds() -> None:
+    with pytest.raises(ValueError, match="min_interval"):
+        SourceSettings(min_interval=-1)
