@@ -1,0 +1,45 @@
+# syntax=docker/dockerfile:1
+# One image, both processes: `gpu-exporter` (DaemonSet) and `gpu-autoscaler` (Deployment).
+#   docker build -t ghcr.io/gpu-autoscaler/gpu-autoscaler:0.1.0 --build-arg VERSION=0.1.0 .
+#   docker run --rm -p 9400:9400 ghcr.io/gpu-autoscaler/gpu-autoscaler:0.1.0 gpu-exporter --simulate 2
+# The build stage installs the project and its dependencies into a virtualenv; the final stage copies only
+# that virtualenv onto a fresh slim base: no compiler, no pip cache, no sources, a non-root user.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+# A compiler only here, for architectures where a dependency (grpcio) has no binary wheel.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc g++ \
+    && rm -rf /var/lib/apt/lists/*
+RUN python -m venv /opt/venv
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY exporter ./exporter
+COPY autoscaler ./autoscaler
+COPY demo ./demo
+RUN /opt/venv/bin/pip install --upgrade pip \
+    && /opt/venv/bin/pip install /src
+
+FROM ${PYTHON_IMAGE} AS runtime
+ARG VERSION=0.1.0
+ARG SOURCE=https://github.com/gpu-autoscaler/gpu-autoscaler
+LABEL org.opencontainers.image.title="gpu-autoscaler" \
+      org.opencontainers.image.description="NVIDIA GPU Prometheus exporter and an HPA-exact autoscaler for GPU services" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/venv/bin:${PATH} \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=build /opt/venv /opt/venv
+# Fail the build if either console script cannot start.
+RUN gpu-exporter --help >/dev/null \
+    && gpu-autoscaler --help >/dev/null \
+    && groupadd --system --gid 65532 nonroot \
+    && useradd --system --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
+USER 65532:65532
+EXPOSE 9400 9401
+CMD ["gpu-exporter"]

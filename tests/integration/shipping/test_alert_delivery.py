@@ -1,0 +1,154 @@
+"""End to end: the simulated exporter with injected faults, a real Prometheus loaded with the shipped rules
+(scraping through the shipped scrape job), a real Alertmanager, and a webhook receiver in this test. The
+alerts must arrive with their labels and rendered annotations, and healthy GPUs must stay silent.
+
+Faults: GPU 0 runs hot (91 °C) and GPU 2 is lost (the simulated backend's `gpu_lost` fault). The simulated
+physics tops out at 80 °C (an H100 at its power limit), exactly the threshold, so the overheating is injected
+at the NVML boundary: a SimulatedNvml whose nvmlDeviceGetTemperature reports 91 °C for GPU 0. Everything
+from the NVML adapter on is the real exporter. The shipped rules are loaded unchanged except `for`,
+shortened so the test takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import yaml
+
+from demo.processes import running, start_alertmanager, start_prometheus
+from exporter.app import ExporterApp
+from exporter.simconfig import parse_sim_config
+from exporter.simulated import SimHandle, SimulatedNvml
+from tests.integration.shipping.conftest import wait_for
+from tests.unit.shipping.promql_names import RULE_FILES
+from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs
+
+pytestmark = pytest.mark.integration
+
+NODE = "gpu-node-1"
+HOT_GPU, HOT_CELSIUS, LOST_GPU = 0, 91, 2
+SIM_CONFIG = """
+gpus:
+  - {model: H100, count: 1, load: {pattern: constant, value: 0.9, noise: 0}}
+  - {model: H100, count: 2, load: {pattern: constant, value: 0.2, noise: 0}}
+faults:
+  - {type: gpu_lost, gpu: 2, at: 0}
+"""
+FAST_FOR = "1s"
+
+
+class OverheatingNvml(SimulatedNvml):
+    """The simulated backend with one GPU whose temperature sensor reads `celsius`."""
+
+    def __init__(self, hot_index: int, celsius: int, *args: Any) -> None:
+        super().__init__(*args)
+        self.hot_index, self.celsius = hot_index, celsius
+
+    def nvmlDeviceGetTemperature(self, handle: SimHandle, sensor: int) -> int:
+        reading = super().nvmlDeviceGetTemperature(handle, sensor)
+        return self.celsius if self.nvmlDeviceGetIndex(handle) == self.hot_index else reading
+
+
+class Webhook:
+    """Alertmanager's webhook receiver: keeps every alert of every notification."""
+
+    def __init__(self) -> None:
+        self.alerts: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with hook.lock:
+                    hook.alerts.extend(body["alerts"])
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def received(self, alertname: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [a for a in self.alerts
+                    if a["labels"]["alertname"] == alertname and a["status"] == "firing"]
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    hook.thread.start()
+    yield hook
+    hook.server.shutdown()
+    hook.server.server_close()
+    hook.thread.join(timeout=5)
+
+
+@pytest.fixture
+def exporter_port() -> Iterator[int]:
+    nvml = OverheatingNvml(HOT_GPU, HOT_CELSIUS, parse_sim_config(SIM_CONFIG, "test-sim.yaml"))
+    app = ExporterApp(nvml, node_name=NODE)
+    server = app.start("127.0.0.1", 0)
+    try:
+        yield server.port
+    finally:
+        app.stop()
+
+
+def fast_rules() -> dict[str, str]:
+    """The shipped rule files, each alert's `for` shortened to FAST_FOR and nothing else changed."""
+    files = {}
+    for path in RULE_FILES:
+        doc = yaml.safe_load(path.read_text())
+        for group in doc["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule and "for" in rule:
+                    rule["for"] = FAST_FOR
+        files[path.name] = yaml.safe_dump(doc, sort_keys=False)
+    return files
+
+
+def test_hot_and_lost_gpus_page_through_alertmanager(webhook: Webhook, exporter_port: int) -> None:
+    am_config = {
+        "route": {"receiver": "test", "group_by": ["alertname", "node", "gpu"], "group_wait": "200ms",
+                  "group_interval": "1s", "repeat_interval": "1h"},
+        "receivers": [{"name": "test", "webhook_configs": [{"url": webhook.url, "send_resolved": False}]}],
+    }
+    with running(start_alertmanager(am_config)) as alertmanager:
+        meta = pod_meta_labels("gpu-exporter", "gpu-exporter-x2x4z", "gpu-autoscaler", NODE)
+        job = as_static_job(shipped_jobs()["gpu-exporter"], [(f"127.0.0.1:{exporter_port}", meta)], "500ms")
+        prom_config = {
+            "global": {"scrape_interval": "500ms", "evaluation_interval": "500ms"},
+            "alerting": {"alertmanagers": [
+                {"static_configs": [{"targets": [alertmanager.url.removeprefix("http://")]}]}]},
+            "scrape_configs": [job],
+        }
+        with running(start_prometheus(prom_config, rule_files=fast_rules())):
+            (hot,) = wait_for(lambda: webhook.received("GPUTemperatureHigh"), 60,
+                              "GPUTemperatureHigh at the webhook")
+            lost = wait_for(lambda: webhook.received("GPULost"), 60, "GPULost at the webhook")
+
+    labels, annotations = hot["labels"], hot["annotations"]
+    assert labels["severity"] == "critical" and labels["gpu"] == str(HOT_GPU) and labels["node"] == NODE
+    assert labels["model"] == "NVIDIA H100 80GB HBM3" and labels["uuid"].startswith("GPU-")
+    assert labels["job"] == "gpu-exporter" and labels["exporter_pod"] == "gpu-exporter-x2x4z"
+    assert "namespace" not in labels and "pod" not in labels  # held by no pod: nobody else is blamed
+    assert annotations["summary"] == f"GPU {HOT_GPU} on {NODE} is at {HOT_CELSIUS} °C"
+    assert f"(now {HOT_CELSIUS} °C)" in annotations["description"]
+    assert f"on node {NODE} not held by a single pod" in annotations["description"]
+    assert annotations["runbook_url"].endswith("docs/runbook.md#gputemperaturehigh")
+
+    assert {a["labels"]["gpu"] for a in lost} == {str(LOST_GPU)}
+    assert lost[0]["labels"]["severity"] == "critical"
+    assert "has reported gpu_up 0" in lost[0]["annotations"]["description"]
+    # Only the hot GPU pages for temperature; the cool and the lost GPU do not.
+    assert {a["labels"]["gpu"] for a in webhook.received("GPUTemperatureHigh")} == {str(HOT_GPU)}

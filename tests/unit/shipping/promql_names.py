@@ -1,0 +1,76 @@
+"""Metric names a PromQL expression reads, and every metric name our processes and rules produce.
+
+Used to prove that the rules and dashboards only query series that exist (a typo in a metric name is not a
+PromQL error: the query silently returns nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+
+import autoscaler.metrics
+import exporter.metrics
+
+ROOT = Path(__file__).resolve().parents[3]
+RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yaml"))
+
+# Names fixed in CONTRACTS.md ("Exporter metrics", issue 4) that the rules and dashboards rely on; a test
+# checks that exporter/metrics.py serves every one of them.
+CONTRACT_EXPORTER_NAMES = frozenset({
+    "gpu_xid_errors_total", "gpu_health_state", "gpu_speed_multiplier", "gpu_availability_score",
+    "gpu_exporter_pod_resources_up", "gpu_allocation_info", "gpu_pod_utilization_ratio",
+    "gpu_pod_memory_used_bytes",
+})
+# Series Prometheus itself adds to every target.
+PROMETHEUS_NAMES = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})
+
+_KEYWORDS = frozenset({
+    "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "offset", "bool",
+    "inf", "nan", "atan2",
+})
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACES = re.compile(r"\{[^{}]*\}")
+_BRACKETS = re.compile(r"\[[^\[\]]*\]")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_IDENT = re.compile(r"(?<![\w:$.])([A-Za-z_:][\w:]*)(?![\w:])(?!\s*\()")
+
+
+def metric_names(expr: str) -> set[str]:
+    """Names of the series `expr` selects (label matchers, ranges, grouping lists and functions removed)."""
+    text = _STRING.sub('""', expr)
+    text = _BRACES.sub(" ", text)
+    text = _BRACKETS.sub(" ", text)
+    text = _GROUPING.sub(" ", text)
+    return {m for m in _IDENT.findall(text) if m.lower() not in _KEYWORDS}
+
+
+def exporter_names() -> set[str]:
+    """Every sample name exporter/metrics.py declares (counters with `_total`)."""
+    return {spec.exposed_name for spec in vars(exporter.metrics).values()
+            if isinstance(spec, exporter.metrics.MetricSpec)}
+
+
+def autoscaler_names() -> set[str]:
+    names = {autoscaler.metrics.name(short) for short in autoscaler.metrics.HELP}
+    histograms = {n for n in names if n.endswith("_seconds") and "duration" in n}
+    return names | {f"{n}{suffix}" for n in histograms for suffix in ("_bucket", "_sum", "_count")}
+
+
+def rule_groups(paths: Iterable[Path] = RULE_FILES) -> list[dict[str, object]]:
+    groups: list[dict[str, object]] = []
+    for path in paths:
+        groups.extend(yaml.safe_load(path.read_text())["groups"])
+    return groups
+
+
+def recorded_names() -> set[str]:
+    return {str(rule["record"]) for group in rule_groups() for rule in group["rules"]  # type: ignore[attr-defined]
+            if "record" in rule}
+
+
+def known_names() -> set[str]:
+    return exporter_names() | autoscaler_names() | recorded_names() | PROMETHEUS_NAMES
