@@ -1,12 +1,13 @@
 """`gpu-exporter`: serve GPU metrics, or print the local GPUs once (`status`, `status --json`).
 
-Bad flags, a bad --simulate-config file or a port in use print one line on stderr and exit 2, no traceback.
+Bad flags, a bad --simulate-config or --config file or a port in use print one message on stderr (naming the
+file, line and field for a config file) and exit 2, no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import logging
 import os
 import signal
@@ -14,15 +15,17 @@ import socket
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 from exporter.app import ExporterApp
-from exporter.errors import ConfigError, ExporterError, NvmlUnavailableError
-from exporter.nvml import NodeSnapshot, NvmlAdapter, real_nvml
+from exporter.config import ExporterConfig, load_config
+from exporter.errors import ConfigError, ExporterError
+from exporter.nvml import real_nvml
+from exporter.procfs import DEFAULT_PROC_ROOT
 from exporter.simconfig import default_config, load_sim_config
 from exporter.simulated import SimulatedNvml
 from exporter.source import SourceSettings
+from exporter.status_cli import run_status
 
 PROG = "gpu-exporter"
 EXIT_USAGE = 2
@@ -82,6 +85,12 @@ def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
                        help="simulated GPUs, load patterns and faults from this YAML file", **default)
     backend.add_argument("--node-name", metavar="NAME",
                          help="value of the node label (default: $NODE_NAME, else the host name)", **default)
+    backend.add_argument("--config", metavar="FILE",
+                         help="YAML file: health thresholds, history, trend, pod-resources, XID settings",
+                         **default)
+    backend.add_argument("--pod-resources-socket", metavar="PATH",
+                         help="kubelet pod-resources socket (default: the config file's, else "
+                              "/var/lib/kubelet/pod-resources/kubelet.sock)", **default)
     backend.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                          help="log level on stderr (default INFO; WARNING for status)", **default)
     return backend
@@ -95,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-interval", type=_seconds, default=1.0, metavar="SECONDS",
                         help="minimum seconds between two NVML sweeps; scrapes in between share one "
                              "(default 1)")
+    parser.add_argument("--proc-root", default=DEFAULT_PROC_ROOT, metavar="PATH",
+                        help="where to read /proc/<pid>/cgroup of GPU processes (the host's /proc mounted "
+                             "in the DaemonSet; default /proc)")
     commands = parser.add_subparsers(dest="command", metavar="{status}")
     status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],
                                  help="print the local GPUs once and exit")
@@ -115,6 +127,15 @@ def nvml_backend(args: argparse.Namespace) -> Any:
     return real_nvml()
 
 
+def exporter_config(args: argparse.Namespace) -> ExporterConfig:
+    """The --config file (defaults without one), with --pod-resources-socket taking precedence."""
+    config = load_config(args.config) if args.config else ExporterConfig()
+    if args.pod_resources_socket:
+        config = dataclasses.replace(config, pod_resources=dataclasses.replace(
+            config.pod_resources, socket=args.pod_resources_socket))
+    return config
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -123,9 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = args.log_level or ("WARNING" if args.command == "status" else "INFO")
         logging.basicConfig(level=level, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        config = exporter_config(args)  # a bad file: ConfigError, exit 2, before anything starts
         if args.command == "status":
-            return status(args)
-        return serve(args)
+            return run_status(nvml_backend(args), node_name(args.node_name), config, args.json, PROG)
+        return serve(args, config)
     except (UsageError, ConfigError, ExporterError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -136,15 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
     nvml = nvml_backend(args)
-    app = ExporterApp(nvml, node_name(args.node_name), SourceSettings(min_interval=args.min_interval))
+    app = ExporterApp(nvml, node_name(args.node_name), SourceSettings(min_interval=args.min_interval),
+                      config=config, proc_root=args.proc_root)
     server = app.bind(args.address, args.port)  # ServeError (port in use) before any thread starts
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     app.start()
-    log.info("serving /metrics, /healthz, /readyz on http://%s:%d (%s)", server.address, server.port,
+    log.info("serving /metrics, /healthz, /readyz, /api/v1/gpus on http://%s:%d (%s)", server.address,
+             server.port,
              "simulated NVML" if isinstance(nvml, SimulatedNvml) else "NVML")
     try:
         stop.wait()
@@ -152,67 +176,6 @@ def serve(args: argparse.Namespace) -> int:
         app.stop()
     log.info("stopped")
     return 0
-
-
-def status(args: argparse.Namespace) -> int:
-    adapter = NvmlAdapter(nvml_backend(args))
-    node = node_name(args.node_name)
-    try:
-        adapter.init()
-        snapshot = adapter.read()
-    except NvmlUnavailableError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        adapter.shutdown()
-    if args.json:
-        print(json.dumps(status_document(snapshot, node), indent=2))
-    else:
-        print(status_table(snapshot, node))
-    return 0
-
-
-def status_document(snapshot: NodeSnapshot, node: str) -> dict[str, Any]:
-    """The JSON of `status --json`: node facts plus every DeviceSnapshot field (None = not supported)."""
-    gpus = []
-    for device in snapshot.devices:
-        item = asdict(device)
-        reasons = device.clocks_event_reasons
-        item["clocks_event_reasons"] = None if reasons is None else [r for r, active in reasons if active]
-        gpus.append(item)
-    return {"node": node, "nvml_up": snapshot.nvml_up, "driver_version": snapshot.driver_version,
-            "cuda_version": snapshot.cuda_version, "collected_at": snapshot.collected_at, "gpus": gpus}
-
-
-def _fmt(value: float | None, pattern: str, scale: float = 1.0) -> str:
-    return "-" if value is None else pattern.format(value * scale)
-
-
-def status_table(snapshot: NodeSnapshot, node: str) -> str:
-    header = ("GPU", "NAME", "UUID", "UP", "UTIL", "MEM USED/TOTAL", "TEMP", "POWER/LIMIT", "SM CLOCK", "P",
-              "THROTTLE", "PROCS")
-    rows = [header]
-    gib = 1024**3
-    for d in snapshot.devices:
-        active = [r for r, on in d.clocks_event_reasons or () if on]
-        rows.append((
-            str(d.index), d.name or "?", d.uuid[:12] + "…" if len(d.uuid) > 13 else d.uuid or "?",
-            "yes" if d.up else f"NO ({d.error})",
-            _fmt(d.utilization, "{:.0f}%", 100),
-            f"{_fmt(d.memory_used_bytes, '{:.1f}', 1 / gib)}/"
-            f"{_fmt(d.memory_total_bytes, '{:.1f}', 1 / gib)} GiB",
-            _fmt(d.temperature_celsius, "{:.0f}C"),
-            f"{_fmt(d.power_watts, '{:.0f}')}/{_fmt(d.power_limit_watts, '{:.0f}')} W",
-            _fmt(d.sm_clock_hertz, "{:.0f} MHz", 1e-6),
-            _fmt(d.performance_state, "P{:.0f}"),
-            ",".join(active) or ("-" if d.clocks_event_reasons is None else "none"),
-            "-" if d.processes is None else str(len(d.processes)),
-        ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [f"node {node}  driver {snapshot.driver_version}  CUDA {snapshot.cuda_version or '?'}  "
-             f"{len(snapshot.devices)} GPU(s)"]
-    lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The custom collector: turns one NodeSnapshot into Prometheus metric families at scrape time.
 
-No NVML and no HTTP here. Pod labels come from an injected `Attribution` provider (issue 4 plugs in the
-kubelet pod-resources client; until then `NoAttribution` leaves namespace/pod/container empty), and further
-families built from the same snapshot come from injected `CollectorExtension`s. Output looks like:
+No NVML and no HTTP here. Pod labels come from an injected `Attribution` provider
+(exporter/attribution.py: the kubelet pod-resources cache plus /proc; `NoAttribution` leaves them empty), and
+further families built from the same snapshot come from injected `CollectorExtension`s (pods, health, XID).
+Output looks like:
 
     gpu_utilization_ratio{gpu="0",uuid="GPU-9bcb...",model="NVIDIA H100 80GB HBM3",node="n1",...} 0.58
     gpu_exporter_nvml_up 1.0
@@ -19,14 +20,38 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from exporter import metrics as m
 from exporter.nvml import DeviceSnapshot, NodeSnapshot
 
+WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
+
 
 @dataclass(frozen=True)
 class PodRef:
-    """A container holding a GPU (or running a GPU process)."""
+    """A container holding a GPU (or running a GPU process): the resource and device id it was granted."""
 
     namespace: str
     pod: str
     container: str
+    resource: str = WHOLE_GPU_RESOURCE
+    device_id: str = ""  # `GPU-<uuid>` or `MIG-<uuid>`; "" when unknown
+
+    @property
+    def is_mig(self) -> bool:
+        """A MIG slice: `MIG-<uuid>` id, or a MIG resource (`index` strategy ids like `0:1`)."""
+        return self.device_id.startswith("MIG-") or self.resource.startswith("nvidia.com/mig-")
+
+
+def exclusive_holder(held: Sequence[PodRef]) -> PodRef | None:
+    """The container whose labels go on the device series: exactly one container holds the whole GPU.
+
+    None when unallocated, time-sliced between containers, or partitioned into MIG devices (a MIG holder
+    uses a slice, so the device values are not its own).
+    """
+    if not held or any(ref.is_mig for ref in held):
+        return None
+    first = held[0]
+    if all((ref.namespace, ref.pod, ref.container) == (first.namespace, first.pod, first.container)
+           for ref in held):
+        return first
+    return None
 
 
 class Attribution(Protocol):
@@ -63,9 +88,8 @@ class ScrapeContext:
     holders: Mapping[str, Sequence[PodRef]]
 
     def device_labels(self, device: DeviceSnapshot) -> list[str]:
-        """Values for metrics.GPU_LABELS; pod labels only when exactly one container holds the GPU."""
-        held = self.holders.get(device.uuid, ())
-        pod = held[0] if len(held) == 1 else None
+        """Values for metrics.GPU_LABELS; pod labels only when exactly one container holds the whole GPU."""
+        pod = exclusive_holder(self.holders.get(device.uuid, ()))
         return [str(device.index), device.uuid, device.name, self.node,
                 pod.namespace if pod else "", pod.pod if pod else "", pod.container if pod else ""]
 

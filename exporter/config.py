@@ -8,6 +8,9 @@ Every section and field is optional; a missing one keeps its default:
     history:
       max_samples: 720
       retention_seconds: 3600
+      sample_interval_seconds: 5
+    xid:
+      recovery_grace_seconds: 30
     trend:
       temperature_celsius_per_minute: 0.5
       utilization_percent_per_minute: 1.0
@@ -59,11 +62,18 @@ class PodResourcesConfig:
 
 
 @dataclass(frozen=True)
+class XidConfig:
+    # Seconds a GPU marked down by XID 79/48 stays gpu_up 0 at least (see exporter/xid.py).
+    recovery_grace_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
 class ExporterConfig:
     health: HealthThresholds = field(default_factory=HealthThresholds)
     history: HistorySettings = field(default_factory=HistorySettings)
     trend: TrendThresholds = field(default_factory=TrendThresholds)
     pod_resources: PodResourcesConfig = field(default_factory=PodResourcesConfig)
+    xid: XidConfig = field(default_factory=XidConfig)
     path: str | None = None  # the file it came from; None for the defaults
 
 
@@ -98,6 +108,11 @@ def _positive(value: Any) -> float | None:
     return number if number is not None and number > 0 else None
 
 
+def _non_negative(value: Any) -> float | None:
+    number = _number(value)
+    return number if number is not None and number >= 0 else None
+
+
 def _int_at_least(minimum: int) -> Callable[[Any], int | None]:
     def convert(value: Any) -> int | None:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= minimum else None
@@ -117,7 +132,8 @@ PATH: _Kind = ("a non-empty path", _non_empty_str)
 _BANDS = {"normal": NUMBER, "throttled": NUMBER, "critical": NUMBER}
 _SCHEMA: dict[str, dict[str, Any]] = {
     "health": {"temperature_celsius": _BANDS, "memory_percent": _BANDS},
-    "history": {"max_samples": ("an integer >= 2", _int_at_least(2)), "retention_seconds": POSITIVE},
+    "history": {"max_samples": ("an integer >= 2", _int_at_least(2)), "retention_seconds": POSITIVE,
+                "sample_interval_seconds": POSITIVE},
     "trend": {
         "temperature_celsius_per_minute": POSITIVE,
         "utilization_percent_per_minute": POSITIVE,
@@ -129,6 +145,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "timeout_seconds": POSITIVE,
         "max_receive_message_bytes": ("an integer >= 4194304 (4 MiB)", _int_at_least(4 * 1024 * 1024)),
     },
+    "xid": {"recovery_grace_seconds": ("a number >= 0", _non_negative)},
 }
 
 
@@ -235,6 +252,7 @@ def parse_config(text: str, path: str = "<config>") -> ExporterConfig:
     history = values(section("history"))
     trend = values(section("trend"))
     pod_resources = values(section("pod_resources"))
+    xid = values(section("xid"))
     if reader.problems:
         raise ExporterConfigError(reader.problems)
     return ExporterConfig(
@@ -242,6 +260,7 @@ def parse_config(text: str, path: str = "<config>") -> ExporterConfig:
         history=HistorySettings(**history),
         trend=TrendThresholds(**trend),
         pod_resources=PodResourcesConfig(**pod_resources),
+        xid=XidConfig(**xid),
         path=path,
     )
 

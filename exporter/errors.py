@@ -25,3 +25,7 @@ class ConfigError(ExporterError):
 
 class ServeError(ExporterError):
     """The HTTP server cannot start (port in use, bad address)."""
+
+
+class NvmlEventError(ExporterError):
+    """NVML's event API failed (event set creation, or a wait that did not merely time out)."""

@@ -26,8 +26,13 @@ class HistorySettings:
     max_samples: int = 720
     # Samples older than this behind the newest one are dropped; also bounds the trend window.
     retention_seconds: float = 3600.0
+    # Seconds between history samples taken by the exporter itself (NVML sweeps shared with scrapes), so
+    # trends exist whether or not anyone scrapes.
+    sample_interval_seconds: float = 5.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.sample_interval_seconds) and self.sample_interval_seconds > 0):
+            raise ValueError(f"sample_interval_seconds: expected > 0 (got {self.sample_interval_seconds!r})")
         if self.max_samples < 2:
             raise ValueError(f"max_samples: expected >= 2 (got {self.max_samples!r})")
         if not (math.isfinite(self.retention_seconds) and self.retention_seconds > 0):

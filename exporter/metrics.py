@@ -81,6 +81,29 @@ DECODER_UTILIZATION = _gauge("gpu_decoder_utilization_ratio", "Video decoder uti
 PROCESS_MEMORY = _gauge("gpu_process_memory_used_bytes",
                         "Device memory used by one compute process, in bytes.", "pid")
 
+# Issue 4: pods, XID errors, health.
+ALLOCATION_INFO = _gauge("gpu_allocation_info",
+                         "Value 1 per container holding (a share or a MIG slice of) the GPU, from the "
+                         "kubelet pod-resources API; shared is true when the device series are not this "
+                         "holder's alone.", "resource", "shared")
+POD_UTILIZATION = _gauge("gpu_pod_utilization_ratio",
+                         "GPU utilization of one holding container (0..1): the device value for an exclusive "
+                         "GPU, the sum of its processes' SM shares for a shared one.")
+POD_MEMORY_USED = _gauge("gpu_pod_memory_used_bytes",
+                         "Device memory used by one holding container, in bytes: the device value for an "
+                         "exclusive GPU, the sum of its processes' memory for a shared one.")
+XID_ERRORS = _counter("gpu_xid_errors", "XID critical errors reported by the driver since the exporter "
+                      "started, by XID code.", "xid")
+HEALTH_STATE = _gauge("gpu_health_state",
+                      "1 for the GPU's current health state (from temperature and memory use), 0 for the "
+                      "others.", "state")
+SPEED_MULTIPLIER = _gauge("gpu_speed_multiplier",
+                          "Speed multiplier of the health state: 1.0 optimal, 0.8 normal, 0.5 throttled, "
+                          "0.0 critical.")
+AVAILABILITY_SCORE = _gauge("gpu_availability_score",
+                            "0.6 * free memory / total memory + 0.4 * (1 - utilization), 0..1: how much room "
+                            "the GPU has for more work.")
+
 NVML_UP = MetricSpec("gpu_exporter_nvml_up", "gauge",
                      "1 if the NVML library is loaded and answering, else 0 (no library, no driver).",
                      per_gpu=False)
@@ -89,6 +112,9 @@ SCRAPE_DURATION = MetricSpec("gpu_exporter_scrape_duration_seconds", "gauge",
 LAST_COLLECT = MetricSpec("gpu_exporter_last_collect_timestamp_seconds", "gauge",
                           "Unix time when NVML last answered a sweep: the staleness signal.", per_gpu=False)
 GPUS = MetricSpec("gpu_exporter_gpus", "gauge", "Number of GPUs NVML reports on this node.", per_gpu=False)
+POD_RESOURCES_UP = MetricSpec("gpu_exporter_pod_resources_up", "gauge",
+                              "1 if the last read of the kubelet pod-resources API succeeded, else 0 (pod "
+                              "labels are then empty).", per_gpu=False)
 
 # Every family the exporter of this issue produces, in exposition order.
 DEVICE_METRICS: tuple[MetricSpec, ...] = (
@@ -98,4 +124,9 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     DECODER_UTILIZATION, PROCESS_MEMORY,
 )
 EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT)
-ALL_METRICS: tuple[MetricSpec, ...] = DEVICE_METRICS + EXPORTER_METRICS
+# Families the collector extensions of issue 4 produce (exporter/attribution.py, health_metrics.py, xid.py).
+EXTENSION_METRICS: tuple[MetricSpec, ...] = (
+    ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, HEALTH_STATE, SPEED_MULTIPLIER,
+    AVAILABILITY_SCORE, POD_RESOURCES_UP,
+)
+ALL_METRICS: tuple[MetricSpec, ...] = DEVICE_METRICS + EXPORTER_METRICS + EXTENSION_METRICS

@@ -9,6 +9,7 @@ marks that GPU down, and a library-wide failure raises `NvmlUnavailableError`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import threading
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 import pynvml
 
-from exporter.errors import NvmlUnavailableError
+from exporter.errors import NvmlEventError, NvmlUnavailableError
 from exporter.snapshots import (
     DeviceSnapshot,
     NodeSnapshot,
@@ -29,7 +30,7 @@ from exporter.snapshots import (
 
 __all__ = [
     "CLOCKS_EVENT_REASONS", "DeviceSnapshot", "NodeSnapshot", "NvmlAdapter", "ProcessSnapshot",
-    "ProcessUtilizationSample", "XidEvent", "XidEventSet", "real_nvml",
+    "ProcessUtilizationSample", "XidEvent", "XidEventSet", "handle_key", "real_nvml",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ _LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLEr
                  "NVMLError_LibRmVersionMismatch")
 
 MIB = 1024 * 1024
+NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId of an event that is not about a MIG instance
 PCIE_KB = 1024  # nvmlDeviceGetPcieThroughput answers in KB/s
 
 
@@ -74,6 +76,7 @@ class _StaticInfo:
     pci_bus_id: str
     sm_clock_max_hertz: float | None
     memory_clock_max_hertz: float | None
+    mig_uuids: tuple[str, ...] = ()
 
 
 def _text(value: Any) -> str:
@@ -108,6 +111,7 @@ class NvmlAdapter:
         self._static: dict[int, _StaticInfo] = {}
         self._count = 0
         self._initialized = False
+        self.generation = 0  # bumped by every successful init: handles of an older session are stale
         self.driver_version = ""
         self.cuda_version = ""
 
@@ -130,6 +134,7 @@ class NvmlAdapter:
             self._static.clear()
             self._count = count
             self._initialized = True
+            self.generation += 1
         for index in range(count):
             # a failure here is reported as gpu_up 0 on the first sweep, and retried there
             with contextlib.suppress(self._error):
@@ -197,6 +202,7 @@ class NvmlAdapter:
                                                         nvml.NVML_CLOCK_SM)),
             memory_clock_max_hertz=self._mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
                                                             nvml.NVML_CLOCK_MEM)),
+            mig_uuids=self._mig_uuids(index, handle),
         )
         with self._lock:
             self._static[index] = info
@@ -272,27 +278,65 @@ class NvmlAdapter:
             s.decUtil / 100.0) for s in samples)
 
     def open_xid_events(self) -> XidEventSet:
-        """An NVML event set with XID critical errors registered on every GPU that supports them."""
+        """An NVML event set with XID critical errors registered on every GPU that accepts them.
+
+        Raises NvmlEventError when the set cannot be created; a GPU refusing registration is skipped (logged
+        once) and left out of `XidEventSet.registered`.
+        """
         nvml = self._nvml
-        event_set = nvml.nvmlEventSetCreate()
+        try:
+            event_set = nvml.nvmlEventSetCreate()
+        except self._error as exc:
+            raise NvmlEventError(f"nvmlEventSetCreate failed: {exc} ({type(exc).__name__})") from exc
+        registered: list[int] = []
         for index in range(self._count):
-            static = self._static.get(index)
-            if static is None:
-                continue
             try:
+                static = self._static_info(index)
                 nvml.nvmlDeviceRegisterEvents(static.handle, nvml.nvmlEventTypeXidCriticalError, event_set)
             except self._left_out as exc:
                 self._note_unsupported(index, "nvmlDeviceRegisterEvents", exc)
-        return XidEventSet(self, event_set)
+            except self._error as exc:
+                log.warning("GPU %d: XID events not watched: %s (%s)", index, exc, type(exc).__name__)
+            else:
+                registered.append(index)
+        return XidEventSet(self, event_set, tuple(registered))
+
+    def uuid_of(self, index: int) -> str | None:
+        """The UUID read at init for GPU `index`; None when it could not be read."""
+        static = self._static.get(index)
+        return static.uuid if static is not None else None
+
+    def mig_parent(self, mig_uuid: str) -> str | None:
+        """The UUID of the GPU a MIG device (`MIG-...`) belongs to, from the MIG devices listed at init."""
+        for static in list(self._static.values()):
+            if mig_uuid in static.mig_uuids:
+                return static.uuid
+        return None
 
     def index_of_handle(self, handle: Any) -> int | None:
+        key = handle_key(handle)
         for index, static in list(self._static.items()):
-            if static.handle is handle or static.handle == handle:
+            if static.handle is handle or handle_key(static.handle) == key:
                 return index
         try:
             return int(self._nvml.nvmlDeviceGetIndex(handle))
         except self._error:
             return None
+
+    def _mig_uuids(self, index: int, handle: Any) -> tuple[str, ...]:
+        """UUIDs of the MIG devices of a GPU in MIG mode (read once per init); () when MIG is off."""
+        nvml = self._nvml
+        mode = self._optional(index, "nvmlDeviceGetMigMode", handle)
+        if not mode or int(mode[0]) != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return ()
+        found = []
+        for slot in range(int(self._optional(index, "nvmlDeviceGetMaxMigDeviceCount", handle) or 0)):
+            try:
+                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+                found.append(_text(nvml.nvmlDeviceGetUUID(mig)))
+            except self._error:  # NotFound: that slot holds no MIG device
+                continue
+        return tuple(found)
 
     # -- helpers --------------------------------------------------------------------------------------
     def _optional(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
@@ -349,11 +393,17 @@ class NvmlAdapter:
 
 
 class XidEventSet:
-    """Wraps an NVML event set: `wait()` returns the next XID event or None after the timeout."""
+    """Wraps an NVML event set: `wait()` returns the next XID event or None after the timeout.
 
-    def __init__(self, adapter: NvmlAdapter, event_set: Any) -> None:
+    `registered` lists the GPU indexes whose XID events it receives. Errors other than a timeout are raised
+    as NvmlEventError (the set is then unusable if NVML was shut down: close it and open a new one).
+    """
+
+    def __init__(self, adapter: NvmlAdapter, event_set: Any, registered: tuple[int, ...] = ()) -> None:
         self._adapter = adapter
         self._set = event_set
+        self.registered = registered
+        self.generation = adapter.generation
 
     def wait(self, timeout_ms: int) -> XidEvent | None:
         nvml = self._adapter._nvml
@@ -361,8 +411,14 @@ class XidEventSet:
             data = nvml.nvmlEventSetWait_v2(self._set, timeout_ms)
         except nvml.NVMLError_Timeout:
             return None
+        except nvml.NVMLError as exc:
+            raise NvmlEventError(f"nvmlEventSetWait failed: {exc} ({type(exc).__name__})") from exc
+        if not int(data.eventType) & int(nvml.nvmlEventTypeXidCriticalError):
+            return None
         return XidEvent(gpu_index=self._adapter.index_of_handle(data.device), xid=int(data.eventData),
-                        event_type=int(data.eventType))
+                        event_type=int(data.eventType),
+                        gpu_instance_id=_instance(getattr(data, "gpuInstanceId", None)),
+                        compute_instance_id=_instance(getattr(data, "computeInstanceId", None)))
 
     def close(self) -> None:
         nvml = self._adapter._nvml
@@ -370,3 +426,22 @@ class XidEventSet:
             nvml.nvmlEventSetFree(self._set)
         except nvml.NVMLError as exc:
             log.debug("nvmlEventSetFree: %s", exc)
+
+
+def handle_key(handle: Any) -> Any:
+    """Hashable identity of a device handle: the pointer value for pynvml's ctypes handles (a fresh pointer
+    object per event), the object itself (or its id when unhashable) otherwise."""
+    if isinstance(handle, ctypes._Pointer):
+        return ("pointer", ctypes.cast(handle, ctypes.c_void_p).value)
+    try:
+        hash(handle)
+    except TypeError:
+        return ("id", id(handle))
+    return ("object", handle)
+
+
+def _instance(value: Any) -> int | None:
+    if value is None:
+        return None
+    number = int(value)
+    return None if number == NO_INSTANCE else number

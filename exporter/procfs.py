@@ -222,6 +222,8 @@ def pod_usage(
     process_sm_utilization: Mapping[int, float] | None,
     device_utilization_ratio: float | None,
     device_memory_used_bytes: int | None,
+    *,
+    partitioned: bool = False,
 ) -> tuple[PodUsage, ...]:
     """One entry per container holding the GPU, never counting a process twice.
 
@@ -230,12 +232,13 @@ def pod_usage(
     `process_sm_utilization`, pid -> SM percent 0..100 from nvmlDeviceGetProcessUtilization, None when NVML
     cannot tell). A container with no process on the GPU gets 0. Processes attributed to no holder count
     only in the device series. A process attributed to a pod but not a container counts for that pod's
-    container when it has exactly one on this GPU.
+    container when it has exactly one on this GPU. `partitioned` (MIG holders) takes the process-sum path even
+    for a single container, whose slice is not the whole device.
     """
     containers = sorted({(h.namespace, h.pod, h.container) for h in holders})
     if not containers:
         return ()
-    if len(containers) == 1:
+    if len(containers) == 1 and not partitioned:
         namespace, pod, container = containers[0]
         usage = PodUsage(namespace, pod, container, device_utilization_ratio, device_memory_used_bytes, True)
         return (usage,)

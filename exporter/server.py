@@ -1,4 +1,5 @@
-"""The HTTP server: /metrics (Prometheus text or OpenMetrics, gzip when asked), /healthz and /readyz.
+"""The HTTP server: /metrics (Prometheus text or OpenMetrics, gzip when asked), /healthz, /readyz, and the
+JSON status API under /api/v1/ (answered by an injected `ApiHandler`, see exporter/status_service.py).
 
 /healthz is liveness: 200 while the process serves HTTP, whatever NVML does, so a node without a driver
 never crash-loops the DaemonSet. /readyz is 200 once NVML answers, 503 with the reason otherwise; /metrics
@@ -10,13 +11,18 @@ from __future__ import annotations
 import gzip
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from exporter.errors import ServeError
+from exporter.status_api import API_PREFIX, encode
+
+# (path without query, raw query string, method) -> (HTTP status, JSON body)
+ApiHandler = Callable[[str, str, str], tuple[int, dict[str, Any]]]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,7 @@ class _Server(ThreadingHTTPServer):
     registry: CollectorRegistry
     readiness: Readiness
     scrape_failures: int
+    api: ApiHandler | None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -42,8 +49,10 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
+        path, _, query = self.path.partition("?")
+        if path.startswith(API_PREFIX) and self.server.api is not None:
+            self._api(path, query)
+        elif path == "/metrics":
             self._metrics()
         elif path == "/healthz":
             self._send(200, b"ok\n", "text/plain; charset=utf-8")
@@ -76,6 +85,16 @@ class _Handler(BaseHTTPRequestHandler):
             encoding = "gzip"
         self._send(200, body, content_type, encoding)
 
+    def _api(self, path: str, query: str) -> None:
+        api = self.server.api
+        assert api is not None
+        try:
+            status, document = api(path, query, self.command)
+        except Exception:  # a bug in the API must not kill the server; /metrics keeps working
+            log.exception("status API request %s failed", path)
+            status, document = 500, {"error": "internal error; see the exporter log"}
+        self._send(status, encode(document) + b"\n", "application/json")
+
     def _send(self, status: int, body: bytes, content_type: str, encoding: str | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -95,7 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
 class ExporterServer:
     """Binds at construction (so a port in use fails before anything starts), serves in a thread."""
 
-    def __init__(self, address: str, port: int, registry: CollectorRegistry, readiness: Readiness) -> None:
+    def __init__(self, address: str, port: int, registry: CollectorRegistry, readiness: Readiness,
+                 api: ApiHandler | None = None) -> None:
         try:
             server = _Server((address, port), _Handler)
         except OSError as exc:
@@ -103,6 +123,7 @@ class ExporterServer:
         server.registry = registry
         server.readiness = readiness
         server.scrape_failures = 0
+        server.api = api
         self._server = server
         self._thread: threading.Thread | None = None
         self._serving = threading.Event()

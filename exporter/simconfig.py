@@ -94,6 +94,7 @@ class SimGpuSpec:
     model: GpuModel
     load: LoadPattern
     processes: tuple[ProcessSpec, ...]
+    mig_devices: int = 0  # > 0: the GPU is in MIG mode with this many MIG devices (UUIDs `MIG-...`)
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ class _Parser:
         if not isinstance(raw, Mapping):
             self.fail(field, f"expected a mapping with 'model' and 'count' (got {_kind(raw)})")
             return []
-        self.unknown(raw, field, {"model", "count", "load", "processes"})
+        self.unknown(raw, field, {"model", "count", "load", "processes", "mig"})
         model_key = raw.get("model", "H100")
         model = MODELS.get(str(model_key))
         if model is None:
@@ -202,9 +203,10 @@ class _Parser:
         count = int(self.number(raw, "count", f"{field}.count", 1, integer=True, minimum=1))
         load = self.load(raw.get("load"), f"{field}.load")
         processes = self.processes(raw.get("processes"), f"{field}.processes")
+        mig = int(self.number(raw, "mig", f"{field}.mig", 0, integer=True, minimum=0, maximum=7))
         if model is None:
             return []
-        return [SimGpuSpec(model, load, processes) for _ in range(count)]
+        return [SimGpuSpec(model, load, processes, mig) for _ in range(count)]
 
     def load(self, raw: Any, field: str) -> LoadPattern:
         if raw is None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from exporter.nvml import real_nvml
 from exporter.simconfig import ProcessSpec, SimConfig
+from exporter.simmig import MigSurface, SimMigHandle
 from exporter.simphysics import SimGpu, process_memory
 
 
@@ -46,7 +47,7 @@ class _EventSet:
     freed: bool = False
 
 
-class SimulatedNvml:
+class SimulatedNvml(MigSurface):
     """The fake pynvml module: create one per simulated node and pass it to NvmlAdapter."""
 
     def __init__(self, config: SimConfig, clock: Callable[[], float] = time.monotonic,
@@ -190,8 +191,11 @@ class SimulatedNvml:
         with self._lock:
             return self._gpu("nvmlDeviceGetIndex", handle)[0].index
 
-    def nvmlDeviceGetUUID(self, handle: SimHandle) -> str:
+    def nvmlDeviceGetUUID(self, handle: SimHandle | SimMigHandle) -> str:
         with self._lock:
+            if isinstance(handle, SimMigHandle):
+                self._gpu("nvmlDeviceGetUUID", self._handles[handle.parent])
+                return self.mig_uuid_of(handle)
             return self._gpu("nvmlDeviceGetUUID", handle)[0].uuid
 
     def nvmlDeviceGetName(self, handle: SimHandle) -> str:

@@ -49,6 +49,9 @@ class DeviceSnapshot:
     processes: tuple[ProcessSnapshot, ...] | None = None
     pcie_tx_bytes_per_second: float | None = None
     pcie_rx_bytes_per_second: float | None = None
+    # (pid, SM utilization 0..1) from nvmlDeviceGetProcessUtilization, sampled in the background; None when
+    # not sampled or not supported
+    process_sm_utilization: tuple[tuple[int, float], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,3 +87,5 @@ class XidEvent:
     gpu_index: int | None
     xid: int
     event_type: int
+    gpu_instance_id: int | None = None  # MIG GPU instance; None when the event is not about one
+    compute_instance_id: int | None = None

@@ -3,7 +3,9 @@
 `NvmlSource.snapshot()` is what a scrape calls. It never blocks on NVML init (a missing library gives a
 snapshot with nvml_up False at once), runs at most one NVML sweep per `min_interval` however many scrapers
 ask (concurrent callers share the sweep in flight), and merges the PCIe throughput that a background thread
-samples, because nvmlDeviceGetPcieThroughput blocks about 20 ms per call.
+samples, because nvmlDeviceGetPcieThroughput blocks about 20 ms per call; the same thread samples NVML's
+per-process utilization (the shares of a time-sliced GPU). Sweep hooks see (and may amend) every fresh sweep
+exactly once: the history recorder and the XID down marks hang there, never on a cached scrape.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from dataclasses import dataclass
 
 from exporter.errors import NvmlUnavailableError
 from exporter.nvml import NodeSnapshot, NvmlAdapter
+from exporter.snapshots import ProcessUtilizationSample
 
 log = logging.getLogger(__name__)
+
+SweepHook = Callable[[NodeSnapshot], NodeSnapshot]
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,8 @@ class SourceSettings:
     min_interval: float = 1.0
     # Seconds between NVML init attempts while the library or driver is missing. Long enough not to spin.
     init_retry_interval: float = 10.0
-    # Seconds between PCIe throughput passes (each pass costs ~40 ms per GPU on real hardware).
+    # Seconds between background passes of PCIe throughput and per-process utilization (a PCIe pass costs
+    # ~40 ms per GPU on real hardware).
     pcie_interval: float = 5.0
 
     def __post_init__(self) -> None:
@@ -60,9 +66,16 @@ class NvmlSource:
         self._last_success: float | None = None
         self._nvml_error: str | None = "NVML not initialized yet"
         self._pcie: dict[int, tuple[float | None, float | None]] = {}
+        self._process_util: dict[int, tuple[tuple[int, float], ...] | None] = {}
+        self._process_util_since: dict[int, int] = {}
+        self._hooks: list[SweepHook] = []
         self._down_gpus: set[int] = set()
         self._init_attempted = threading.Event()
         self.sweeps = 0
+
+    def add_sweep_hook(self, hook: SweepHook) -> None:
+        """Call `hook` on every fresh NVML sweep (not on cached scrapes); its result replaces the sweep."""
+        self._hooks.append(hook)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -136,7 +149,21 @@ class NvmlSource:
                         value = (None, None)
                     with self._state_lock:
                         self._pcie[index] = value
+                    self._sample_process_utilization(index)
             self._stop.wait(self.settings.pcie_interval)
+
+    def _sample_process_utilization(self, index: int) -> None:
+        """Mean SM share per pid over the samples since the last pass; () when no process ran."""
+        try:
+            samples = self.adapter.process_utilization(index, self._process_util_since.get(index, 0))
+        except Exception as exc:  # a lost GPU must not end the sampler
+            log.debug("GPU %d: process utilization sample failed: %s", index, exc)
+            samples = None
+        value = None if samples is None else mean_by_pid(samples)
+        if samples:
+            self._process_util_since[index] = max(s.timestamp_us for s in samples)
+        with self._state_lock:
+            self._process_util[index] = value
 
     # -- the scrape path ------------------------------------------------------------------------------
     def snapshot(self) -> NodeSnapshot:
@@ -166,16 +193,26 @@ class NvmlSource:
             return self._down_snapshot(start)
         with self._state_lock:
             pcie = dict(self._pcie)
+            process_util = dict(self._process_util)
             self._last_success = snapshot.last_success
             self._nvml_error = None
         self._log_gpu_transitions(snapshot)
+        no_pcie: tuple[float | None, float | None] = (None, None)
         devices = tuple(
-            dataclasses.replace(d, pcie_tx_bytes_per_second=pcie[d.index][0],
-                                pcie_rx_bytes_per_second=pcie[d.index][1])
-            if d.up and d.index in pcie else d
+            dataclasses.replace(d, pcie_tx_bytes_per_second=pcie.get(d.index, no_pcie)[0],
+                                pcie_rx_bytes_per_second=pcie.get(d.index, no_pcie)[1],
+                                process_sm_utilization=process_util.get(d.index))
+            if d.up else d
             for d in snapshot.devices)
         self.sweeps += 1
-        return dataclasses.replace(snapshot, devices=devices, duration_seconds=time.perf_counter() - start)
+        snapshot = dataclasses.replace(snapshot, devices=devices,
+                                       duration_seconds=time.perf_counter() - start)
+        for hook in self._hooks:
+            try:
+                snapshot = hook(snapshot)
+            except Exception:  # one broken hook must not take the scrape down with it
+                log.exception("sweep hook %r failed; continuing without it for this sweep", hook)
+        return snapshot
 
     def _down_snapshot(self, start: float) -> NodeSnapshot:
         return NodeSnapshot(nvml_up=False, driver_version="", cuda_version="", devices=(),
@@ -191,3 +228,11 @@ class NvmlSource:
             elif device.up and device.index in self._down_gpus:
                 self._down_gpus.discard(device.index)
                 log.info("GPU %d (%s) answers again", device.index, device.uuid)
+
+
+def mean_by_pid(samples: tuple[ProcessUtilizationSample, ...]) -> tuple[tuple[int, float], ...]:
+    """(pid, mean SM utilization 0..1) over NVML's per-process samples, sorted by pid."""
+    sums: dict[int, list[float]] = {}
+    for sample in samples:
+        sums.setdefault(sample.pid, []).append(sample.sm_utilization)
+    return tuple((pid, sum(values) / len(values)) for pid, values in sorted(sums.items()))

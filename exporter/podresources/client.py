@@ -3,18 +3,21 @@
 A fresh channel per call: the call happens every few seconds at most, a unix-socket connect costs nothing, and
 a long-lived channel would sit in gRPC's reconnect backoff (up to two minutes) after a kubelet restart.
 gRPC's default 4 MiB receive limit is too small for a large node's reply: `max_receive_message_bytes`.
+grpc and the stubs are imported on the first call that finds the socket (about 14 MiB resident): a node or a
+laptop without a kubelet never pays for them.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-import grpc
+from typing import TYPE_CHECKING
 
 from exporter.errors import ExporterError
-from exporter.podresources import api_pb2, api_pb2_grpc
 from exporter.podresources.mapping import DeviceAllocation
+
+if TYPE_CHECKING:
+    from exporter.podresources import api_pb2
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -65,6 +68,10 @@ class PodResourcesClient:
         path = self.settings.socket_path
         if not os.path.exists(path):
             raise PodResourcesUnavailableError(f"socket {path} does not exist")
+        import grpc  # deferred: see the module doc
+
+        from exporter.podresources import api_pb2, api_pb2_grpc
+
         options = [
             ("grpc.max_receive_message_length", self.settings.max_receive_message_bytes),
             ("grpc.enable_http_proxy", 0),

@@ -87,3 +87,73 @@ def kubelet(socket_dir: str) -> Iterator[KubeletServer]:
         yield server
     finally:
         server.stop()
+
+
+# --- a simulated GPU node with pods: 4 GPUs (exclusive, time-sliced by 2 pods, MIG, free) ---
+SEED = 5
+GPU = "nvidia.com/gpu"
+MIG_RESOURCE = "nvidia.com/mig-1g.10gb"
+
+NODE_YAML = f"""
+seed: {SEED}
+gpus:
+  - {{model: H100, load: {{pattern: constant, value: 0.5, noise: 0}},
+     processes: [{{pid: 101, memory_gib: 10}}]}}
+  - {{model: H100, load: {{pattern: constant, value: 0.6, noise: 0}},
+     processes: [{{pid: 201, memory_gib: 8, sm_share: 1}}, {{pid: 202, memory_gib: 4, sm_share: 2}}]}}
+  - {{model: A100, mig: 2, load: {{pattern: constant, value: 0.3, noise: 0}},
+     processes: [{{pid: 301, memory_gib: 5}}]}}
+  - {{model: L4, load: {{pattern: constant, value: 0.0, noise: 0}}}}
+"""
+
+# pid -> (pod uid, pod name): the pod name is the process's HOSTNAME, as the container runtime sets it
+PROCESSES = {
+    101: ("0b3a7c52-1111-4a8e-9d3c-1a2b3c4d5e01", "trainer-0"),
+    201: ("0b3a7c52-2222-4a8e-9d3c-1a2b3c4d5e02", "llm-a"),
+    202: ("0b3a7c52-3333-4a8e-9d3c-1a2b3c4d5e03", "llm-b"),
+    301: ("0b3a7c52-4444-4a8e-9d3c-1a2b3c4d5e04", "mig-job"),
+}
+
+
+def node_uuids() -> list[str]:
+    from exporter.simphysics import gpu_uuid
+
+    return [gpu_uuid(SEED, index) for index in range(4)]
+
+
+def mig_device(slot: int = 0) -> str:
+    from exporter.simmig import mig_uuid
+
+    return mig_uuid(SEED, 2, slot)
+
+
+def node_pods() -> list[PodSpec]:
+    uuids = node_uuids()
+    return [
+        ("ml", "trainer-0", [("main", [(GPU, [uuids[0]])])]),
+        ("serve", "llm-a", [("server", [(GPU, [f"{uuids[1]}::0"])])]),
+        ("serve", "llm-b", [("server", [(GPU, [f"{uuids[1]}::1", f"{uuids[1]}::2"])])]),
+        ("batch", "mig-job", [("worker", [(MIG_RESOURCE, [mig_device(0)])])]),
+        ("infra", "agent", [("main", [("example.com/nic", ["nic0"])])]),  # not a GPU
+    ]
+
+
+def write_proc_tree(root: str) -> None:
+    """A fake /proc: <pid>/cgroup (cgroup v2, systemd driver, containerd) and <pid>/environ with HOSTNAME."""
+    for pid, (uid, pod) in PROCESSES.items():
+        directory = os.path.join(root, str(pid))
+        os.makedirs(directory, exist_ok=True)
+        slice_uid = uid.replace("-", "_")
+        container = f"{pid:064x}"
+        with open(os.path.join(directory, "cgroup"), "w") as f:
+            f.write(f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{slice_uid}.slice/"
+                    f"cri-containerd-{container}.scope\n")
+        with open(os.path.join(directory, "environ"), "wb") as f:
+            f.write(b"PATH=/usr/bin\0HOSTNAME=" + pod.encode() + b"\0")
+
+
+@pytest.fixture
+def proc_root(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = str(tmp_path_factory.mktemp("proc"))
+    write_proc_tree(root)
+    return root

@@ -1,4 +1,5 @@
-"""XidWatcher on the simulated NVML backend: XIDs scheduled in its YAML and injected at run time."""
+"""XidWatcher on the adapter's event set over the simulated NVML: XIDs scheduled in its YAML and injected at
+run time."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
+from exporter.nvml import NvmlAdapter
 from exporter.simconfig import parse_sim_config
 from exporter.simulated import SimulatedNvml
-from exporter.xid import XidSettings, XidWatcher, discover_gpus
+from exporter.xid import XidSettings, XidWatcher
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +43,14 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 def test_scheduled_and_injected_xids_are_counted_and_mark_gpus_down() -> None:
     clock = FakeClock()
     nvml = SimulatedNvml(parse_sim_config(SIM_YAML, "sim.yaml"), clock=clock)
-    nvml.nvmlInit()
-    gpus = discover_gpus(nvml)
-    uuids = [gpu.uuid for gpu in gpus]
+    adapter = NvmlAdapter(nvml)
+    adapter.init()
+    uuids = [adapter.uuid_of(i) for i in range(3)]
     assert len(set(uuids)) == 3
-    watcher = XidWatcher(nvml, gpus, XidSettings(wait_timeout_ms=50), clock=clock)
-    assert watcher.start()
+    watcher = XidWatcher(adapter, XidSettings(wait_timeout_ms=50, recovery_grace_seconds=5), clock=clock)
+    watcher.start()
     try:
-        assert watcher.registered == set(uuids)
+        wait_until(lambda: watcher.registered == set(uuids))
         clock.t = 4.0
         waits = nvml.calls["nvmlEventSetWait_v2"]
         # the thread waited twice at t=4 and got nothing: no XID is due before t=5
@@ -68,6 +70,7 @@ def test_scheduled_and_injected_xids_are_counted_and_mark_gpus_down() -> None:
     finally:
         assert watcher.stop(timeout=5)
     assert watcher.all_counts() == {uuids[0]: {48: 1, 13: 1}, uuids[1]: {79: 1, 13: 1}, uuids[2]: {13: 1}}
+    assert not watcher.note_answered(uuids[1], answered_at=10.0)  # inside the 5 s grace
     assert watcher.note_answered(uuids[1], answered_at=11.0)
     assert watcher.down_uuids() == {uuids[0]}
 
@@ -75,15 +78,19 @@ def test_scheduled_and_injected_xids_are_counted_and_mark_gpus_down() -> None:
 def test_stop_frees_the_simulated_event_set_and_a_new_watcher_starts() -> None:
     clock = FakeClock()
     nvml = SimulatedNvml(parse_sim_config(SIM_YAML, "sim.yaml"), clock=clock)
-    nvml.nvmlInit()
-    first = XidWatcher(nvml, discover_gpus(nvml), XidSettings(wait_timeout_ms=50), clock=clock)
-    assert first.start()
+    adapter = NvmlAdapter(nvml)
+    adapter.init()
+    first = XidWatcher(adapter, XidSettings(wait_timeout_ms=50), clock=clock)
+    first.start()
+    wait_until(lambda: len(first.registered) == 3)
     assert first.stop(timeout=2)
+    assert nvml.calls["nvmlEventSetFree"] == 1
     nvml.inject_xid(2, 31)  # delivered to no one: the set is freed
 
-    second = XidWatcher(nvml, discover_gpus(nvml), XidSettings(wait_timeout_ms=50), clock=clock)
-    assert second.start()
+    second = XidWatcher(adapter, XidSettings(wait_timeout_ms=50), clock=clock)
+    second.start()
     try:
+        wait_until(lambda: len(second.registered) == 3)
         nvml.inject_xid(2, 31)
         wait_until(lambda: second.all_counts() != {})
     finally:

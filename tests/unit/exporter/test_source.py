@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -124,3 +125,49 @@ faults: [{type: nvml_unavailable, error: DriverNotLoaded, at: 10, until: 20}]
 def test_settings_reject_negative_seconds() -> None:
     with pytest.raises(ValueError, match="min_interval"):
         SourceSettings(min_interval=-1)
+
+
+def test_sweep_hooks_see_each_fresh_sweep_once_and_may_amend_it(clock: FakeClock,
+                                                                sources: list[NvmlSource]) -> None:
+    sim = SimulatedNvml(default_config(2), clock=clock, pcie_latency_seconds=0)
+    source = make_source(sim, clock, sources, min_interval=1.0)
+    seen: list[float] = []
+
+    def mark_first_down(snapshot):  # type: ignore[no-untyped-def]
+        seen.append(snapshot.collected_at)
+        first = dataclasses.replace(snapshot.devices[0], up=False, error="hook")
+        return dataclasses.replace(snapshot, devices=(first, *snapshot.devices[1:]))
+
+    def broken(snapshot):  # type: ignore[no-untyped-def]
+        raise RuntimeError("bug in a hook")
+
+    source.add_sweep_hook(broken)
+    source.add_sweep_hook(mark_first_down)
+    first = source.snapshot()
+    assert source.snapshot() is first  # cached: no hook call
+    clock.advance(1.0)
+    second = source.snapshot()
+    assert seen == [first.collected_at, second.collected_at]
+    assert not second.devices[0].up and second.devices[0].error == "hook" and second.devices[1].up
+
+
+def test_process_utilization_is_sampled_off_the_scrape_path(clock: FakeClock,
+                                                            sources: list[NvmlSource]) -> None:
+    yaml_text = """
+gpus:
+  - {load: {pattern: constant, value: 0.6, noise: 0},
+     processes: [{pid: 1, memory_gib: 1, sm_share: 1}, {pid: 2, memory_gib: 1, sm_share: 2}]}
+  - {load: {pattern: constant, value: 0.2, noise: 0}}
+"""
+    sim = SimulatedNvml(parse_sim_config(yaml_text, "t.yaml"), clock=clock, pcie_latency_seconds=0)
+    # one background pass at start, the next an hour later
+    source = make_source(sim, clock, sources, min_interval=0.0, pcie_interval=3600.0)
+    wait_for(lambda: source.snapshot().devices[1].process_sm_utilization is not None)
+    snapshot = source.snapshot()
+    assert snapshot.devices[0].process_sm_utilization == ((1, 0.2), (2, 0.4))
+    assert snapshot.devices[1].process_sm_utilization == ()  # no process: NVML says NotFound
+    calls = sim.calls["nvmlDeviceGetProcessUtilization"]
+    assert calls == 2
+    for _ in range(5):
+        source.snapshot()
+    assert sim.calls["nvmlDeviceGetProcessUtilization"] == calls  # never on the scrape path

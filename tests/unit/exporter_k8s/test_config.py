@@ -84,7 +84,7 @@ extra: 1
         "cfg.yaml:13: pod_resources.max_receive_message_bytes: "
         "expected an integer >= 4194304 (4 MiB) (got 1024)",
         "cfg.yaml:14: pod_resources.timeout_seconds: expected a number > 0 (got a list)",
-        "cfg.yaml:15: extra: unknown field (expected one of: health, history, trend, pod_resources)",
+        "cfg.yaml:15: extra: unknown field (expected one of: health, history, trend, pod_resources, xid)",
         "cfg.yaml:2: health.temperature_celsius: expected normal < throttled < critical "
         "(got normal=80, throttled=75, critical=85)",
     ]

@@ -1,133 +1,99 @@
-"""XidWatcher against a tiny object with pynvml's event call surface (the simulated backend is tested in
-tests/integration/exporter_k8s/test_xid_simulated.py)."""
+"""XidWatcher over NvmlAdapter's event set on the simulated NVML (a subclass adds wait errors, odd events)."""
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import queue
-import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from exporter.xid import WatchedGpu, XidEvent, XidSettings, XidWatcher, _handle_key, discover_gpus
+from exporter.nvml import DeviceSnapshot, NodeSnapshot, NvmlAdapter, handle_key
+from exporter.simconfig import default_config, parse_sim_config
+from exporter.simulated import SimulatedNvml, _Obj
+from exporter.xid import XidRecord, XidSettings, XidWatcher
+
+T0 = 1000.0
 
 
-class NVMLError(Exception):
-    def __init__(self, value: int) -> None:
-        super().__init__(f"NVML error {value}")
-        self.value = value
+class EventNvml(SimulatedNvml):
+    """The simulated NVML plus a queue of items the event wait returns first (an Exception is raised)."""
 
-
-class NVMLError_Timeout(NVMLError):
-    def __init__(self) -> None:
-        super().__init__(10)
-
-
-class EventData:
-    def __init__(self, device: Any, event_type: int, data: int, gi: int = 0xFFFFFFFF) -> None:
-        self.device = device
-        self.eventType = event_type
-        self.eventData = data
-        self.gpuInstanceId = gi
-        self.computeInstanceId = 0xFFFFFFFF
-
-
-class FakeNvml:
-    """pynvml's event surface: events come from a queue; an Exception in the queue is raised by the wait."""
-
-    nvmlEventTypeXidCriticalError = 0x8
-    nvmlEventTypeDoubleBitEccError = 0x2
-
-    def __init__(self, handles: list[Any], refuse: set[int] = frozenset()) -> None:  # type: ignore[assignment]
-        self.handles = handles
-        self.refuse = refuse
-        self.events: queue.Queue[Any] = queue.Queue()
-        self.registered: list[tuple[Any, int]] = []
-        self.freed = threading.Event()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.extra: queue.Queue[Any] = queue.Queue()
+        self.refuse_event_set: Exception | None = None
         self.waits = 0
 
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.handles)
+    def nvmlEventSetCreate(self) -> Any:
+        if self.refuse_event_set is not None:
+            raise self.refuse_event_set
+        return super().nvmlEventSetCreate()
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
-        return self.handles[index]
-
-    def nvmlDeviceGetUUID(self, handle: Any) -> bytes:
-        for index, known in enumerate(self.handles):
-            if known is handle:
-                return f"GPU-{index}".encode()
-        raise NVMLError(15)  # GPU_IS_LOST
-
-    def nvmlEventSetCreate(self) -> object:
-        return object()
-
-    def nvmlDeviceRegisterEvents(self, handle: Any, types: int, event_set: object) -> None:
-        if self.handles.index(handle) in self.refuse:
-            raise NVMLError(3)  # NOT_SUPPORTED
-        self.registered.append((handle, types))
-
-    def nvmlEventSetWait_v2(self, event_set: object, timeout_ms: int) -> EventData:
+    def nvmlEventSetWait_v2(self, eventSet: Any, timeoutms: int) -> Any:
         self.waits += 1
         try:
-            item = self.events.get(timeout=timeout_ms / 1000)
+            item = self.extra.get_nowait()
         except queue.Empty:
-            raise NVMLError_Timeout() from None
+            return super().nvmlEventSetWait_v2(eventSet, timeoutms)
         if isinstance(item, Exception):
             raise item
         return item
 
-    def nvmlEventSetFree(self, event_set: object) -> None:
-        self.freed.set()
 
-
-def wait_until(condition, timeout: float = 10.0) -> None:
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.005)
 
 
-@pytest.fixture
-def nvml() -> FakeNvml:
-    return FakeNvml([object(), object(), object()])
+def setup(yaml_text: str | None = None,
+          **settings: Any) -> tuple[EventNvml, NvmlAdapter, XidWatcher, list[str]]:
+    config = parse_sim_config(yaml_text, "sim.yaml") if yaml_text else default_config(3)
+    nvml = EventNvml(config)
+    adapter = NvmlAdapter(nvml)
+    adapter.init()
+    values: dict[str, Any] = {"wait_timeout_ms": 20, "error_backoff_seconds": 0.01,
+                              "recovery_grace_seconds": 0.0}
+    values.update(settings)
+    watcher = XidWatcher(adapter, XidSettings(**values), clock=lambda: T0)
+    uuids = [adapter.uuid_of(i) or "" for i in range(adapter.device_count)]
+    return nvml, adapter, watcher, uuids
 
 
-def make_watcher(nvml: FakeNvml, **kwargs: Any) -> XidWatcher:
-    settings = XidSettings(wait_timeout_ms=20, error_backoff_seconds=0.01, **kwargs)
-    return XidWatcher(nvml, discover_gpus(nvml), settings, clock=lambda: 1000.0)
-
-
-def test_counts_per_gpu_and_code_and_down_marks(nvml: FakeNvml) -> None:
-    seen: list[XidEvent] = []
-    watcher = XidWatcher(
-        nvml, discover_gpus(nvml), XidSettings(wait_timeout_ms=20), clock=lambda: 1000.0, on_event=seen.append
-    )
-    assert watcher.start()
+def test_counts_per_gpu_and_code_and_down_marks() -> None:
+    nvml, _, watcher, uuids = setup()
+    seen: list[XidRecord] = []
+    watcher._on_event = seen.append
+    watcher.start()
     try:
-        assert [types for _, types in nvml.registered] == [0x8, 0x8, 0x8]
-        h0, h1, _ = nvml.handles
-        for device, code in [(h0, 13), (h0, 13), (h0, 31), (h1, 79)]:
-            nvml.events.put(EventData(device, 0x8, code))
-        nvml.events.put(EventData(h0, 0x2, 48))  # not an XID event type: ignored
+        wait_until(lambda: watcher.registered == set(uuids))
+        for index, code in [(0, 13), (0, 13), (0, 31), (1, 79)]:
+            nvml.inject_xid(index, code)
         wait_until(lambda: len(seen) == 4)
-        wait_until(lambda: nvml.events.empty())
+        # a double-bit ECC *event type* (not an XID) is ignored
+        nvml.extra.put(_Obj(device=nvml._handles[0], eventType=nvml.nvmlEventTypeDoubleBitEccError,
+                            eventData=48, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
+        wait_until(lambda: nvml.extra.empty())
+        nvml.inject_xid(2, 43)
+        wait_until(lambda: len(seen) == 5)
     finally:
         assert watcher.stop(timeout=5)
-    assert nvml.freed.is_set()
-    assert watcher.all_counts() == {"GPU-0": {13: 2, 31: 1}, "GPU-1": {79: 1}}
-    assert dict(watcher.counts("GPU-2")) == {}
-    assert watcher.down_uuids() == {"GPU-1"} and watcher.down_since("GPU-1") == 1000.0
-    assert not watcher.is_down("GPU-0")
-    assert seen[-1] == XidEvent("GPU-1", 79, 1000.0, None, None)
+    assert watcher.all_counts() == {uuids[0]: {13: 2, 31: 1}, uuids[1]: {79: 1}, uuids[2]: {43: 1}}
+    assert watcher.down_uuids() == {uuids[1]} and watcher.down_since(uuids[1]) == T0
+    assert seen[3] == XidRecord(uuids[1], 79, T0, None, None)
+    assert nvml._event_sets == []  # stop() freed the set
 
 
-def test_recovery_by_answer_after_grace(nvml: FakeNvml) -> None:
-    watcher = make_watcher(nvml, recovery_grace_seconds=30)
-    watcher.record(XidEvent("GPU-0", 48, 1000.0))
-    watcher.record(XidEvent("GPU-0", 48, 1005.0))  # keeps the first down time
+def test_recovery_by_answer_after_grace() -> None:
+    _, _, watcher, _ = setup(recovery_grace_seconds=30)
+    watcher.record(XidRecord("GPU-0", 48, 1000.0))
+    watcher.record(XidRecord("GPU-0", 48, 1005.0))  # keeps the first down time
     assert watcher.down_since("GPU-0") == 1000.0
     assert not watcher.note_answered("GPU-0", 1010.0)
     assert watcher.is_down("GPU-0")
@@ -137,75 +103,161 @@ def test_recovery_by_answer_after_grace(nvml: FakeNvml) -> None:
     assert watcher.all_counts() == {"GPU-0": {48: 2}}  # counts are never reset
 
 
-def test_clear(nvml: FakeNvml) -> None:
-    watcher = make_watcher(nvml)
-    watcher.record(XidEvent("GPU-2", 79, 5.0))
+def _sweep(collected_at: float, *devices: DeviceSnapshot) -> NodeSnapshot:
+    return NodeSnapshot(nvml_up=True, driver_version="", cuda_version="", devices=devices,
+                        collected_at=collected_at, duration_seconds=0.5, last_success=collected_at)
+
+
+@pytest.mark.parametrize(("collected_at", "up_after"), [
+    (1029.0, False),   # sweep started 1028.5: inside the 30 s grace
+    (1030.4, False),   # started 1029.9: still inside
+    (1030.5, True),    # started exactly at XID + grace: recovered
+    (1100.0, True),
+], ids=["inside-grace", "just-inside", "at-boundary", "long-after"])
+def test_apply_down_marks_keeps_gpu_down_until_a_sweep_after_the_grace(collected_at: float,
+                                                                       up_after: bool) -> None:
+    _, _, watcher, _ = setup(recovery_grace_seconds=30)
+    watcher.record(XidRecord("GPU-a", 79, 1000.0))
+    healthy = DeviceSnapshot(index=0, uuid="GPU-a", name="x", pci_bus_id="", up=True, utilization=0.5)
+    other = dataclasses.replace(healthy, index=1, uuid="GPU-b")
+    result = watcher.apply_down_marks(_sweep(collected_at, healthy, other))
+    assert result.devices[0].up is up_after
+    assert result.devices[1].up  # another GPU is never touched
+    if not up_after:
+        assert "XID 79" in (result.devices[0].error or "")
+    assert watcher.is_down("GPU-a") is not up_after
+
+
+def test_a_gpu_that_does_not_answer_stays_down_past_the_grace() -> None:
+    _, _, watcher, _ = setup(recovery_grace_seconds=0)
+    watcher.record(XidRecord("GPU-a", 79, 1000.0))
+    lost = DeviceSnapshot(index=0, uuid="GPU-a", name="x", pci_bus_id="", up=False, error="GpuIsLost")
+    assert not watcher.apply_down_marks(_sweep(2000.0, lost)).devices[0].up
+    assert watcher.is_down("GPU-a")
+
+
+def test_clear() -> None:
+    _, _, watcher, _ = setup()
+    watcher.record(XidRecord("GPU-2", 79, 5.0))
     assert watcher.clear("GPU-2") and not watcher.clear("GPU-2")
 
 
-def test_refused_registration_and_unknown_device(nvml: FakeNvml, caplog: pytest.LogCaptureFixture) -> None:
-    nvml.refuse = {1}
-    watcher = make_watcher(nvml)
-    assert watcher.start()
+def test_refused_registration_is_logged_and_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    yaml_text = """
+gpus: [{count: 3}]
+faults: [{type: not_supported, gpu: 1, calls: [nvmlDeviceRegisterEvents]}]
+"""
+    nvml, _, watcher, uuids = setup(yaml_text)
+    watcher.start()
     try:
-        assert watcher.registered == {"GPU-0", "GPU-2"}
-        nvml.events.put(EventData(object(), 0x8, 79))  # a handle nobody knows, UUID lookup fails
+        wait_until(lambda: watcher.registered == {uuids[0], uuids[2]})
+        nvml.inject_xid(1, 79)  # not registered for GPU 1: never delivered
+        nvml.inject_xid(2, 13)
+        wait_until(lambda: watcher.counts(uuids[2]) == {13: 1})
+    finally:
+        watcher.stop()
+    assert watcher.all_counts() == {uuids[2]: {13: 1}}
+    assert any("GPU 1: nvmlDeviceRegisterEvents not supported" in r.getMessage() for r in caplog.records)
+
+
+def test_unknown_device_is_counted_apart() -> None:
+    nvml, _, watcher, _ = setup()
+    nvml.extra.put(_Obj(device=object(), eventType=nvml.nvmlEventTypeXidCriticalError, eventData=79,
+                        gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
+    watcher.start()
+    try:
         wait_until(lambda: watcher.unattributed_events == 1)
     finally:
         watcher.stop()
     assert watcher.all_counts() == {} and watcher.down_uuids() == frozenset()
-    assert any("GPU 1 (GPU-1): XID events not watched" in r.getMessage() for r in caplog.records)
 
 
-def test_no_gpu_registered_means_not_started(nvml: FakeNvml) -> None:
-    nvml.refuse = {0, 1, 2}
-    watcher = make_watcher(nvml)
-    assert not watcher.start()
-    assert not watcher.running and nvml.freed.is_set()
-
-
-def test_event_set_creation_failure() -> None:
-    class Broken(FakeNvml):
-        def nvmlEventSetCreate(self) -> object:
-            raise NVMLError(1)  # UNINITIALIZED
-
-    watcher = XidWatcher(Broken([object()]), [WatchedGpu(0, "GPU-0", object())])
-    assert not watcher.start()
-    assert watcher.stop()
-
-
-def test_wait_errors_are_logged_once_and_survived(nvml: FakeNvml, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.xid")
-    watcher = make_watcher(nvml)
-    assert watcher.start()
+def test_no_gpu_registered_means_nothing_watched_and_one_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    yaml_text = """
+gpus: [{count: 2}]
+faults: [{type: not_supported, calls: [nvmlDeviceRegisterEvents]}]
+"""
+    nvml, _, watcher, _ = setup(yaml_text)
+    watcher.start()
     try:
-        for _ in range(5):
-            nvml.events.put(NVMLError(999))
-        nvml.events.put(EventData(nvml.handles[2], 0x8, 43))
-        wait_until(lambda: watcher.counts("GPU-2") == {43: 1})
+        wait_until(lambda: nvml.calls["nvmlEventSetFree"] >= 3)  # tried (and freed) three times
+    finally:
+        watcher.stop()
+    assert watcher.registered == frozenset() and nvml._event_sets == []
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.xid"]
+    assert sum("no GPU accepted XID event registration" in m for m in messages) == 1
+
+
+def test_event_set_creation_failure_is_logged_once_and_retried(caplog: pytest.LogCaptureFixture) -> None:
+    nvml, _, watcher, uuids = setup()
+    nvml.refuse_event_set = nvml.NVMLError_Unknown()
+    watcher.start()
+    try:
+        wait_until(lambda: sum("nvmlEventSetCreate failed" in r.getMessage() for r in caplog.records) == 1)
+        nvml.refuse_event_set = None
+        wait_until(lambda: watcher.registered == set(uuids))
+        nvml.inject_xid(0, 31)
+        wait_until(lambda: watcher.counts(uuids[0]) == {31: 1})
+    finally:
+        watcher.stop()
+    assert sum("nvmlEventSetCreate failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_wait_errors_are_logged_once_and_survived(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="exporter.xid")
+    nvml, _, watcher, uuids = setup()
+    for _ in range(5):
+        nvml.extra.put(nvml.NVMLError_Unknown())
+    watcher.start()
+    try:
+        # the set is reopened after each failure: inject once a wait on the new set succeeded
+        wait_until(lambda: any("works again" in r.getMessage() for r in caplog.records))
+        nvml.inject_xid(2, 43)
+        wait_until(lambda: watcher.counts(uuids[2]) == {43: 1})
     finally:
         watcher.stop()
     messages = [r.getMessage() for r in caplog.records]
-    assert sum("XID event wait failed" in m for m in messages) == 1
+    assert sum("XID events not available" in m for m in messages) == 1
     assert sum("XID event wait works again" in m for m in messages) == 1
 
 
-def test_stop_is_bounded_by_the_wait_timeout(nvml: FakeNvml) -> None:
-    watcher = XidWatcher(nvml, discover_gpus(nvml), XidSettings(wait_timeout_ms=200))
-    assert watcher.start()
+def test_nvml_reinit_reopens_the_event_set() -> None:
+    nvml, adapter, watcher, uuids = setup()
+    watcher.start()
+    try:
+        wait_until(lambda: len(nvml._event_sets) == 1)
+        first = nvml._event_sets[0]
+        adapter.shutdown()
+        adapter.init()  # a new NVML session: old handles and sets are stale
+        wait_until(lambda: len(nvml._event_sets) == 1 and nvml._event_sets[0] is not first)
+        nvml.inject_xid(1, 48)
+        wait_until(lambda: watcher.counts(uuids[1]) == {48: 1})
+    finally:
+        watcher.stop()
+    assert first.freed
+
+
+def test_stop_is_bounded_by_the_wait_timeout() -> None:
+    nvml, _, watcher, _ = setup(wait_timeout_ms=200)
+    watcher.start()
     wait_until(lambda: nvml.waits >= 1)
     assert watcher.stop(timeout=2)  # ends within one 200 ms wait (plus scheduling), not "eventually"
-    assert not watcher.running and nvml.freed.is_set()
+    assert not watcher.running and nvml._event_sets == []
 
 
 def test_mig_instance_ids() -> None:
-    nvml = FakeNvml([object()])
-    watcher = make_watcher(nvml)
-    data = EventData(nvml.handles[0], 0x8, 94, gi=3)
-    data.computeInstanceId = 0
-    nvml.events.put(data)
-    event = watcher.poll_once(object())
-    assert event == XidEvent("GPU-0", 94, 1000.0, 3, 0)
+    nvml, _, watcher, uuids = setup()
+    nvml.extra.put(_Obj(device=nvml._handles[0], eventType=nvml.nvmlEventTypeXidCriticalError, eventData=94,
+                        gpuInstanceId=3, computeInstanceId=0))
+    seen: list[XidRecord] = []
+    watcher._on_event = seen.append
+    watcher.start()
+    try:
+        wait_until(lambda: len(seen) == 1)
+    finally:
+        watcher.stop()
+    assert seen == [XidRecord(uuids[0], 94, T0, 3, 0)]
 
 
 def test_ctypes_handles_match_by_pointer_value() -> None:
@@ -213,7 +265,7 @@ def test_ctypes_handles_match_by_pointer_value() -> None:
     first = ctypes.pointer(buffers[0])
     same_address = ctypes.cast(ctypes.addressof(buffers[0]), ctypes.POINTER(ctypes.c_int))
     assert first is not same_address
-    assert _handle_key(first) == _handle_key(same_address)
-    assert _handle_key(first) != _handle_key(ctypes.pointer(buffers[1]))
+    assert handle_key(first) == handle_key(same_address)
+    assert handle_key(first) != handle_key(ctypes.pointer(buffers[1]))
     unhashable = [1]  # unhashable handles fall back to id()
-    assert _handle_key(unhashable) == ("id", id(unhashable))
+    assert handle_key(unhashable) == ("id", id(unhashable))

@@ -1,0 +1,55 @@
+"""Collector extension for the derived per-GPU families: health state (one-hot), speed multiplier and
+availability score, computed by exporter/health.py from the same sweep as the device series:
+
+    gpu_health_state{gpu="0",…,state="normal"} 1
+    gpu_availability_score{gpu="0",…} 0.41
+
+A GPU that is down, or whose inputs are unreadable, gets none of these series (never a made-up optimal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.core import Metric
+
+from exporter import metrics as m
+from exporter.collector import ScrapeContext, new_family
+from exporter.health import (
+    HealthState,
+    HealthThresholds,
+    assess,
+    availability_score,
+    memory_used_percent,
+)
+from exporter.nvml import NodeSnapshot
+
+STATES: tuple[HealthState, ...] = tuple(HealthState)
+
+
+class HealthMetrics:
+    """`gpu_health_state{state}`, `gpu_speed_multiplier`, `gpu_availability_score` per GPU."""
+
+    def __init__(self, thresholds: HealthThresholds | None = None) -> None:
+        self.thresholds = thresholds or HealthThresholds()
+
+    def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]:
+        state, speed, score = (new_family(spec) for spec in
+                               (m.HEALTH_STATE, m.SPEED_MULTIPLIER, m.AVAILABILITY_SCORE))
+        for device in snapshot.devices:
+            if not device.up:
+                continue
+            labels = context.device_labels(device)
+            percent = memory_used_percent(device.memory_used_bytes, device.memory_total_bytes)
+            health = assess(device.temperature_celsius, percent, self.thresholds)
+            if health is not None:
+                for candidate in STATES:
+                    state.add_metric([*labels, candidate.value], 1.0 if candidate is health.state else 0.0)
+                speed.add_metric(labels, health.speed_multiplier)
+            value = availability_score(device.memory_free_bytes, device.memory_total_bytes,
+                                       device.utilization)
+            if value is not None:
+                score.add_metric(labels, value)
+        for family in (state, speed, score):
+            if family.samples:
+                yield family

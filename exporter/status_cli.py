@@ -1,0 +1,122 @@
+"""`gpu-exporter status`: read every GPU and the kubelet's GPU holders once, print a table or JSON.
+
+The kubelet being unreachable is not an error here (a laptop, the simulated backend): the header line and the
+JSON say `pod-resources unavailable` with the reason, and the holder columns stay empty.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from exporter.attribution import by_uuid
+from exporter.config import ExporterConfig
+from exporter.errors import NvmlUnavailableError
+from exporter.health import HealthThresholds
+from exporter.nvml import NodeSnapshot, NvmlAdapter
+from exporter.podresources.client import PodResourcesClient, PodResourcesUnavailableError
+from exporter.podresources.mapping import DeviceHolder, build_holder_map
+from exporter.status_api import GpuStatus, gpu_json
+from exporter.status_service import gpu_statuses
+
+Holders = Mapping[str, tuple[DeviceHolder, ...]]
+
+
+def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog: str) -> int:
+    adapter = NvmlAdapter(nvml)
+    try:
+        adapter.init()
+        snapshot = adapter.read()
+        holders, pods_error = read_holders(config, adapter)
+    except NvmlUnavailableError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        adapter.shutdown()
+    if as_json:
+        print(json.dumps(status_document(snapshot, node, holders, pods_error, config.health), indent=2))
+    else:
+        print(status_table(snapshot, node, holders, pods_error, config.health))
+    return 0
+
+
+def read_holders(config: ExporterConfig, adapter: NvmlAdapter) -> tuple[Holders, str | None]:
+    """GPU uuid -> holders from one kubelet List; ({}, reason) when the kubelet cannot be read."""
+    client = PodResourcesClient(config.pod_resources.client_settings())
+    try:
+        holders = build_holder_map(client.list_allocations(), adapter.mig_parent)
+        return dict(by_uuid(holders, adapter.uuid_of)), None
+    except PodResourcesUnavailableError as exc:
+        return {}, str(exc)
+
+
+def _statuses(snapshot: NodeSnapshot, holders: Holders, thresholds: HealthThresholds) -> list[GpuStatus]:
+    return gpu_statuses(snapshot, lambda uuid: holders.get(uuid, ()), None, thresholds)
+
+
+def status_document(snapshot: NodeSnapshot, node: str, holders: Holders | None = None,
+                    pods_error: str | None = None,
+                    thresholds: HealthThresholds | None = None) -> dict[str, Any]:
+    """Node facts plus every DeviceSnapshot field (None = not supported) and the derived state, speed
+    multiplier, availability score and holders of each GPU."""
+    holders = holders or {}
+    statuses = {s.index: gpu_json(s) for s in _statuses(snapshot, holders, thresholds or HealthThresholds())}
+    gpus = []
+    for device in snapshot.devices:
+        item = asdict(device)
+        reasons = device.clocks_event_reasons
+        item["clocks_event_reasons"] = None if reasons is None else [r for r, active in reasons if active]
+        derived = statuses[device.index]
+        item.update(state=derived["state"], speed_multiplier=derived["throttling"]["speed_multiplier"],
+                    availability_score=derived["availability_score"], holders=derived["holders"],
+                    shared=derived["shared"])
+        gpus.append(item)
+    return {"node": node, "nvml_up": snapshot.nvml_up, "driver_version": snapshot.driver_version,
+            "cuda_version": snapshot.cuda_version, "collected_at": snapshot.collected_at,
+            "pod_resources_up": pods_error is None, "pod_resources_error": pods_error, "gpus": gpus}
+
+
+def _fmt(value: float | None, pattern: str, scale: float = 1.0) -> str:
+    return "-" if value is None else pattern.format(value * scale)
+
+
+def _pods(status: GpuStatus) -> str:
+    names = sorted({f"{h.namespace}/{h.pod}" for h in status.holders})
+    return ",".join(names) or "-"
+
+
+def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = None,
+                 pods_error: str | None = None, thresholds: HealthThresholds | None = None) -> str:
+    header = ("GPU", "NAME", "UUID", "UP", "STATE", "UTIL", "MEM USED/TOTAL", "TEMP", "POWER/LIMIT",
+              "SM CLOCK", "P", "THROTTLE", "PROCS", "SCORE", "PODS")
+    statuses = {s.index: s for s in _statuses(snapshot, holders or {}, thresholds or HealthThresholds())}
+    rows = [header]
+    gib = 1024**3
+    for d in snapshot.devices:
+        status = statuses[d.index]
+        active = [r for r, on in d.clocks_event_reasons or () if on]
+        rows.append((
+            str(d.index), d.name or "?", d.uuid[:12] + "…" if len(d.uuid) > 13 else d.uuid or "?",
+            "yes" if d.up else f"NO ({d.error})",
+            status.state.value if status.state else "-",
+            _fmt(d.utilization, "{:.0f}%", 100),
+            f"{_fmt(d.memory_used_bytes, '{:.1f}', 1 / gib)}/"
+            f"{_fmt(d.memory_total_bytes, '{:.1f}', 1 / gib)} GiB",
+            _fmt(d.temperature_celsius, "{:.0f}C"),
+            f"{_fmt(d.power_watts, '{:.0f}')}/{_fmt(d.power_limit_watts, '{:.0f}')} W",
+            _fmt(d.sm_clock_hertz, "{:.0f} MHz", 1e-6),
+            _fmt(d.performance_state, "P{:.0f}"),
+            ",".join(active) or ("-" if d.clocks_event_reasons is None else "none"),
+            "-" if d.processes is None else str(len(d.processes)),
+            _fmt(status.availability_score, "{:.2f}"),
+            _pods(status),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    pods = "pod-resources ok" if pods_error is None else f"pod-resources unavailable ({pods_error})"
+    lines = [f"node {node}  driver {snapshot.driver_version}  CUDA {snapshot.cuda_version or '?'}  "
+             f"{len(snapshot.devices)} GPU(s)  {pods}"]
+    lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""The JSON status API wired to the running exporter: GPU statuses from the latest sweep, history per sweep.
+
+`StatusService.handle(path, query, method)` answers /api/v1/... on the metrics HTTP server through the pure
+`status_api.handle`. `record` is a sweep hook (one history sample per NVML sweep, never per cached scrape),
+and `start()` runs a small thread asking the source for a snapshot every `sample_interval_seconds`, so the
+history has samples whether or not Prometheus scrapes (the sweep is shared with scrapes, not added to them).
+`gpu_statuses` is also what `gpu-exporter status` prints.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from exporter.health import HealthThresholds, memory_used_percent
+from exporter.history import GpuHistory, Sample, TrendThresholds
+from exporter.nvml import NodeSnapshot
+from exporter.podresources.mapping import DeviceHolder
+from exporter.status_api import GpuStatus, build_gpu_status, handle
+
+log = logging.getLogger(__name__)
+
+HoldersOf = Callable[[str], Sequence[DeviceHolder]]
+XidCounts = Callable[[str], Mapping[int, int]]
+
+
+def gpu_statuses(snapshot: NodeSnapshot, holders_of: HoldersOf | None = None,
+                 xid_counts: XidCounts | None = None,
+                 thresholds: HealthThresholds | None = None) -> list[GpuStatus]:
+    """One GpuStatus per GPU of the sweep: state, score, holders and XID counts derived from it."""
+    statuses = []
+    for d in snapshot.devices:
+        statuses.append(build_gpu_status(
+            index=d.index, uuid=d.uuid, name=d.name, up=d.up, temperature_celsius=d.temperature_celsius,
+            utilization_ratio=d.utilization, memory_used_bytes=d.memory_used_bytes,
+            memory_free_bytes=d.memory_free_bytes, memory_total_bytes=d.memory_total_bytes,
+            power_watts=d.power_watts,
+            throttle_reasons=[r for r, active in d.clocks_event_reasons or () if active],
+            holders=holders_of(d.uuid) if holders_of else (),
+            xid_errors=xid_counts(d.uuid) if xid_counts else None, thresholds=thresholds))
+    return statuses
+
+
+class StatusService:
+    """Status API + history over the exporter's source; thread-safe."""
+
+    def __init__(self, source: Any, history: GpuHistory, *, holders_of: HoldersOf | None = None,
+                 xid_counts: XidCounts | None = None, thresholds: HealthThresholds | None = None,
+                 trend_thresholds: TrendThresholds | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._source = source
+        self.history = history
+        self._holders_of = holders_of
+        self._xid_counts = xid_counts
+        self._thresholds = thresholds
+        self._trend_thresholds = trend_thresholds
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def record(self, snapshot: NodeSnapshot) -> NodeSnapshot:
+        """Sweep hook: one history sample per GPU that answered."""
+        for d in snapshot.devices:
+            if d.up and d.uuid:
+                self.history.record(d.uuid, Sample(
+                    timestamp=snapshot.collected_at, temperature_celsius=d.temperature_celsius,
+                    utilization_percent=None if d.utilization is None else 100.0 * d.utilization,
+                    memory_used_percent=memory_used_percent(d.memory_used_bytes, d.memory_total_bytes)))
+        return snapshot
+
+    def statuses(self) -> list[GpuStatus]:
+        return gpu_statuses(self._source.snapshot(), self._holders_of, self._xid_counts, self._thresholds)
+
+    def handle(self, path: str, query: str, method: str = "GET") -> tuple[int, dict[str, Any]]:
+        return handle(path, query, self.statuses, self.history, method=method,
+                      trend_thresholds=self._trend_thresholds,
+                      max_trend_minutes=self.history.settings.retention_seconds / 60.0, now=self._clock())
+
+    # --- the history sampler ---
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="gpu-history", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.history.settings.sample_interval_seconds):
+            try:
+                self._source.snapshot()
+            except Exception as exc:  # the sampler must outlive one failed sweep; NVML trouble is logged
+                log.debug("history sample failed: %s", exc)  # once by the source, not here again

@@ -1,0 +1,170 @@
+"""`gpu-exporter` as a process with the issue-4 flags: --pod-resources-socket (a real gRPC server),
+--proc-root, --config; `status` columns; a bad --config exits 2 with one message."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from demo.processes import free_port, promtool, wait_http_ok
+from tests.integration.exporter_k8s.conftest import NODE_YAML, KubeletServer, node_pods
+
+pytestmark = pytest.mark.integration
+
+EXPORTER = str(Path(sys.executable).parent / "gpu-exporter")
+FAST_CONFIG = "pod_resources: {refresh_interval_seconds: 0.1}\n"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EXPORTER, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    node = tmp_path / "node.yaml"
+    node.write_text(NODE_YAML)
+    config = tmp_path / "exporter.yaml"
+    config.write_text(FAST_CONFIG)
+    return {"node": str(node), "config": str(config)}
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+
+
+def serve(started: list[subprocess.Popen[str]], *args: str) -> tuple[str, subprocess.Popen[str]]:
+    port = free_port()
+    proc = subprocess.Popen([EXPORTER, "--address", "127.0.0.1", "--port", str(port), "--min-interval", "0",
+                             "--node-name", "node-a", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    wait_http_ok(base + "/readyz", timeout=30, proc=proc)  # type: ignore[arg-type]
+    return base, proc
+
+
+def scrape(base: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as response:
+        return response.read().decode()
+
+
+def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    return [(dict(s.labels), s.value) for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == name]
+
+
+def wait_until(condition: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_exporter_process_attributes_gpus_through_the_socket_flag(
+        kubelet: KubeletServer, proc_root: str, files: dict[str, str],
+        processes: list[subprocess.Popen[str]]) -> None:
+    kubelet.set_pods(node_pods())
+    base, proc = serve(processes, "--simulate-config", files["node"], "--config", files["config"],
+                       "--pod-resources-socket", kubelet.socket_path, "--proc-root", proc_root)
+    wait_until(lambda: len(series(scrape(base), "gpu_pod_utilization_ratio")) == 4)
+    text = scrape(base)
+    device = {labels["gpu"]: labels["pod"] for labels, _ in series(text, "gpu_utilization_ratio")}
+    assert device == {"0": "trainer-0", "1": "", "2": "", "3": ""}
+    assert len(series(text, "gpu_allocation_info")) == 4
+    assert series(text, "gpu_exporter_pod_resources_up") == [({}, 1.0)]
+    pids = {labels["pid"]: labels["pod"] for labels, _ in series(text, "gpu_process_memory_used_bytes")}
+    assert pids == {"101": "trainer-0", "201": "llm-a", "202": "llm-b", "301": "mig-job"}
+    result = promtool("check", "metrics", stdin=text)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "Traceback" not in stderr
+
+
+def test_simulate_without_a_kubelet_socket_serves_pod_resources_up_zero_and_logs_once(
+        files: dict[str, str], tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    absent = str(tmp_path / "no-kubelet" / "kubelet.sock")
+    base, proc = serve(processes, "--simulate", "2", "--config", files["config"],
+                       "--pod-resources-socket", absent)
+    wait_until(lambda: series(scrape(base), "gpu_exporter_pod_resources_up") == [({}, 0.0)])
+    time.sleep(0.5)  # five more failed refreshes
+    text = scrape(base)
+    assert all(labels["pod"] == "" for labels, _ in series(text, "gpu_up"))
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    lines = [line for line in stderr.splitlines() if "pod-resources" in line]
+    assert len(lines) == 1 and absent in lines[0] and "WARNING" in lines[0], stderr
+
+
+def test_status_shows_state_score_and_holder_pods(kubelet: KubeletServer, files: dict[str, str]) -> None:
+    kubelet.set_pods(node_pods())
+    result = run("status", "--simulate-config", files["node"], "--pod-resources-socket", kubelet.socket_path,
+                 "--node-name", "node-a")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("node node-a") and "pod-resources ok" in lines[0]
+    header = lines[1].split()
+    assert {"STATE", "SCORE", "PODS"} <= set(header)
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert rows["0"].endswith("ml/trainer-0") and rows["1"].endswith("serve/llm-a,serve/llm-b")
+    assert rows["2"].endswith("batch/mig-job") and rows["3"].endswith("-")
+    assert all(any(state in row for state in ("optimal", "normal", "throttled", "critical"))
+               for row in rows.values())
+
+    result = run("status", "--json", "--simulate-config", files["node"],
+                 "--pod-resources-socket", kubelet.socket_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["pod_resources_up"] is True
+    gpus = document["gpus"]
+    assert [len(g["holders"]) for g in gpus] == [1, 2, 1, 0]
+    assert gpus[1]["shared"] is True and gpus[0]["shared"] is False
+    assert all(g["state"] in ("optimal", "normal", "throttled", "critical") for g in gpus)
+    assert all(0 <= g["availability_score"] <= 1 and g["speed_multiplier"] in (1.0, 0.8, 0.5, 0.0)
+               for g in gpus)
+
+
+def test_status_without_kubelet_says_so_in_the_header(tmp_path: Path) -> None:
+    result = run("status", "--simulate", "1", "--pod-resources-socket", str(tmp_path / "none.sock"))
+    assert result.returncode == 0 and result.stderr == ""
+    assert "pod-resources unavailable" in result.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("health:\n  memory_percent: {normal: high}\n", ":2: health.memory_percent.normal: expected a number"),
+    ("history:\n  max_samples: 1\n", ":2: history.max_samples: expected an integer >= 2 (got 1)"),
+    ("pod_resources: [1]\n", ":1: pod_resources: expected a mapping"),
+    ("health: {temperature_celsius: {normal: 1\n", ":2: (yaml): invalid YAML"),
+], ids=["not-a-number", "too-small", "wrong-shape", "broken-yaml"])
+def test_bad_config_exits_2_with_one_message(tmp_path: Path, text: str, expected: str) -> None:
+    config = tmp_path / "exporter.yaml"
+    config.write_text(text)
+    for args in (["--simulate", "1", "--port", "0"], ["status", "--simulate", "1"]):
+        result = run(*args, "--config", str(config))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"gpu-exporter: error: {config}{expected}"), result.stderr
+        assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_unreadable_config_exits_2(tmp_path: Path) -> None:
+    result = run("--simulate", "1", "--config", str(tmp_path / "absent.yaml"))
+    assert result.returncode == 2 and "absent.yaml:1: (file): cannot read" in result.stderr
+    assert os.path.basename(str(tmp_path / "absent.yaml")) in result.stderr

@@ -1,0 +1,51 @@
+"""StatusService: one history sample per sweep and GPU that answered; API answers built from the sweep."""
+
+from __future__ import annotations
+
+from exporter.history import GpuHistory, HistorySettings
+from exporter.nvml import DeviceSnapshot, NodeSnapshot
+from exporter.podresources import DeviceHolder
+from exporter.status_service import StatusService
+
+GIB = 1024**3
+
+
+def sweep(at: float, temperature: float) -> NodeSnapshot:
+    up = DeviceSnapshot(index=0, uuid="GPU-0", name="H100", pci_bus_id="", up=True, utilization=0.5,
+                        temperature_celsius=temperature, memory_used_bytes=20 * GIB,
+                        memory_free_bytes=60 * GIB, memory_total_bytes=80 * GIB)
+    down = DeviceSnapshot(index=1, uuid="GPU-1", name="H100", pci_bus_id="", up=False, error="lost")
+    return NodeSnapshot(nvml_up=True, driver_version="1", cuda_version="1", devices=(up, down),
+                        collected_at=at, duration_seconds=0.0, last_success=at)
+
+
+class Source:
+    def __init__(self) -> None:
+        self.current = sweep(0.0, 50.0)
+
+    def snapshot(self) -> NodeSnapshot:
+        return self.current
+
+
+def test_history_gets_one_sample_per_sweep_and_the_trend_reads_it() -> None:
+    source = Source()
+    holder = DeviceHolder("ml", "a", "c", "nvidia.com/gpu", "GPU-0")
+    service = StatusService(source, GpuHistory(HistorySettings(max_samples=10, retention_seconds=600)),
+                            holders_of=lambda uuid: (holder,) if uuid == "GPU-0" else (),
+                            xid_counts=lambda uuid: {79: 2} if uuid == "GPU-1" else {}, clock=lambda: 240.0)
+    for minute in range(5):
+        source.current = service.record(sweep(60.0 * minute, 50.0 + 2 * minute))
+    assert len(service.history.samples("GPU-0")) == 5 and service.history.samples("GPU-1") == ()
+
+    status, body = service.handle("/api/v1/gpus", "")
+    assert status == 200
+    first, second = body["gpus"]
+    assert first["holders"][0]["pod"] == "a" and first["state"] == "optimal"
+    assert first["availability_score"] == 0.6 * 0.75 + 0.4 * 0.5
+    assert second["up"] is False and second["state"] is None and second["xid_errors"] == {"79": 2}
+
+    status, trend = service.handle("/api/v1/gpus/0/trend", "minutes=10")
+    assert status == 200 and trend["samples"] == 5 and trend["trend"] == "rising"
+    assert trend["temperature_celsius"]["slope_per_minute"] == 2.0
+    status, error = service.handle("/api/v1/gpus/0/trend", "minutes=11")  # longer than the 10 min kept
+    assert status == 400 and error["parameter"] == "minutes"
