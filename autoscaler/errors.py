@@ -1,0 +1,87 @@
+"""The autoscaler's own exception hierarchy: every failure a user can cause or meet is one of these types.
+
+Adapters (rules file, trace CSV, Prometheus, Kubernetes) re-raise ours `from` the original exception, so no
+third-party exception leaks past them and the CLI can print one clear line and exit 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class AutoscalerError(Exception):
+    """Base class of every error the autoscaler raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in an input file, located precisely enough to fix without searching."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: {self.message}"
+
+
+class RulesError(AutoscalerError):
+    """The rules file is unreadable or invalid; carries every problem found, not just the first."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class TraceError(AutoscalerError):
+    """A simulate trace (CSV) is unreadable or invalid; names the file, line and column."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        super().__init__(str(problem))
+
+
+class UsageError(AutoscalerError):
+    """A command-line argument is wrong in a way argparse cannot see (e.g. --rule names no rule)."""
+
+
+# --- the controller's adapters (issue 5): raised by every ScaleBackend, handled by the controller ---
+
+
+class KubeConfigError(AutoscalerError):
+    """No usable in-cluster config or kubeconfig."""
+
+
+class KubeError(AutoscalerError):
+    """A Kubernetes API call failed; `status` is the HTTP status when the server answered."""
+
+    reason_label = "ApiError"
+    """Value of the `reason` label of gpu_autoscaler_scale_errors_total."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class KubeApiError(KubeError):
+    """Any API error other than the ones below (5xx, 403, unreachable server, ...): retried next sync."""
+
+
+class NotFoundError(KubeApiError):
+    """The target (or its namespace) does not exist: 404."""
+
+    reason_label = "NotFound"
+
+
+class ConflictError(KubeApiError):
+    """The object changed since it was read (409): re-read and retry."""
+
+    reason_label = "Conflict"
+
+
+class KubeTimeoutError(KubeApiError):
+    """The API server did not answer in time (client timeout or 504)."""
+
+    reason_label = "Timeout"

@@ -1,0 +1,78 @@
+"""`decide()`: one sync of one rule, composed from the pure stages, with `now` passed in.
+
+Order, as the Kubernetes HPA controller (reconcileAutoscaler + normalizeDesiredReplicasWithBehaviors):
+first sight -> out-of-bounds correction -> metric proposals -> stabilization -> min/max bounds and the
+policies of the direction of change (the tighter wins; at equality the bound) -> history pruned.
+The reason reported is that of the last stage that changed the count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from autoscaler.policy.bounds import clamp_to_bounds, correct_out_of_bounds
+from autoscaler.policy.history import first_sight, prune
+from autoscaler.policy.proposal import combine, propose_all
+from autoscaler.policy.rate import limit_rate
+from autoscaler.policy.stabilization import stabilize
+from autoscaler.policy.types import Decision, MetricObservation, Reason, Recommendation, RuleHistory, Stage
+
+if TYPE_CHECKING:
+    from autoscaler.rules import Rule
+
+_HOLD = (Reason.MetricsFailed, Reason.MetricsPartiallyFailed)
+
+
+def decide(rule: Rule, current: int, observations: Sequence[MetricObservation], history: RuleHistory,
+           now: float) -> Decision:
+    """The replica count for `rule` at `now`, why, and the history to pass to the next sync."""
+    behavior = rule.behavior
+    history = first_sight(history, current, now)
+
+    correction = correct_out_of_bounds(current, rule.min_replicas, rule.max_replicas)
+    if correction is not None:
+        return Decision(current, None, correction.replicas, correction.reason, correction.message, (),
+                        prune(history, behavior, now))
+
+    proposals = propose_all(rule.metrics, observations, current, behavior.scale_up.tolerance,
+                            behavior.scale_down.tolerance)
+    proposed = combine(proposals, current)
+    if proposed.reason in _HOLD:
+        return Decision(current, None, current, proposed.reason, proposed.message, proposals,
+                        prune(history, behavior, now))
+    desired = proposed.replicas
+
+    stable = stabilize(current, desired, history.recommendations,
+                       behavior.scale_up.stabilization_window_seconds,
+                       behavior.scale_down.stabilization_window_seconds, now)
+    history = RuleHistory((*history.recommendations, Recommendation(now, desired)),
+                          history.scale_up_events, history.scale_down_events)
+
+    outcome = proposed
+    if stable.replicas != desired:
+        outcome = stable
+    replicas = current
+    if stable.replicas != current:
+        limited = bound_and_limit(rule, current, stable.replicas, history, now)
+        if limited.replicas != stable.replicas:
+            outcome = limited
+        replicas = limited.replicas
+    message = outcome.message
+    if outcome.reason is Reason.DesiredWithinRange:
+        message = f"{proposed.message}: {current} -> {replicas}"
+    return Decision(current, desired, replicas, outcome.reason, message, proposals,
+                    prune(history, behavior, now))
+
+
+def bound_and_limit(rule: Rule, current: int, desired: int, history: RuleHistory, now: float) -> Stage:
+    """min/max and the policies of the direction of change, combined as the HPA's
+    convertDesiredReplicasWithBehaviorRate: the tighter limit wins; when the policy limit equals the bound,
+    the bound's reason (TooManyReplicas / TooFewReplicas) is reported.
+    """
+    bounded = clamp_to_bounds(desired, rule.min_replicas, rule.max_replicas)
+    limited = limit_rate(current, bounded.replicas, rule.behavior.scale_up, rule.behavior.scale_down, history,
+                         now)
+    if limited.replicas != bounded.replicas or bounded.replicas == desired:
+        return limited
+    return bounded

@@ -1,0 +1,94 @@
+"""Stage 4: the scaling policies (the HPA's calculateScaleUp/DownLimitWithScalingRules).
+
+Each policy limits the change over its period, counted from the replica count at the start of the period:
+`current - (pods added in the period) + (pods removed in the period)`, events counting while their age is
+strictly less than the period. Pods: start +- value. Percent: up ceil(start*(1+value/100)), down
+int(start*(1-value/100)) in float arithmetic, exactly as the HPA (so 10% up from 100 gives 111).
+selectPolicy Max takes the policy allowing the largest change, Min the smallest, Disabled allows none.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from autoscaler.policy.types import Reason, RuleHistory, ScaleEvent, Stage
+
+if TYPE_CHECKING:
+    from autoscaler.rules import ScalingPolicy, ScalingRules
+
+
+def _change_in_period(events: Iterable[ScaleEvent], period_seconds: float, now: float) -> int:
+    return sum(abs(e.replica_change) for e in events if now - e.timestamp < period_seconds)
+
+
+def period_start_replicas(current: int, history: RuleHistory, period_seconds: float, now: float) -> int:
+    added = _change_in_period(history.scale_up_events, period_seconds, now)
+    removed = _change_in_period(history.scale_down_events, period_seconds, now)
+    return current - added + removed
+
+
+def scale_up_limit(current: int, rules: ScalingRules, history: RuleHistory, now: float,
+                   ) -> tuple[int, ScalingPolicy | None]:
+    """The highest count the policies allow now, and the policy that sets it (None when Disabled)."""
+    if rules.select_policy == "Disabled":
+        return current, None
+    chosen: tuple[int, ScalingPolicy | None] | None = None
+    for policy in rules.policies:
+        start = period_start_replicas(current, history, policy.period_seconds, now)
+        if policy.type == "Pods":
+            proposed = start + policy.value
+        else:
+            proposed = math.ceil(start * (1 + policy.value / 100))
+        if chosen is None or (proposed > chosen[0] if rules.select_policy == "Max" else proposed < chosen[0]):
+            chosen = (proposed, policy)
+    return chosen if chosen is not None else (current, None)
+
+
+def scale_down_limit(current: int, rules: ScalingRules, history: RuleHistory, now: float,
+                     ) -> tuple[int, ScalingPolicy | None]:
+    """The lowest count the policies allow now, and the policy that sets it (None when Disabled)."""
+    if rules.select_policy == "Disabled":
+        return current, None
+    chosen: tuple[int, ScalingPolicy | None] | None = None
+    for policy in rules.policies:
+        start = period_start_replicas(current, history, policy.period_seconds, now)
+        # Percent: truncation toward zero, as Go's int32(float64)
+        proposed = start - policy.value if policy.type == "Pods" else int(start * (1 - policy.value / 100))
+        if chosen is None or (proposed < chosen[0] if rules.select_policy == "Max" else proposed > chosen[0]):
+            chosen = (proposed, policy)
+    return chosen if chosen is not None else (current, None)
+
+
+def _policy_text(policy: ScalingPolicy) -> str:
+    unit = "%" if policy.type == "Percent" else ""
+    return f"policy {policy.type} {policy.value}{unit}/{policy.period_seconds}s"
+
+
+def limit_rate(current: int, desired: int, scale_up: ScalingRules, scale_down: ScalingRules,
+               history: RuleHistory, now: float) -> Stage:
+    """`desired` limited by the policies of its direction (a limit never reverses the direction)."""
+    if desired > current:
+        limit, policy = scale_up_limit(current, scale_up, history, now)
+        limit = max(limit, current)  # events still in the period: no further scale-up for now
+        if desired <= limit:
+            return Stage(desired, Reason.DesiredWithinRange,
+                         f"scale up {current} -> {desired} within policies")
+        if policy is None:
+            return Stage(current, Reason.ScalingDisabled,
+                         f"scale up {current} -> {desired} not done: scaleUp selectPolicy is Disabled")
+        return Stage(limit, Reason.ScaleUpLimit,
+                     f"scale up {current} -> {desired} limited to {limit} by {_policy_text(policy)}")
+    if desired < current:
+        limit, policy = scale_down_limit(current, scale_down, history, now)
+        limit = min(limit, current)
+        if desired >= limit:
+            return Stage(desired, Reason.DesiredWithinRange,
+                         f"scale down {current} -> {desired} within policies")
+        if policy is None:
+            return Stage(current, Reason.ScalingDisabled,
+                         f"scale down {current} -> {desired} not done: scaleDown selectPolicy is Disabled")
+        return Stage(limit, Reason.ScaleDownLimit,
+                     f"scale down {current} -> {desired} limited to {limit} by {_policy_text(policy)}")
+    return Stage(desired, Reason.DesiredWithinRange, f"stay at {current}")

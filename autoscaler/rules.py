@@ -1,0 +1,371 @@
+"""The rules file: typed, frozen, validated once, so everything downstream (engine, controller) trusts it.
+
+The `behavior` block has the fields, defaults and validation of the autoscaling/v2 HPA API. `parse_rules`
+gathers every problem in the file (with its line) and raises one `RulesError` listing them all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, cast
+
+import yaml
+from yaml.nodes import Node
+
+from autoscaler.errors import Problem, RulesError
+from autoscaler.yamlnodes import NodeReader, line_of
+
+__all__ = [
+    "DEFAULT_BEHAVIOR", "Behavior", "Fallback", "MetricSpec", "Problem", "Rule", "RuleSet", "RulesError",
+    "ScalingPolicy", "ScalingRules", "TargetRef", "load_rules", "parse_rules",
+]
+
+PolicyType = Literal["Pods", "Percent"]
+SelectPolicy = Literal["Max", "Min", "Disabled"]
+MetricType = Literal["Average", "Total"]
+TargetKind = Literal["Deployment", "StatefulSet"]
+
+MAX_WINDOW_SECONDS = 3600  # HPA API: stabilizationWindowSeconds in [0, 3600]
+MAX_PERIOD_SECONDS = 1800  # HPA API: periodSeconds in (0, 1800]
+DEFAULT_TOLERANCE = 0.1  # kube-controller-manager --horizontal-pod-autoscaler-tolerance
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingPolicy:
+    """At most `value` pods (Pods) or percent (Percent) of change per `period_seconds`."""
+
+    type: PolicyType
+    value: int
+    period_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingRules:
+    """One direction of the HPA `behavior` block."""
+
+    stabilization_window_seconds: int
+    select_policy: SelectPolicy
+    tolerance: float
+    policies: tuple[ScalingPolicy, ...]
+
+    @property
+    def longest_period_seconds(self) -> int:
+        return max((p.period_seconds for p in self.policies), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Behavior:
+    scale_up: ScalingRules
+    scale_down: ScalingRules
+
+
+DEFAULT_SCALE_UP = ScalingRules(0, "Max", DEFAULT_TOLERANCE, (ScalingPolicy("Pods", 4, 15),
+                                                              ScalingPolicy("Percent", 100, 15)))
+DEFAULT_SCALE_DOWN = ScalingRules(300, "Max", DEFAULT_TOLERANCE, (ScalingPolicy("Percent", 100, 15),))
+DEFAULT_BEHAVIOR = Behavior(DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One PromQL query that must return exactly one number, and the value it should settle at.
+
+    Average: the query returns the mean per replica, `target` is that mean (HPA Pods metric, External
+    target.value, KEDA metricType Value). Total: the query returns a total for the whole service, `target` is
+    per replica (HPA External target.averageValue, KEDA AverageValue).
+    """
+
+    name: str
+    query: str
+    type: MetricType
+    target: float
+    line: int = 0  # line of the metric in its file, for messages (an addition to the contract; defaulted)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRef:
+    kind: TargetKind
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """KEDA-style: after more than `failure_threshold` syncs with every metric failed, go to `replicas`."""
+
+    failure_threshold: int
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    target: TargetRef
+    min_replicas: int
+    max_replicas: int
+    metrics: tuple[MetricSpec, ...]
+    behavior: Behavior
+    fallback: Fallback | None
+    line: int  # line of the rule in its file, for messages
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    path: str
+    rules: tuple[Rule, ...]
+
+    def get(self, name: str) -> Rule:
+        """The rule called `name`; KeyError names the rules that exist."""
+        for rule in self.rules:
+            if rule.name == name:
+                return rule
+        raise KeyError(f"no rule named {name!r} in {self.path} (rules: {', '.join(self.names)})")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(rule.name for rule in self.rules)
+
+
+def load_rules(path: str | Path) -> RuleSet:
+    """Read and parse a rules file; an unreadable file is a RulesError like any other problem."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise RulesError([Problem(name, 0, "file", f"cannot read the rules file: {reason}")]) from exc
+    return parse_rules(text, name)
+
+
+def parse_rules(text: str, path: str) -> RuleSet:
+    """Parse and validate a rules file; raises RulesError listing every problem found."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = int(mark.line) + 1 if mark is not None else 0
+        raise RulesError([Problem(path, line, "yaml", f"not valid YAML: {exc.problem or exc}")]) from exc
+    except yaml.YAMLError as exc:
+        raise RulesError([Problem(path, 0, "yaml", f"not valid YAML: {exc}")]) from exc
+    if root is None:
+        raise RulesError([Problem(path, 1, "rules",
+                                  "the file is empty (expected a top-level 'rules:' list)")])
+    reader = NodeReader(path)
+    rules = _parse_root(reader, root)
+    if reader.problems:
+        raise RulesError(sorted(reader.problems, key=lambda p: p.line))
+    return RuleSet(path, tuple(rules))
+
+
+def _parse_root(reader: NodeReader, root: Node) -> list[Rule]:
+    top = reader.mapping(root, "", {"rules"}, required={"rules"})
+    if top is None or "rules" not in top:
+        return []
+    items = reader.sequence(top["rules"], "rules")
+    if items is None:
+        return []
+    if not items:
+        reader.problem(line_of(top["rules"]), "rules", "expected at least one rule (got an empty list)")
+    rules: list[Rule] = []
+    seen: dict[str, int] = {}
+    for index, node in enumerate(items):
+        rule, name = _parse_rule(reader, node, f"rules[{index}]")
+        if name is not None:
+            if name in seen:
+                reader.problem(line_of(node), f"rules[{index}].name",
+                               f"duplicate rule name {name!r} (first defined on line {seen[name]})")
+                continue
+            seen[name] = line_of(node)
+        if rule is not None:
+            rules.append(rule)
+    return rules
+
+
+_RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback"}
+
+
+def _parse_rule(reader: NodeReader, node: Node, where: str) -> tuple[Rule | None, str | None]:
+    """The rule (None if invalid) and its name (when readable, to detect duplicates even in invalid rules)."""
+    before = len(reader.problems)
+    fields = reader.mapping(node, where, _RULE_FIELDS, required=("name", "target", "maxReplicas", "metrics"))
+    if fields is None:
+        return None, None
+    name = _name(reader, fields["name"], f"{where}.name") if "name" in fields else None
+    target = _parse_target(reader, fields["target"], f"{where}.target") if "target" in fields else None
+    min_replicas: int | None = 1
+    if "minReplicas" in fields:
+        min_replicas = reader.integer(fields["minReplicas"], f"{where}.minReplicas", low=0)
+    max_replicas = None
+    if "maxReplicas" in fields:
+        max_replicas = reader.integer(fields["maxReplicas"], f"{where}.maxReplicas", low=1)
+    if min_replicas is not None and max_replicas is not None and min_replicas > max_replicas:
+        reader.problem(line_of(fields["maxReplicas"]), f"{where}.maxReplicas",
+                       f"expected maxReplicas >= minReplicas (got {max_replicas} < {min_replicas})")
+    metrics = _parse_metrics(reader, fields["metrics"], f"{where}.metrics") if "metrics" in fields else ()
+    behavior = DEFAULT_BEHAVIOR
+    if "behavior" in fields:
+        behavior = _parse_behavior(reader, fields["behavior"], f"{where}.behavior")
+    fallback = None
+    if "fallback" in fields:
+        fallback = _parse_fallback(reader, fields["fallback"], f"{where}.fallback")
+    if len(reader.problems) > before or name is None or target is None:
+        return None, name
+    assert min_replicas is not None and max_replicas is not None
+    return Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node)), name
+
+
+def _name(reader: NodeReader, node: Node, where: str) -> str | None:
+    value = reader.string(node, where)
+    if value is not None and not _NAME_RE.match(value):
+        reader.problem(line_of(node), where,
+                       "expected letters, digits, '-', '_' or '.', starting with a letter or digit "
+                       f"(got {value!r})")
+        return None
+    return value
+
+
+def _parse_target(reader: NodeReader, node: Node, where: str) -> TargetRef | None:
+    fields = reader.mapping(node, where, {"kind", "namespace", "name"},
+                            required=("kind", "namespace", "name"))
+    if fields is None:
+        return None
+    kind = namespace = name = None
+    if "kind" in fields:
+        kind = reader.choice(fields["kind"], f"{where}.kind", ("Deployment", "StatefulSet"))
+    if "namespace" in fields:
+        namespace = reader.string(fields["namespace"], f"{where}.namespace")
+    if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)):
+        reader.problem(line_of(fields["namespace"]), f"{where}.namespace",
+                       "expected a Kubernetes namespace (lower-case DNS label, <= 63 chars) "
+                       f"(got {namespace!r})")
+        namespace = None
+    if "name" in fields:
+        name = reader.string(fields["name"], f"{where}.name")
+    if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN_RE.match(name)):
+        reader.problem(line_of(fields["name"]), f"{where}.name",
+                       f"expected a Kubernetes object name (lower-case DNS subdomain) (got {name!r})")
+        name = None
+    if kind is None or namespace is None or name is None:
+        return None
+    return TargetRef(cast(TargetKind, kind), namespace, name)
+
+
+def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSpec, ...]:
+    items = reader.sequence(node, where)
+    if items is None:
+        return ()
+    if not items:
+        reader.problem(line_of(node), where, "expected at least one metric (got an empty list)")
+    metrics: list[MetricSpec] = []
+    seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        fields = reader.mapping(item, at, {"name", "query", "type", "target"},
+                                required=("name", "query", "type", "target"))
+        if fields is None:
+            continue
+        name = _name(reader, fields["name"], f"{at}.name") if "name" in fields else None
+        if name == "t":
+            reader.problem(line_of(fields["name"]), f"{at}.name",
+                           "'t' is reserved (it is the time column of simulate traces)")
+            name = None
+        if name is not None:
+            if name in seen:
+                reader.problem(line_of(fields["name"]), f"{at}.name",
+                               f"duplicate metric name {name!r} (first defined on line {seen[name]})")
+                name = None
+            else:
+                seen[name] = line_of(item)
+        query = reader.string(fields["query"], f"{at}.query") if "query" in fields else None
+        type_ = None
+        if "type" in fields:
+            type_ = reader.choice(fields["type"], f"{at}.type", ("Average", "Total"))
+        target = reader.number(fields["target"], f"{at}.target", above=0) if "target" in fields else None
+        if name is None or query is None or type_ is None or target is None:
+            continue
+        metrics.append(MetricSpec(name, query.strip(), cast(MetricType, type_), target, line_of(item)))
+    return tuple(metrics)
+
+
+def _parse_behavior(reader: NodeReader, node: Node, where: str) -> Behavior:
+    fields = reader.mapping(node, where, {"scaleUp", "scaleDown"})
+    if fields is None:
+        return DEFAULT_BEHAVIOR
+    up = DEFAULT_SCALE_UP
+    down = DEFAULT_SCALE_DOWN
+    if "scaleUp" in fields:
+        up = _parse_scaling_rules(reader, fields["scaleUp"], f"{where}.scaleUp", DEFAULT_SCALE_UP)
+    if "scaleDown" in fields:
+        down = _parse_scaling_rules(reader, fields["scaleDown"], f"{where}.scaleDown", DEFAULT_SCALE_DOWN)
+    return Behavior(up, down)
+
+
+_SCALING_FIELDS = {"stabilizationWindowSeconds", "selectPolicy", "tolerance", "policies"}
+
+
+def _parse_scaling_rules(reader: NodeReader, node: Node, where: str, default: ScalingRules) -> ScalingRules:
+    fields = reader.mapping(node, where, _SCALING_FIELDS)
+    if fields is None:
+        return default
+    window = default.stabilization_window_seconds
+    if "stabilizationWindowSeconds" in fields:
+        window = reader.integer(fields["stabilizationWindowSeconds"], f"{where}.stabilizationWindowSeconds",
+                                low=0, high=MAX_WINDOW_SECONDS) or 0
+    select = default.select_policy
+    if "selectPolicy" in fields:
+        select = cast(SelectPolicy, reader.choice(fields["selectPolicy"], f"{where}.selectPolicy",
+                                                  ("Max", "Min", "Disabled")) or "Max")
+    tolerance = default.tolerance
+    if "tolerance" in fields:
+        tolerance = reader.number(fields["tolerance"], f"{where}.tolerance", low=0) or 0.0
+    policies = default.policies
+    if "policies" in fields:
+        policies = _parse_policies(reader, fields["policies"], f"{where}.policies")
+    return ScalingRules(window, select, tolerance, policies)
+
+
+def _parse_policies(reader: NodeReader, node: Node, where: str) -> tuple[ScalingPolicy, ...]:
+    items = reader.sequence(node, where)
+    if items is None:
+        return ()
+    if not items:
+        reader.problem(line_of(node), where, "expected at least one policy (got an empty list)")
+    policies: list[ScalingPolicy] = []
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        fields = reader.mapping(item, at, {"type", "value", "periodSeconds"},
+                                required=("type", "value", "periodSeconds"))
+        if fields is None:
+            continue
+        type_ = reader.choice(fields["type"], f"{at}.type", ("Pods", "Percent")) if "type" in fields else None
+        value = reader.integer(fields["value"], f"{at}.value", low=1) if "value" in fields else None
+        period = None
+        if "periodSeconds" in fields:
+            period = reader.integer(fields["periodSeconds"], f"{at}.periodSeconds",
+                                    low=1, high=MAX_PERIOD_SECONDS)
+        if type_ is not None and value is not None and period is not None:
+            policies.append(ScalingPolicy(cast(PolicyType, type_), value, period))
+    return tuple(policies)
+
+
+def _parse_fallback(reader: NodeReader, node: Node, where: str) -> Fallback | None:
+    fields = reader.mapping(node, where, {"failureThreshold", "replicas"},
+                            required=("failureThreshold", "replicas"))
+    if fields is None:
+        return None
+    threshold = replicas = None
+    if "failureThreshold" in fields:
+        threshold = reader.integer(fields["failureThreshold"], f"{where}.failureThreshold", low=1)
+    if "replicas" in fields:
+        replicas = reader.integer(fields["replicas"], f"{where}.replicas", low=0)
+    if threshold is None or replicas is None:
+        return None
+    return Fallback(threshold, replicas)

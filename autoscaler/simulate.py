@@ -1,0 +1,183 @@
+"""`gpu-autoscaler simulate`: replay a metric trace (CSV) through the engine, as a what-if before deploying.
+
+Each trace row is one sync at time `t`; its result is applied at once (and recorded as a scale event), so the
+next row sees it as `current`. The whole trace is read and validated before the first output line, so bad
+input never leaves half a result on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from autoscaler.errors import Problem, TraceError, UsageError
+from autoscaler.policy import Decision, MetricObservation, RuleHistory, decide
+from autoscaler.rules import Rule, RuleSet, load_rules
+
+HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
+OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
+EMPTY_CELL_ERROR = "empty cell in the trace (query failed)"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One sync of the trace: `t` as written (echoed in the output) and parsed, and what each query gave."""
+
+    line: int
+    t_text: str
+    t: float
+    observations: tuple[MetricObservation, ...]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("rules", help="rules file (YAML)")
+    parser.add_argument("trace",
+                        help="CSV with a header 't,<metric name>,...'; an empty cell is a failed query")
+    parser.add_argument("--rule", help="the rule to replay (required when the file has more than one)")
+    parser.add_argument("--replicas", type=_non_negative_int, metavar="N",
+                        help="replica count before the first sync (default: the rule's minReplicas)")
+
+
+def run(args: argparse.Namespace) -> int:
+    ruleset = load_rules(args.rules)
+    rule = select_rule(ruleset, args.rule)
+    rows = read_trace(args.trace, rule)
+    start = rule.min_replicas if args.replicas is None else args.replicas
+    write_output(sys.stdout, replay(rule, rows, start))
+    return 0
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of replicas (got {text!r})") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of replicas >= 0 (got {value})")
+    return value
+
+
+def select_rule(ruleset: RuleSet, name: str | None) -> Rule:
+    """The rule to replay: `name`, or the only rule of the file."""
+    if name is None:
+        if len(ruleset.rules) == 1:
+            return ruleset.rules[0]
+        raise UsageError(f"{ruleset.path}: --rule: required, the file has {len(ruleset.rules)} rules "
+                         f"({', '.join(ruleset.names)})")
+    try:
+        return ruleset.get(name)
+    except KeyError:
+        raise UsageError(f"{ruleset.path}: --rule: no rule named {name!r} "
+                         f"(rules: {', '.join(ruleset.names)})") from None
+
+
+def read_trace(path: str, rule: Rule) -> list[TraceRow]:
+    """Read and validate the whole trace; TraceError names the file, line and column of the first problem."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return parse_trace(handle, path, rule)
+    except OSError as exc:
+        raise TraceError(Problem(path, 0, "file", f"cannot read the trace: {exc.strerror or exc}")) from exc
+    except UnicodeDecodeError as exc:
+        raise TraceError(Problem(path, 0, "file", f"not UTF-8 text: {exc.reason}")) from exc
+
+
+def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: Rule) -> list[TraceRow]:
+    reader = csv.reader(lines)
+    header = _read_header(reader, path, rule)
+    columns = header[1:]
+    width = len(header)
+    rows: list[TraceRow] = []
+    previous: tuple[float, str] | None = None
+    try:
+        for cells in reader:
+            line = reader.line_num
+            if not cells or (len(cells) == 1 and not cells[0].strip()):
+                continue
+            if len(cells) != width:
+                raise TraceError(Problem(path, line, "row",
+                                         f"expected {width} cells ({','.join(header)}) (got {len(cells)})"))
+            t_text = cells[0].strip()
+            t = _number(path, line, "t", t_text)
+            if t is None:
+                raise TraceError(Problem(path, line, "t", "expected a time in seconds (got an empty cell)"))
+            if previous is not None and t < previous[0]:
+                raise TraceError(Problem(path, line, "t", f"goes backwards ({t_text} < {previous[1]})"))
+            previous = (t, t_text)
+            observations = []
+            for name, cell in zip(columns, cells[1:], strict=True):
+                value = _number(path, line, name, cell.strip())
+                error = None if value is not None else EMPTY_CELL_ERROR
+                observations.append(MetricObservation(name, value, error))
+            rows.append(TraceRow(line, t_text, t, tuple(observations)))
+    except csv.Error as exc:
+        raise TraceError(Problem(path, reader.line_num, "row", f"not valid CSV: {exc}")) from exc
+    return rows
+
+
+def _read_header(reader: Iterator[list[str]], path: str, rule: Rule) -> list[str]:
+    try:
+        header = [cell.strip() for cell in next(reader)]
+    except StopIteration:
+        raise TraceError(Problem(path, 1, "header",
+                                 "the trace is empty (expected a header 't,<metric>,...')")) from None
+    except csv.Error as exc:
+        raise TraceError(Problem(path, 1, "header", f"not valid CSV: {exc}")) from exc
+    expected = ",".join(("t", *(m.name for m in rule.metrics)))
+    if not header or header[0] != "t":
+        raise TraceError(Problem(path, 1, "header",
+                                 f"the first column must be 't' (expected e.g. {expected!r})"))
+    known = {m.name for m in rule.metrics}
+    seen: set[str] = set()
+    for name in header[1:]:
+        if name in seen:
+            raise TraceError(Problem(path, 1, name, "duplicate column"))
+        if name not in known:
+            raise TraceError(Problem(path, 1, name, f"unknown metric column: rule {rule.name!r} has metrics "
+                                                    f"{', '.join(sorted(known))}"))
+        seen.add(name)
+    missing = [m.name for m in rule.metrics if m.name not in seen]
+    if missing:
+        raise TraceError(Problem(path, 1, "header", f"no column for metric(s) {', '.join(missing)} of rule "
+                                                    f"{rule.name!r} (expected {expected!r})"))
+    return header
+
+
+def _number(path: str, line: int, field: str, text: str) -> float | None:
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(Problem(path, line, field, f"expected a number (got {text!r})")) from None
+    if not math.isfinite(value):
+        raise TraceError(Problem(path, line, field,
+                                 f"expected a finite number (got {text!r}); "
+                                 "leave the cell empty for a failed query"))
+    return value
+
+
+def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int) -> Iterator[tuple[TraceRow, Decision]]:
+    """Each row's decision, applied at once: the change is recorded as a scale event and becomes `current`."""
+    history = RuleHistory()
+    current = replicas
+    for row in rows:
+        decision = decide(rule, current, row.observations, history, row.t)
+        history = decision.history.with_scale(row.t, current, decision.replicas)
+        current = decision.replicas
+        yield row, decision
+
+
+def write_output(out: TextIO, results: Iterator[tuple[TraceRow, Decision]]) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(OUTPUT_HEADER)
+    writer.writerows(
+        (row.t_text, decision.replicas, "" if decision.desired_raw is None else decision.desired_raw,
+         decision.reason.value)
+        for row, decision in results
+    )

@@ -1,0 +1,172 @@
+"""Typed reading of a composed YAML node tree that remembers line numbers and collects problems.
+
+`rules.py` validates a file the way the HPA API validates an object, but users edit YAML, so every message
+has to point at a line. PyYAML's plain `safe_load` throws line numbers away; its `compose` keeps them on the
+nodes. `NodeReader` reads typed values out of those nodes and records a `Problem` (never raises) for each
+mistake, so one run reports every problem in the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import math
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from autoscaler.errors import Problem
+
+NULL_TAG = "tag:yaml.org,2002:null"
+
+
+def line_of(node: Node) -> int:
+    """1-based line where `node` starts."""
+    return int(node.start_mark.line) + 1
+
+
+def describe(node: Node) -> str:
+    """A short rendering of what the user wrote, for "(got ...)" in messages."""
+    if isinstance(node, MappingNode):
+        return "a mapping"
+    if isinstance(node, SequenceNode):
+        return "a list"
+    if node.tag == NULL_TAG:
+        return "nothing"
+    text = str(node.value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return repr(text) if node.tag.endswith(":str") else text
+
+
+@dataclass
+class NodeReader:
+    """Reads typed values from YAML nodes of one file, appending a Problem for each invalid value."""
+
+    path: str
+    problems: list[Problem] = field(default_factory=list)
+    _constructor: yaml.constructor.SafeConstructor = field(
+        default_factory=yaml.constructor.SafeConstructor, repr=False
+    )
+
+    def problem(self, line: int, where: str, message: str) -> None:
+        self.problems.append(Problem(self.path, line, where, message))
+
+    def mapping(
+        self, node: Node, where: str, known: Collection[str], required: Collection[str] = ()
+    ) -> dict[str, Node] | None:
+        """The keys of a mapping node; reports non-mappings, duplicate, unknown and missing keys."""
+        if not isinstance(node, MappingNode):
+            self.problem(line_of(node), where, f"expected a mapping (got {describe(node)})")
+            return None
+        result: dict[str, Node] = {}
+        for key_node, value_node in _merged(node):
+            key = str(key_node.value)
+            key_where = f"{where}.{key}" if where else key
+            if key in result:
+                self.problem(line_of(key_node), key_where, "duplicate key (each field may appear once)")
+                continue
+            if key not in known:
+                hint = difflib.get_close_matches(key, list(known), n=1)
+                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+                self.problem(
+                    line_of(key_node), key_where,
+                    f"unknown field (expected one of: {', '.join(sorted(known))}){suggestion}",
+                )
+                continue
+            result[key] = value_node
+        for key in required:
+            if key not in result:
+                self.problem(line_of(node), f"{where}.{key}" if where else key, "required field is missing")
+        return result
+
+    def sequence(self, node: Node, where: str) -> list[Node] | None:
+        if not isinstance(node, SequenceNode):
+            self.problem(line_of(node), where, f"expected a list (got {describe(node)})")
+            return None
+        return list(node.value)
+
+    def _scalar(self, node: Node) -> object:
+        if not isinstance(node, ScalarNode):
+            return node
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.YAMLError:
+            return node.value
+
+    def string(self, node: Node, where: str) -> str | None:
+        """Any non-empty scalar, as the user typed it (so a PromQL query `1` stays the string "1")."""
+        if not isinstance(node, ScalarNode) or node.tag == NULL_TAG or str(node.value).strip() == "":
+            self.problem(line_of(node), where, f"expected a non-empty string (got {describe(node)})")
+            return None
+        return str(node.value)
+
+    def integer(self, node: Node, where: str, low: int | None = None, high: int | None = None) -> int | None:
+        value = self._scalar(node)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.problem(line_of(node), where, f"expected an integer (got {describe(node)})")
+            return None
+        return self._in_range(node, where, value, low, high)
+
+    def number(self, node: Node, where: str, low: float | None = None, above: float | None = None,
+               ) -> float | None:
+        """A finite number >= low (if given) and > above (if given)."""
+        value = self._scalar(node)
+        if isinstance(value, str) and isinstance(node, ScalarNode) and node.style is None:
+            with contextlib.suppress(ValueError):  # YAML 1.1 reads 1e3 as a string; users mean a number.
+                value = float(value)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            self.problem(line_of(node), where, f"expected a finite number (got {describe(node)})")
+            return None
+        if above is not None and not value > above:
+            self.problem(line_of(node), where, f"expected a number > {above:g} (got {value:g})")
+            return None
+        if low is not None and value < low:
+            self.problem(line_of(node), where, f"expected a number >= {low:g} (got {value:g})")
+            return None
+        return float(value)
+
+    def choice(self, node: Node, where: str, choices: Collection[str]) -> str | None:
+        value = self._scalar(node)
+        if not isinstance(value, str) or value not in choices:
+            self.problem(
+                line_of(node), where, f"expected one of {', '.join(choices)} (got {describe(node)})"
+            )
+            return None
+        return value
+
+    def _in_range(self, node: Node, where: str, value: int, low: int | None, high: int | None) -> int | None:
+        if low is not None and high is not None and not low <= value <= high:
+            self.problem(line_of(node), where, f"expected an integer in [{low}, {high}] (got {value})")
+            return None
+        if low is not None and value < low:
+            self.problem(line_of(node), where, f"expected an integer >= {low} (got {value})")
+            return None
+        if high is not None and value > high:
+            self.problem(line_of(node), where, f"expected an integer <= {high} (got {value})")
+            return None
+        return value
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _merged(node: MappingNode) -> list[tuple[Node, Node]]:
+    """The key/value pairs of a mapping with YAML merge keys (`<<: *defaults`) applied: own keys win."""
+    own = [(k, v) for k, v in node.value if k.tag != MERGE_TAG]
+    own_keys = {str(k.value) for k, _ in own}
+    inherited: list[tuple[Node, Node]] = []
+    for key, value in node.value:
+        if key.tag != MERGE_TAG:
+            continue
+        sources = value.value if isinstance(value, SequenceNode) else [value]
+        for source in sources:
+            if isinstance(source, MappingNode):
+                for k, v in _merged(source):
+                    name = str(k.value)
+                    if name not in own_keys:
+                        own_keys.add(name)
+                        inherited.append((k, v))
+    return own + inherited

@@ -1,0 +1,126 @@
+"""`gpu-autoscaler check --prometheus` against a real Prometheus: each query once, every kind of problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from demo.processes import ManagedProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
+HINT = "the autoscaler needs exactly one series: wrap it in sum() or avg()"
+
+
+def rules_with(*metrics: tuple[str, str]) -> str:
+    lines = [
+        "rules:",
+        "  - name: svc",
+        "    target: {kind: Deployment, namespace: ml, name: svc}",
+        "    maxReplicas: 4",
+        "    metrics:",
+    ]
+    for name, query in metrics:
+        lines.append(f"      - {{name: {name}, query: '{query}', type: Average, target: 1}}")
+    return "\n".join(lines) + "\n"
+
+
+def check(tmp_path: Path, text: str, url: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "rules.yaml").write_text(text)
+    return subprocess.run(
+        [CLI, "check", "rules.yaml", "--prometheus", url, "--timeout", "10"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_good_queries_report_their_value(prometheus: ManagedProcess, tmp_path: Path) -> None:
+    text = rules_with(
+        ("one", "vector(1)"),
+        ("self", 'up{job="prometheus"}'),
+        ("count", "count(up)"),
+        ("scalar", "scalar(count(up))"),
+        ("again", "vector(1)"),
+    )
+    result = check(tmp_path, text, prometheus.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        "rules.yaml:6: rules[0].metrics[0].query: ok: svc/one = 1 (target 1, Average)",
+        "rules.yaml:7: rules[0].metrics[1].query: ok: svc/self = 1 (target 1, Average)",
+        "rules.yaml:8: rules[0].metrics[2].query: ok: svc/count = 2 (target 1, Average)",
+        "rules.yaml:9: rules[0].metrics[3].query: ok: svc/scalar = 2 (target 1, Average)",
+        "rules.yaml:10: rules[0].metrics[4].query: ok: svc/again = 1 (target 1, Average)",
+        f"rules.yaml: OK: 1 rule(s), 5 metric(s), every query returned one value from {prometheus.url}",
+    ]
+
+
+def test_every_bad_query_is_a_problem_with_its_line(prometheus: ManagedProcess, tmp_path: Path) -> None:
+    text = rules_with(
+        ("two", "up"),
+        ("none", 'up{job="nope"}'),
+        ("syntax", "sum(up"),
+        ("nan", "vector(0) / 0"),
+        ("range", "up[1m]"),
+        ("good", "vector(3)"),
+    )
+    result = check(tmp_path, text, prometheus.url)
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert lines[0] == "rules.yaml:11: rules[0].metrics[5].query: ok: svc/good = 3 (target 1, Average)"
+    problems = lines[1:-1]
+    assert problems[0] == (
+        'rules.yaml:6: rules[0].metrics[0].query: returned 2 series ({__name__="up", instance="'
+        + prometheus.url.removeprefix("http://")
+        + '", job="prometheus"}, {__name__="up", instance="'
+        + prometheus.url.removeprefix("http://")
+        + f'", job="prometheus-again"}}); {HINT}'
+    )
+    assert problems[1] == (
+        "rules.yaml:7: rules[0].metrics[1].query: returned no series "
+        f"(does the selector match anything now?); {HINT}, and add `or vector(0)` if no series means 0"
+    )
+    assert problems[2].startswith(
+        "rules.yaml:8: rules[0].metrics[2].query: Prometheus rejected the query (bad_data): "
+    )
+    assert "parse error" in problems[2]
+    assert problems[3] == (
+        "rules.yaml:9: rules[0].metrics[3].query: returned NaN; the autoscaler treats NaN "
+        "and Inf as a failed metric"
+    )
+    assert problems[4] == (
+        "rules.yaml:10: rules[0].metrics[4].query: returned a range vector; the autoscaler "
+        "needs an instant value (drop the [range] or wrap it in e.g. avg_over_time())"
+    )
+    assert len(problems) == 5
+    assert lines[-1] == "rules.yaml: 5 problem(s)"
+
+
+def test_unreachable_prometheus_is_one_clear_error(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = check(tmp_path, rules_with(("one", "vector(1)")), url)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"cannot reach Prometheus at {url}: ")
+    assert len(result.stderr.splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_url_that_is_not_prometheus(prometheus: ManagedProcess, tmp_path: Path) -> None:
+    result = check(tmp_path, rules_with(("one", "vector(1)")), prometheus.url + "/nothing-here")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{prometheus.url}/nothing-here does not look like Prometheus (HTTP ")
+
+
+def test_invalid_rules_are_reported_without_querying(prometheus: ManagedProcess, tmp_path: Path) -> None:
+    result = check(tmp_path, rules_with(("t", "vector(1)")), prometheus.url)
+    assert result.returncode == 2
+    assert result.stdout.splitlines() == [
+        "rules.yaml:6: rules[0].metrics[0].name: 't' is reserved (it is the time column of simulate traces)",
+        "rules.yaml: 1 problem(s)",
+    ]

@@ -1,0 +1,49 @@
+"""simulate's replay loop in-process: each change (corrections included) is applied and recorded at once."""
+
+from __future__ import annotations
+
+from autoscaler.policy import MetricObservation, Reason
+from autoscaler.rules import parse_rules
+from autoscaler.simulate import TraceRow, parse_trace, replay
+
+RULE = parse_rules(
+    """\
+rules:
+  - name: r
+    target: {kind: Deployment, namespace: ml, name: r}
+    minReplicas: 1
+    maxReplicas: 10
+    metrics: [{name: load, query: q, type: Total, target: 1}]
+    behavior:
+      scaleDown: {stabilizationWindowSeconds: 0, policies: [{type: Pods, value: 1, periodSeconds: 60}]}
+""",
+    "r.yaml",
+).rules[0]
+
+
+def rows(*points: tuple[float, float | None]) -> list[TraceRow]:
+    return [TraceRow(i + 2, f"{t:g}", t, (MetricObservation("load", v),)) for i, (t, v) in enumerate(points)]
+
+
+def test_min_max_correction_is_recorded_as_a_scale_event() -> None:
+    results = list(replay(RULE, rows((0, 5), (15, 5), (59, 5), (60, 5), (75, 5)), replicas=14))
+    assert [(d.replicas, d.reason) for _, d in results] == [
+        (10, Reason.AboveMaxReplicas),  # 14 -> 10 is a scale-down event of 4 pods at t=0
+        (10, Reason.ScaleDownLimit),  # period start 10 + 4 = 14, 1 pod per 60 s allows 13: no room
+        (10, Reason.ScaleDownLimit),
+        (9, Reason.ScaleDownLimit),  # the correction left the 60 s period (age 60 is not < 60)
+        (9, Reason.ScaleDownLimit),  # 9 -> 8 at t=75 would be the second pod within 60 s
+    ]
+
+
+def test_each_result_is_the_next_current() -> None:
+    results = list(replay(RULE, rows((0, 3), (15, 7), (30, None)), replicas=1))
+    assert [d.current for _, d in results] == [1, 3, 7]
+    assert results[-1][1].reason is Reason.MetricsFailed
+
+
+def test_parse_trace_maps_columns_by_name_and_empty_cells_to_failures() -> None:
+    parsed = parse_trace(["t,load\n", "0,\n", "1.5,2e3\n"], "t.csv", RULE)
+    assert [(r.line, r.t_text, r.t) for r in parsed] == [(2, "0", 0.0), (3, "1.5", 1.5)]
+    assert parsed[0].observations[0].value is None
+    assert parsed[1].observations[0].value == 2000.0
