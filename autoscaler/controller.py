@@ -1,0 +1,400 @@
+"""The controller: gather (scale, metrics), decide (the policy engine, unchanged), act (patch, events).
+
+It owns the clock, the sleeping and the retries; the engine stays pure. One `now` per sync. Per rule it keeps
+the engine's history and the count of consecutive syncs in which every metric failed (for the fallback). A
+broad `except` sits only around each rule's sync, so one bad rule never stops the others.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from autoscaler.errors import ConflictError, KubeError
+from autoscaler.kube import ScaleBackend, ScaleState
+from autoscaler.metrics import ControllerMetrics
+from autoscaler.plan import Plan, describe_metrics, plan_rule
+from autoscaler.policy import MetricObservation, Reason, RuleHistory
+from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
+from autoscaler.rules import Rule, RuleSet, TargetRef
+
+log = logging.getLogger(__name__)
+
+WARNING_EVENT_REPEAT_SECONDS = 300.0
+"""An identical Warning event (same rule, reason, message) is posted again only after this long."""
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """How the controller acts. Durations in seconds."""
+
+    dry_run: bool = False
+    """Decide and report (logs, metrics, events say 'would'), never patch."""
+    conflict_retries: int = 3
+    """Re-read + re-decide + patch attempts after a 409 Conflict, within one sync."""
+    emit_events: bool = True
+    """Post Kubernetes Events (off for `status`, which must not write anything)."""
+    workers: int = 16
+    """Concurrent Kubernetes calls (scale reads, patches); queries have their own pool in the runner."""
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What one rule's sync found and did: the row of `status` and of the decision log line."""
+
+    rule: Rule
+    current: int | None
+    desired: int | None
+    reason: str
+    message: str
+    observations: tuple[MetricObservation, ...] = ()
+    patched: bool = False
+    ok: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """One sync of all rules."""
+
+    timestamp: float
+    duration: float
+    outcomes: tuple[RuleOutcome, ...]
+    acted: bool
+    """False when this replica is not the leader: nothing was read, decided or patched."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.outcomes or any(o.ok for o in self.outcomes)
+
+
+@dataclass
+class _RuleState:
+    rule: Rule
+    history: RuleHistory = dataclasses.field(default_factory=RuleHistory)
+    all_failed_syncs: int = 0
+    last_warning: dict[str, tuple[str, float]] = dataclasses.field(default_factory=dict)
+
+
+def _same_rule(a: Rule, b: Rule) -> bool:
+    """Equal apart from the line number (moving a rule in the file must not reset its history)."""
+    return _without_lines(a) == _without_lines(b)
+
+
+def _without_lines(rule: Rule) -> Rule:
+    metrics = tuple(dataclasses.replace(m, line=0) if hasattr(m, "line") else m for m in rule.metrics)
+    return dataclasses.replace(rule, line=0, metrics=metrics)
+
+
+class Controller:
+    """Syncs every rule of a RuleSet against a ScaleBackend and a MetricsSource."""
+
+    def __init__(
+        self,
+        backend: ScaleBackend,
+        metrics_source: MetricsSource,
+        rules: RuleSet,
+        clock: Callable[[], float],
+        *,
+        settings: ControllerSettings | None = None,
+        metrics: ControllerMetrics | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.source = metrics_source
+        self.clock = clock
+        self.settings = settings or ControllerSettings()
+        self.metrics = metrics or ControllerMetrics(reasons=[r.value for r in Reason])
+        self.metrics.dry_run = self.settings.dry_run
+        self.is_leader = is_leader
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._states: dict[str, _RuleState] = {}
+        self._rules = rules
+        self._pool = ThreadPoolExecutor(max_workers=self.settings.workers, thread_name_prefix="kube")
+        self.stopping = threading.Event()
+        """Set to abandon the current sync: no patch starts after it is set."""
+        self.last_success_monotonic: float | None = None
+        self.set_rules(rules)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def rules(self) -> RuleSet:
+        return self._rules
+
+    def history(self, rule_name: str) -> RuleHistory:
+        with self._lock:
+            return self._states[rule_name].history
+
+    def set_rules(self, rules: RuleSet) -> None:
+        """Run `rules` from the next sync; rules that did not change keep their history and failure count."""
+        with self._lock:
+            states = {}
+            for rule in rules.rules:
+                old = self._states.get(rule.name)
+                if old is not None and _same_rule(old.rule, rule):
+                    states[rule.name] = dataclasses.replace(old, rule=rule)
+                else:
+                    states[rule.name] = _RuleState(rule)
+            self._states = states
+            self._rules = rules
+        self.metrics.set_rules(rules)
+
+    # --- one sync ------------------------------------------------------------------------------------------
+    def sync_once(self) -> SyncReport:
+        """Gather, decide and act for every rule, once. Never raises for a rule's failure."""
+        started = self._monotonic()
+        now = self.clock()
+        leader = self.is_leader()
+        self.metrics.leader = leader
+        if not leader:
+            return SyncReport(now, self._monotonic() - started, (), acted=False)
+        with self._lock:
+            states = list(self._states.values())
+        reads = {s.rule.name: self._pool.submit(self.backend.read_scale, s.rule.target) for s in states}
+        results = self._run_queries({m.query for s in states for m in s.rule.metrics})
+        scales: dict[str, ScaleState | Exception] = {}
+        for rule_name, future in reads.items():
+            try:
+                scales[rule_name] = future.result()
+            except Exception as e:  # a backend's failure for one target; reported by that rule's sync
+                scales[rule_name] = e
+        futures = [
+            self._pool.submit(self._sync_rule_safely, s, scales[s.rule.name], results, now) for s in states
+        ]
+        outcomes = tuple(f.result() for f in futures)
+        duration = self._monotonic() - started
+        report = SyncReport(now, duration, outcomes, acted=True)
+        if report.ok:
+            self.last_success_monotonic = self._monotonic()
+        self.metrics.sync_finished(duration, now if report.ok else None)
+        return report
+
+    def _run_queries(self, queries: set[str]) -> Mapping[str, QueryResult]:
+        try:
+            return self.source.run_queries(queries)
+        except Exception as e:  # a metrics source must not raise; if one does, every metric failed
+            log.exception("metrics source failed")
+            failed = QueryResult(None, str(QueryErrorReason.UNREACHABLE), f"metrics source failed: {e}")
+            return {q: failed for q in queries}
+
+    def _sync_rule_safely(
+        self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[str, QueryResult], now: float
+    ) -> RuleOutcome:
+        try:
+            return self._sync_rule(state, scale, results, now)
+        except Exception as e:  # the one broad except: a bug or surprise in one rule never stops the others
+            log.exception("rule %s: sync failed", state.rule.name)
+            return RuleOutcome(state.rule, None, None, "Error", f"sync failed: {e}", error=str(e))
+
+    def _sync_rule(
+        self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[str, QueryResult], now: float
+    ) -> RuleOutcome:
+        rule = state.rule
+        observations = tuple(self._observe(rule, m.name, m.query, results) for m in rule.metrics)
+        all_failed = bool(observations) and all(o.value is None for o in observations)
+        state.all_failed_syncs = state.all_failed_syncs + 1 if all_failed else 0
+        if isinstance(scale, Exception):
+            return self._scale_read_failed(state, scale, observations, now)
+        failures = [o for o in observations if o.value is None]
+        if failures:
+            self._warn(state, "FailedGetMetrics", "; ".join(f"{o.name}: {o.error}" for o in failures), now)
+        attempts = 0
+        while True:
+            plan = plan_rule(rule, scale, observations, state.history, state.all_failed_syncs, now)
+            if plan.problem:
+                self._warn(state, "InvalidAnnotation", plan.problem, now)
+            if plan.replicas == plan.current or self.settings.dry_run:
+                return self._finish(state, plan, observations, patched=False, now=now)
+            if self.stopping.is_set() or not self.is_leader():
+                log.warning(
+                    "rule %s: not patching %d -> %d: %s",
+                    rule.name,
+                    plan.current,
+                    plan.replicas,
+                    "shutting down" if self.stopping.is_set() else "lost leadership",
+                )
+                return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, "abandoned", observations)
+            try:
+                self.backend.patch_scale(rule.target, plan.replicas)
+            except ConflictError as e:
+                attempts += 1
+                self.metrics.scale_error(rule, e.reason_label)
+                if attempts > self.settings.conflict_retries:
+                    return self._patch_failed(state, plan, observations, e, now)
+                log.info(
+                    "rule %s: conflict patching %s, re-reading (attempt %d)",
+                    rule.name,
+                    _ref(rule.target),
+                    attempts,
+                )
+                try:
+                    scale = self.backend.read_scale(rule.target)
+                except KubeError as read_error:
+                    return self._scale_read_failed(state, read_error, observations, now)
+                continue
+            except KubeError as e:
+                self.metrics.scale_error(rule, e.reason_label)
+                return self._patch_failed(state, plan, observations, e, now)
+            state.history = plan.history.with_scale(now, plan.current, plan.replicas)
+            direction = "up" if plan.replicas > plan.current else "down"
+            self.metrics.scale_event(rule, direction)
+            self._event(
+                rule.target,
+                "Normal",
+                "ScaledUp" if direction == "up" else "ScaledDown",
+                scale_message(plan, observations, rule),
+            )
+            return self._finish(state, plan, observations, patched=True, now=now)
+
+    def _observe(
+        self, rule: Rule, metric: str, query: str, results: Mapping[str, QueryResult]
+    ) -> MetricObservation:
+        result = results.get(query) or QueryResult(None, str(QueryErrorReason.UNREACHABLE), "no result")
+        if result.value is not None:
+            return MetricObservation(metric, result.value)
+        reason = result.error_reason or str(QueryErrorReason.HTTP_ERROR)
+        self.metrics.query_error(rule, metric, reason)
+        return MetricObservation(metric, None, f"{reason}: {result.error or 'failed'}")
+
+    def _finish(
+        self,
+        state: _RuleState,
+        plan: Plan,
+        observations: tuple[MetricObservation, ...],
+        patched: bool,
+        now: float,
+    ) -> RuleOutcome:
+        rule = state.rule
+        state.history = state.history if patched else plan.history
+        ok = (
+            plan.reason in (Reason("Paused"), Reason("PausedReplicas"))
+            or any(o.value is not None for o in observations)
+            or not observations
+        )
+        self.metrics.record_decision(
+            rule, plan.current, plan.replicas, plan.reason, {o.name: o.value for o in observations}
+        )
+        if ok:
+            self.metrics.rule_synced(rule, now)
+        verb = "scaled" if patched else ("would scale" if plan.replicas != plan.current else "keep")
+        _log_decision(rule, plan, observations, verb, self.settings.dry_run)
+        return RuleOutcome(
+            rule, plan.current, plan.replicas, plan.reason, plan.message, observations, patched=patched, ok=ok
+        )
+
+    def _scale_read_failed(
+        self, state: _RuleState, error: Exception, observations: tuple[MetricObservation, ...], now: float
+    ) -> RuleOutcome:
+        rule = state.rule
+        reason = getattr(error, "reason_label", "ApiError")
+        self.metrics.scale_error(rule, reason)
+        self.metrics.record_decision(
+            rule, None, None, "FailedGetScale", {o.name: o.value for o in observations}
+        )
+        log.warning("rule %s: cannot read the scale of %s: %s", rule.name, _ref(rule.target), error)
+        self._warn(state, "FailedGetScale", str(error), now)
+        return RuleOutcome(rule, None, None, "FailedGetScale", str(error), observations, error=str(error))
+
+    def _patch_failed(
+        self,
+        state: _RuleState,
+        plan: Plan,
+        observations: tuple[MetricObservation, ...],
+        error: KubeError,
+        now: float,
+    ) -> RuleOutcome:
+        rule = state.rule
+        state.history = plan.history  # the recommendation counts, as in the HPA; no scale event happened
+        self.metrics.record_decision(
+            rule, plan.current, plan.replicas, plan.reason, {o.name: o.value for o in observations}
+        )
+        log.warning(
+            "rule %s: failed to scale %s %d -> %d (%s): %s",
+            rule.name,
+            _ref(rule.target),
+            plan.current,
+            plan.replicas,
+            error.reason_label,
+            error,
+        )
+        self._warn(state, "FailedScale", f"failed to scale {plan.current} -> {plan.replicas}: {error}", now)
+        return RuleOutcome(
+            rule, plan.current, plan.replicas, plan.reason, str(error), observations, error=str(error)
+        )
+
+    def _warn(self, state: _RuleState, reason: str, message: str, now: float) -> None:
+        last = state.last_warning.get(reason)
+        if last is not None and last[0] == message and now - last[1] < WARNING_EVENT_REPEAT_SECONDS:
+            return
+        state.last_warning[reason] = (message, now)
+        self._event(state.rule.target, "Warning", reason, message)
+
+    def _event(self, ref: TargetRef, type_: str, reason: str, message: str) -> None:
+        if not self.settings.emit_events:
+            return
+        if self.settings.dry_run:
+            message = f"(dry-run) {message}"
+        try:
+            self.backend.emit_event(ref, type_, reason, message)  # type: ignore[arg-type]
+        except Exception as e:  # events are best effort: a failed one is logged, the sync goes on
+            log.warning("cannot post event %s on %s: %s", reason, _ref(ref), e)
+
+    def healthy(self, interval: float, started: float) -> tuple[bool, str]:
+        """/healthz: fails when no sync succeeded for 3 intervals (a standby replica is healthy)."""
+        if not self.is_leader():
+            return True, "standby (not the leader)"
+        since = self.last_success_monotonic if self.last_success_monotonic is not None else started
+        age = self._monotonic() - since
+        if age > 3 * interval:
+            return False, f"no successful sync for {age:.0f}s (3 intervals = {3 * interval:g}s)"
+        return True, "ok"
+
+
+def _ref(ref: TargetRef) -> str:
+    return f"{ref.kind}/{ref.namespace}/{ref.name}"
+
+
+def scale_message(plan: Plan, observations: tuple[MetricObservation, ...], rule: Rule) -> str:
+    """ScaledUp/ScaledDown message: HPA-style "New size", from -> to, the limiting reason, every metric."""
+    return (
+        f"New size: {plan.replicas} ({plan.current} -> {plan.replicas}); reason: {plan.reason}: "
+        f"{plan.message}; metrics: {describe_metrics(rule, observations)}"
+    )
+
+
+def _log_decision(
+    rule: Rule, plan: Plan, observations: tuple[MetricObservation, ...], verb: str, dry_run: bool
+) -> None:
+    fields = {
+        "rule": rule.name,
+        "target": _ref(rule.target),
+        "current": plan.current,
+        "desired": plan.replicas,
+        "reason": str(plan.reason),
+        "message": plan.message,
+        "dry_run": dry_run,
+        "action": verb,
+        "metrics": {o.name: (o.value if o.value is not None else None) for o in observations},
+        "metric_errors": {o.name: o.error for o in observations if o.error},
+    }
+    log.info(
+        "rule %s: %s %s %d -> %d: %s: %s [%s]",
+        rule.name,
+        verb,
+        _ref(rule.target),
+        plan.current,
+        plan.replicas,
+        plan.reason,
+        plan.message,
+        describe_metrics(rule, observations),
+        extra={"fields": fields},
+    )

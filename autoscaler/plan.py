@@ -1,0 +1,120 @@
+"""What the controller adds around the engine's decision, as a pure function: pause annotations and fallback.
+
+`plan_rule` takes what a sync gathered (the scale with its annotations, the metric observations, the rule's
+history, the count of consecutive all-failed syncs) and one `now`, and returns the replica count to apply with
+its reason. No I/O, so the precedence (paused-replicas > paused > target at zero > fallback > engine) is
+tested as a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.kube import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION, ScaleState
+from autoscaler.policy import Decision, MetricObservation, Reason, RuleHistory, decide
+from autoscaler.rules import Rule
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The count to apply this sync and why; `history` is the rule's history if the plan is carried out."""
+
+    current: int
+    replicas: int
+    reason: Reason
+    message: str
+    history: RuleHistory
+    decision: Decision | None
+    problem: str | None = None
+    """A bad pause annotation, reported as a Warning event; the engine decides as if it were absent."""
+
+
+def paused_replicas(annotations: Mapping[str, str]) -> tuple[bool, int | None, str | None]:
+    """(paused, paused replicas, problem) from the annotations; a bad value is a problem, not a pause."""
+    raw_count = annotations.get(PAUSED_REPLICAS_ANNOTATION)
+    if raw_count is not None:
+        text = str(raw_count).strip()
+        if text.isdigit():
+            return True, int(text), None
+        return (
+            False,
+            None,
+            f"annotation {PAUSED_REPLICAS_ANNOTATION}={raw_count!r} is not a replica count "
+            "(a non-negative integer); ignored",
+        )
+    paused = str(annotations.get(PAUSED_ANNOTATION, "")).strip().lower() == "true"
+    return paused, None, None
+
+
+def plan_rule(
+    rule: Rule,
+    scale: ScaleState,
+    observations: Sequence[MetricObservation],
+    history: RuleHistory,
+    all_failed_syncs: int,
+    now: float,
+) -> Plan:
+    current = scale.spec_replicas
+    paused, pinned, problem = paused_replicas(scale.annotations)
+    if pinned is not None:
+        return Plan(
+            current,
+            pinned,
+            Reason("PausedReplicas"),
+            f"paused by {PAUSED_REPLICAS_ANNOTATION}: hold {pinned} replicas",
+            history,
+            None,
+        )
+    if paused:
+        return Plan(
+            current,
+            current,
+            Reason("Paused"),
+            f'paused by {PAUSED_ANNOTATION}="true": hold {current} replicas',
+            history,
+            None,
+        )
+    if current == 0 and rule.min_replicas > 0:
+        # As the HPA: a target scaled to zero by hand is left alone until someone scales it up again.
+        return Plan(
+            current,
+            0,
+            Reason("ScalingDisabled"),
+            "scaling is disabled since the replica count of the target is zero",
+            history,
+            None,
+            problem,
+        )
+    decision = decide(rule, current, observations, history, now)
+    fallback = rule.fallback
+    if fallback is not None and all_failed_syncs > fallback.failure_threshold and observations:
+        replicas = min(max(fallback.replicas, rule.min_replicas), rule.max_replicas)
+        return Plan(
+            current,
+            replicas,
+            Reason("Fallback"),
+            f"every metric failed for {all_failed_syncs} consecutive syncs (> failureThreshold "
+            f"{fallback.failure_threshold}): fallback to {replicas} replicas",
+            decision.history,
+            decision,
+            problem,
+        )
+    return Plan(
+        current, decision.replicas, decision.reason, decision.message, decision.history, decision, problem
+    )
+
+
+def describe_metrics(rule: Rule, observations: Sequence[MetricObservation]) -> str:
+    """'gpu_utilization=95 (target 80), queue=failed NoSeries (target 50)' for events, logs and status."""
+    targets = {m.name: m for m in rule.metrics}
+    parts = []
+    for o in observations:
+        spec = targets.get(o.name)
+        target = f"{spec.target:g}{'/replica' if spec.type == 'Total' else ''}" if spec else "?"
+        if o.value is not None:
+            parts.append(f"{o.name}={o.value:g} (target {target})")
+        else:
+            reason = (o.error or "failed").split(":", 1)[0]
+            parts.append(f"{o.name}=failed {reason} (target {target})")
+    return ", ".join(parts)

@@ -1,0 +1,268 @@
+"""`gpu-autoscaler run`: the controller process (flags, wiring, signals, the loop).
+
+`add_parser` registers the subcommand on the CLI's subparsers; `serve` wires an already-built API client, so
+tests run the whole process in-process against their fake API server, and `main` runs it for real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from kubernetes import client
+
+from autoscaler.controller import Controller, ControllerSettings, SyncReport
+from autoscaler.errors import AutoscalerError, RulesError
+from autoscaler.kube import KubernetesScaleBackend, load_api_client
+from autoscaler.leader import LeaderElector, LeaseSettings
+from autoscaler.logfmt import configure_logging
+from autoscaler.metrics import ControllerMetrics
+from autoscaler.policy import Reason
+from autoscaler.prometheus import PromQLRunner, PromQLSettings
+from autoscaler.reload import RulesWatcher
+from autoscaler.rules import load_rules
+from autoscaler.server import MetricsServer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROMETHEUS = "http://localhost:9090"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """'15s', '500ms', '1m', '2h' or plain seconds -> seconds; argparse shows the message on bad input."""
+    match = _DURATION.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration like 15s, 500ms or 1m (got {text!r})")
+    return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The `run` flags, parsed. Durations in seconds."""
+
+    rules: str
+    prometheus: str = DEFAULT_PROMETHEUS
+    interval: float = 15.0
+    dry_run: bool = False
+    once: bool = False
+    metrics_port: int | None = 9401
+    """None: no HTTP server (tests that only need the loop)."""
+    leader_elect: bool = False
+    lease: LeaseSettings | None = None
+    metrics_host: str = "0.0.0.0"
+
+    @property
+    def query_budget(self) -> float:
+        """Half the interval for all queries of a sync, retries included, so a sync never overruns it."""
+        return self.interval * 0.5
+
+    @property
+    def request_timeout(self) -> float:
+        return max(min(5.0, self.interval / 4), 0.1)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `run` on the CLI's subparsers (argparse's _SubParsersAction)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "run",
+        help="run the controller: query Prometheus, decide, patch the scale of the targets",
+        description="Every --interval: read each rule's target scale, run its PromQL queries, decide "
+        "with the "
+        "HPA algorithm and patch the scale subresource when the count changes.",
+    )
+    p.add_argument("--rules", required=True, metavar="FILE", help="rules file (reloaded when it changes)")
+    p.add_argument(
+        "--prometheus",
+        default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS),
+        metavar="URL",
+        help="Prometheus base URL (default: $PROMETHEUS_URL or %(default)s)",
+    )
+    p.add_argument(
+        "--interval",
+        type=parse_duration,
+        default=15.0,
+        metavar="DURATION",
+        help="time between syncs, e.g. 15s, 500ms, 1m (default: 15s)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="decide and report, never patch")
+    p.add_argument("--once", action="store_true", help="run one sync and exit (0 if every rule synced)")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9401,
+        metavar="PORT",
+        help="port of /metrics and /healthz (default: 9401; 0 disables)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run several replicas; only the holder of a coordination.k8s.io Lease acts",
+    )
+    p.add_argument(
+        "--leader-elect-namespace",
+        default=os.environ.get("POD_NAMESPACE", "gpu-autoscaler"),
+        metavar="NS",
+        help="namespace of the Lease (default: $POD_NAMESPACE or %(default)s)",
+    )
+    p.add_argument(
+        "--leader-elect-name",
+        default="gpu-autoscaler",
+        metavar="NAME",
+        help="name of the Lease (default: %(default)s)",
+    )
+    p.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
+    p.set_defaults(handler=main)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    """The `run` handler: exit 0 (stopped by a signal, or --once with all rules synced), 1, 2 (bad input)."""
+    configure_logging(args.log_format)
+    options = RunOptions(
+        rules=args.rules,
+        prometheus=args.prometheus,
+        interval=args.interval,
+        dry_run=args.dry_run,
+        once=args.once,
+        metrics_port=args.metrics_port or None,
+        leader_elect=args.leader_elect,
+        lease=LeaseSettings(namespace=args.leader_elect_namespace, name=args.leader_elect_name)
+        if args.leader_elect
+        else None,
+    )
+    try:
+        load_rules(options.rules)  # a bad rules file is reported before anything else is tried
+        api_client = load_api_client(args.kubeconfig)
+    except RulesError as e:
+        print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
+        return 2
+    except AutoscalerError as e:
+        print(f"gpu-autoscaler run: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    return serve(options, api_client, stop)
+
+
+def install_signal_handlers(stop: threading.Event) -> None:
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: finishing the current sync and exiting", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+def serve(
+    options: RunOptions,
+    api_client: client.ApiClient,
+    stop: threading.Event,
+    on_sync: Callable[[SyncReport], None] | None = None,
+) -> int:
+    """Run the controller until `stop` is set (or once); returns the process exit code."""
+    try:
+        rules = load_rules(options.rules)
+    except RulesError as e:
+        print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
+        return 2
+    metrics = ControllerMetrics(reasons=[r.value for r in Reason])
+    elector = None
+    if options.leader_elect:
+        elector = LeaderElector(
+            api_client,
+            options.lease or LeaseSettings(),
+            on_change=lambda leader: setattr(metrics, "leader", leader),
+        )
+    runner = PromQLRunner(
+        PromQLSettings(
+            options.prometheus, query_timeout=min(5.0, options.query_budget), budget=options.query_budget
+        )
+    )
+    controller = Controller(
+        KubernetesScaleBackend(api_client, request_timeout=options.request_timeout),
+        runner,
+        rules,
+        time.time,
+        settings=ControllerSettings(dry_run=options.dry_run),
+        metrics=metrics,
+        is_leader=elector.is_leader if elector is not None else (lambda: True),
+    )
+    watcher = RulesWatcher(
+        options.rules,
+        controller.set_rules,
+        lambda valid: setattr(metrics, "rules_valid", valid),
+        loaded=rules,
+    )
+    started = time.monotonic()
+    server = None
+    if options.metrics_port is not None:
+        server = MetricsServer(
+            metrics.exposition,
+            lambda: controller.healthy(options.interval, started),
+            options.metrics_port,
+            options.metrics_host,
+        ).start()
+    election = elector.start(stop) if elector is not None else None
+    log.info(
+        "gpu-autoscaler running %d rule(s) from %s every %gs against %s%s%s",
+        len(rules.rules),
+        options.rules,
+        options.interval,
+        options.prometheus,
+        " (dry-run)" if options.dry_run else "",
+        f" (leader election as {elector.identity})" if elector else "",
+    )
+    stop_watch = threading.Thread(target=_propagate, args=(stop, controller.stopping), daemon=True)
+    stop_watch.start()
+    report: SyncReport | None = None
+    if elector is not None and options.once:  # one sync is only useful once this replica leads
+        deadline = time.monotonic() + 2 * elector.settings.lease_duration
+        while not stop.is_set() and not elector.is_leader() and time.monotonic() < deadline:
+            stop.wait(0.05)
+    try:
+        while not stop.is_set():
+            began = time.monotonic()
+            try:
+                watcher.check()
+            except Exception:  # the loop's broad except: a surprise in reloading never stops the syncs
+                log.exception("checking the rules file %s failed; keeping the current rules", options.rules)
+            report = controller.sync_once()
+            if on_sync is not None:
+                on_sync(report)
+            if options.once:
+                break
+            stop.wait(max(options.interval - (time.monotonic() - began), 0.0))
+    finally:
+        stop.set()
+        controller.close()
+        runner.close()
+        if election is not None:
+            election.join(timeout=5.0)  # it releases the Lease so a standby takes over at once
+        if server is not None:
+            server.stop()
+        log.info("gpu-autoscaler stopped")
+    if options.once and report is not None:
+        return 0 if all(o.ok for o in report.outcomes) else 1
+    return 0
+
+
+def _propagate(stop: threading.Event, stopping: threading.Event) -> None:
+    stop.wait()
+    stopping.set()

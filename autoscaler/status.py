@@ -1,0 +1,128 @@
+"""`gpu-autoscaler status`: one read-only sync as a table (rule, target, current, desired, metrics, why).
+
+It runs the controller's own code path in dry-run with events off, so the table shows exactly what `run` would
+decide now. It has no history: a fresh decision, as on the controller's first sync (a scale-down is held by
+the scale-down window until the controller has watched that long).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client
+
+from autoscaler.controller import Controller, ControllerSettings, RuleOutcome
+from autoscaler.errors import AutoscalerError, RulesError
+from autoscaler.kube import KubernetesScaleBackend, load_api_client
+from autoscaler.plan import describe_metrics
+from autoscaler.prometheus import PromQLRunner, PromQLSettings
+from autoscaler.rules import load_rules
+from autoscaler.run import DEFAULT_PROMETHEUS
+
+WHY = {
+    "AboveMaxReplicas": "above max",
+    "BelowMinReplicas": "below min",
+    "WithinTolerance": "within tolerance",
+    "DesiredWithinRange": "desired",
+    "ScaleUpStabilized": "stabilized",
+    "ScaleDownStabilized": "stabilized",
+    "ScaleUpLimit": "rate-limited",
+    "ScaleDownLimit": "rate-limited",
+    "ScalingDisabled": "scaling disabled",
+    "TooManyReplicas": "at max",
+    "TooFewReplicas": "at min",
+    "MetricsFailed": "metrics failed",
+    "MetricsPartiallyFailed": "metrics partially failed",
+    "Paused": "paused",
+    "PausedReplicas": "paused",
+    "Fallback": "fallback",
+    "FailedGetScale": "cannot read scale",
+    "Error": "error",
+}
+HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "METRICS (value/target)", "WHY")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "status",
+        help="show what the controller would decide now for every rule (read-only)",
+        description="Reads every target's scale and runs every query once, then prints a table: "
+        "rule, target, "
+        "current, desired, each metric's value/target, and why. Never patches, posts no events.",
+    )
+    p.add_argument("--rules", required=True, metavar="FILE", help="rules file")
+    p.add_argument(
+        "--prometheus",
+        default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS),
+        metavar="URL",
+        help="Prometheus base URL (default: $PROMETHEUS_URL or %(default)s)",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)",
+    )
+    p.set_defaults(handler=main)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        rules = load_rules(args.rules)
+        api_client = load_api_client(args.kubeconfig)
+    except RulesError as e:
+        print(f"gpu-autoscaler status: invalid rules file:\n{e}", file=sys.stderr)
+        return 2
+    except AutoscalerError as e:
+        print(f"gpu-autoscaler status: {e}", file=sys.stderr)
+        return 2
+    outcomes = gather(rules_path=args.rules, prometheus=args.prometheus, api_client=api_client, rules=rules)
+    print(render(outcomes))
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+def gather(
+    rules_path: str, prometheus: str, api_client: client.ApiClient, rules: Any | None = None
+) -> tuple[RuleOutcome, ...]:
+    """One dry-run sync without events; the outcomes in file order."""
+    rules = rules if rules is not None else load_rules(rules_path)
+    runner = PromQLRunner(PromQLSettings(prometheus, query_timeout=5.0, budget=10.0))
+    controller = Controller(
+        KubernetesScaleBackend(api_client),
+        runner,
+        rules,
+        time.time,
+        settings=ControllerSettings(dry_run=True, emit_events=False),
+    )
+    try:
+        return controller.sync_once().outcomes
+    finally:
+        controller.close()
+        runner.close()
+
+
+def why(outcome: RuleOutcome) -> str:
+    phrase = WHY.get(outcome.reason, outcome.reason)
+    return f"{phrase} ({outcome.reason}): {outcome.message}"
+
+
+def render(outcomes: Sequence[RuleOutcome]) -> str:
+    rows = [HEADER]
+    for o in outcomes:
+        target = f"{o.rule.target.kind}/{o.rule.target.namespace}/{o.rule.target.name}"
+        metrics = describe_metrics(o.rule, o.observations) if o.observations else "-"
+        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), metrics, why(o)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,355 @@
+"""A small HTTP server that answers like the Kubernetes API server for what the controller calls.
+
+Same paths, JSON shapes (autoscaling/v1 Scale, apps/v1 Deployment/StatefulSet, core/v1 Event,
+coordination.k8s.io/v1 Lease, v1 Status on errors) and status codes, including resourceVersion conflicts.
+Faults on demand: `fail(method, path_regex, status, times)` and `delay(method, path_regex, seconds)`.
+Every request is recorded, so tests assert on what was sent (e.g. nothing patched twice).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kubernetes import client
+
+PLURALS = {"deployments": "Deployment", "statefulsets": "StatefulSet"}
+_WORKLOAD = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/(deployments|statefulsets)/([^/]+)(/scale)?$")
+_EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
+_LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
+_REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+@dataclass
+class Workload:
+    kind_plural: str
+    namespace: str
+    name: str
+    replicas: int
+    annotations: dict[str, str] = field(default_factory=dict)
+    version: int = 1
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: re.Pattern[str]
+    status: int | None
+    times: int | None  # None: until cleared
+    delay: float = 0.0
+    token: str | None = None  # only requests with this bearer token (one client among several)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    body: Any
+    content_type: str
+
+
+class FakeApiServer:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.workloads: dict[tuple[str, str, str], Workload] = {}
+        self.events: list[dict[str, Any]] = []
+        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        self.requests: list[Request] = []
+        self.faults: list[Fault] = []
+        self.before_patch: Callable[[Workload], None] | None = None
+        self._lease_version = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._clients: list[client.ApiClient] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FakeApiServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        for api_client in self._clients:
+            api_client.close()  # closes its pooled connections, so the handler threads see EOF and end
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+
+    def api_client(self, retries: int = 0, token: str | None = None) -> client.ApiClient:
+        configuration = client.Configuration(host=self.url)
+        configuration.retries = retries
+        if token is not None:
+            configuration.api_key = {"authorization": token}
+            configuration.api_key_prefix = {"authorization": "Bearer"}
+        api_client = client.ApiClient(configuration)
+        self._clients.append(api_client)
+        return api_client
+
+    def kubeconfig(self) -> str:
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                "users": [{"name": "fake", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            }
+        )
+
+    # --- state and faults ----------------------------------------------------------------------------------
+    def add(
+        self, name: str, replicas: int, namespace: str = "ml", kind: str = "deployments", **annotations: str
+    ) -> Workload:
+        w = Workload(kind, namespace, name, replicas, dict(annotations))
+        with self.lock:
+            self.workloads[(kind, namespace, name)] = w
+        return w
+
+    def replicas(self, name: str, namespace: str = "ml", kind: str = "deployments") -> int:
+        with self.lock:
+            return self.workloads[(kind, namespace, name)].replicas
+
+    def fail(
+        self, method: str, path: str, status: int, times: int | None = 1, token: str | None = None
+    ) -> Fault:
+        fault = Fault(method, re.compile(path), status, times, token=token)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def delay(self, method: str, path: str, seconds: float, times: int | None = None) -> Fault:
+        fault = Fault(method, re.compile(path), None, times, seconds)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+
+    def patches(self, name: str | None = None) -> list[int]:
+        with self.lock:
+            return [
+                r.body["spec"]["replicas"]
+                for r in self.requests
+                if r.method == "PATCH"
+                and r.path.endswith("/scale")
+                and r.body.get("_applied")
+                and (name is None or f"/{name}/scale" in r.path)
+            ]
+
+    def event_reasons(self, name: str | None = None) -> list[str]:
+        with self.lock:
+            return [
+                e["reason"]
+                for e in self.events
+                if name is None or e.get("involvedObject", {}).get("name") == name
+            ]
+
+    def _take_fault(self, method: str, path: str, token: str | None) -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.token is not None and fault.token != token:
+                    continue
+                if fault.method in (method, "*") and fault.pattern.search(path):
+                    if fault.times is not None:
+                        fault.times -= 1
+                        if fault.times <= 0:
+                            self.faults.remove(fault)
+                    return fault
+        return None
+
+    # --- API ------------------------------------------------------------------------------------------------
+    def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+        if m := _WORKLOAD.match(path):
+            ns, plural, name, scale = m.groups()
+            with self.lock:
+                w = self.workloads.get((plural, ns, name))
+                if w is None:
+                    return status(404, f'{plural}.apps "{name}" not found', name=name, kind=plural)
+                if method == "GET":
+                    return 200, scale_json(w) if scale else workload_json(w)
+                if method == "PATCH" and scale:
+                    if self.before_patch is not None:
+                        hook, self.before_patch = self.before_patch, None
+                        hook(w)
+                    wanted = (body.get("metadata") or {}).get("resourceVersion")
+                    if wanted is not None and wanted != str(w.version):
+                        return status(
+                            409,
+                            f'Operation cannot be fulfilled on {plural}.apps "{name}": the object '
+                            "has been modified; please apply your changes to the latest version and "
+                            "try again",
+                            name=name,
+                            kind=plural,
+                        )
+                    w.replicas = int(body["spec"]["replicas"])
+                    w.version += 1
+                    body["_applied"] = True
+                    return 200, scale_json(w)
+            return status(405, "method not allowed")
+        if (m := _EVENTS.match(path)) and method == "POST":
+            with self.lock:
+                self.events.append(body)
+            return 201, body
+        if m := _LEASES.match(path):
+            return self._lease(method, m.group(1), m.group(2), body)
+        return status(404, f"the server could not find the requested resource ({method} {path})")
+
+    def _lease(self, method: str, ns: str, name: str | None, body: Any) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            if method == "POST":
+                name = body["metadata"]["name"]
+                if (ns, name) in self.leases:
+                    return status(409, f'leases.coordination.k8s.io "{name}" already exists', name=name)
+                return 201, self._store_lease(ns, name, body)
+            current = self.leases.get((ns, name or ""))
+            if current is None:
+                return status(404, f'leases.coordination.k8s.io "{name}" not found', name=name or "")
+            if method == "GET":
+                return 200, current
+            if method == "PUT":
+                if body.get("metadata", {}).get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                    return status(
+                        409,
+                        f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
+                        "the object has been modified",
+                        name=name or "",
+                    )
+                return 200, self._store_lease(ns, name or "", body)
+        return status(405, "method not allowed")
+
+    def _store_lease(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._lease_version += 1
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                **body.get("metadata", {}),
+                "name": name,
+                "namespace": ns,
+                "resourceVersion": str(self._lease_version),
+            },
+            "spec": body.get("spec", {}),
+        }
+        self.leases[(ns, name)] = lease
+        return lease
+
+    def lease_holder(self, ns: str = "gpu-autoscaler", name: str = "gpu-autoscaler") -> str | None:
+        with self.lock:
+            lease = self.leases.get((ns, name))
+            return None if lease is None else lease["spec"].get("holderIdentity")
+
+
+def status(code: int, message: str, name: str = "", kind: str = "") -> tuple[int, dict[str, Any]]:
+    reason = _REASONS.get(code, "Unknown")
+    return code, {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": {"name": name, "kind": kind},
+        "code": code,
+    }
+
+
+def scale_json(w: Workload) -> dict[str, Any]:
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": w.name,
+            "namespace": w.namespace,
+            "uid": w.uid,
+            "resourceVersion": str(w.version),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"replicas": w.replicas},
+        "status": {"replicas": w.replicas, "selector": f"app={w.name}"},
+    }
+
+
+def workload_json(w: Workload) -> dict[str, Any]:
+    labels = {"app": w.name}
+    return {
+        "kind": PLURALS[w.kind_plural],
+        "apiVersion": "apps/v1",
+        "metadata": {
+            "name": w.name,
+            "namespace": w.namespace,
+            "uid": w.uid,
+            "resourceVersion": str(w.version),
+            "annotations": dict(w.annotations),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "replicas": w.replicas,
+            "selector": {"matchLabels": labels},
+            "serviceName": w.name,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "example/gpu:1"}]},
+            },
+        },
+        "status": {"replicas": w.replicas, "readyReplicas": w.replicas},
+    }
+
+
+def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            path = self.path.split("?", 1)[0]
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            request = Request(self.command, path, body, self.headers.get("Content-Type", ""))
+            with api.lock:
+                api.requests.append(request)
+            auth = self.headers.get("Authorization") or ""
+            fault = api._take_fault(self.command, path, auth.removeprefix("Bearer ") or None)
+            if fault is not None and fault.delay:
+                time.sleep(fault.delay)
+            if fault is not None and fault.status is not None:
+                code, payload = status(fault.status, f"injected fault {fault.status}")
+            else:
+                code, payload = api.handle(self.command, path, body)
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout): as with a real server, the work may still be done
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Handler

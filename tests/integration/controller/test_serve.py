@@ -1,0 +1,196 @@
+"""`run` in-process (serve): hot reload, /metrics and /healthz, two replicas with leader election."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from autoscaler.controller import SyncReport
+from autoscaler.leader import LeaseSettings
+from autoscaler.run import RunOptions, serve
+from demo.processes import free_port
+from tests.integration.controller.conftest import Prom, wait_for
+from tests.integration.controller.fake_apiserver import FakeApiServer
+
+pytestmark = pytest.mark.integration
+
+INTERVAL = 0.25
+
+
+def rules_text(*names: str, query: str = "q") -> str:
+    out = "rules:\n"
+    for name in names:
+        out += textwrap.dedent(f"""\
+          - name: {name}
+            target: {{kind: Deployment, namespace: ml, name: {name}}}
+            maxReplicas: 20
+            metrics:
+              - {{name: util, query: '{query}', type: Average, target: 80}}
+        """)
+    return out
+
+
+def swap(root: Path, stamp: str, text: str) -> None:
+    """Publish `text` as root/rules.yaml the way the kubelet updates a mounted ConfigMap."""
+    (root / f"..{stamp}").mkdir()
+    (root / f"..{stamp}" / "rules.yaml").write_text(text)
+    (root / "..data_tmp").symlink_to(f"..{stamp}")
+    os.replace(root / "..data_tmp", root / "..data")
+    if not (root / "rules.yaml").is_symlink():
+        (root / "rules.yaml").symlink_to("..data/rules.yaml")
+
+
+class Running:
+    def __init__(self, options: RunOptions, api: FakeApiServer, token: str | None = None) -> None:
+        self.options = options
+        self.stop = threading.Event()
+        self.reports: list[SyncReport] = []
+        self.code: int | None = None
+        client = api.api_client(token=token)
+        self.thread = threading.Thread(target=self._run, args=(client,), daemon=True)
+        self.thread.start()
+        wait_for(self._listening, 5, "/healthz to answer")
+
+    def _listening(self) -> bool:
+        try:
+            self.healthz()
+        except requests.ConnectionError:
+            return False
+        return True
+
+    def _run(self, client: object) -> None:
+        self.code = serve(self.options, client, self.stop, on_sync=self.reports.append)  # type: ignore[arg-type]
+
+    def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        text = requests.get(f"http://127.0.0.1:{self.options.metrics_port}/metrics", timeout=2).text
+        out: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out.setdefault(s.name, []).append((s.labels, s.value))
+        return out
+
+    def value(self, name: str) -> float | None:
+        samples = self.metrics().get(name)
+        return samples[0][1] if samples else None
+
+    def healthz(self) -> int:
+        return requests.get(f"http://127.0.0.1:{self.options.metrics_port}/healthz", timeout=2).status_code
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def start(apiserver: FakeApiServer) -> Iterator[Callable[..., Running]]:
+    running: list[Running] = []
+
+    def make(rules: Path, prometheus: str, token: str | None = None, **kw: Any) -> Running:
+        options = RunOptions(
+            rules=str(rules),
+            prometheus=prometheus,
+            interval=INTERVAL,
+            metrics_port=free_port(),
+            metrics_host="127.0.0.1",
+            **kw,
+        )
+        r = Running(options, apiserver, token)
+        running.append(r)
+        return r
+
+    yield make
+    for r in running:
+        r.close()
+
+
+def test_hot_reload_and_garbage_keeps_previous_rules(
+    start: Callable[..., Running], apiserver: FakeApiServer, prom: Prom, tmp_path: Path
+) -> None:
+    prom.target.set("serve-reload", 160)
+    query = 'test_load{series="serve-reload"}'
+    prom.wait_value(query, 160)
+    apiserver.add("a", 2)
+    apiserver.add("b", 2)
+    swap(tmp_path, "1", rules_text("a", query=query))
+    r = start(tmp_path / "rules.yaml", prom.url)
+    wait_for(lambda: apiserver.replicas("a") >= 4, 10, "rule a to scale")
+    swap(tmp_path, "2", "rules: [ {{{ garbage")
+    wait_for(lambda: r.value("gpu_autoscaler_rules_valid") == 0, 10, "rules_valid 0")
+    synced = len(r.reports)
+    wait_for(lambda: len(r.reports) > synced + 1, 10, "syncs to go on with the previous rules")
+    assert r.value("gpu_autoscaler_rules_loaded") == 1
+    assert all(o.rule.name == "a" for o in r.reports[-1].outcomes)
+    swap(tmp_path, "3", rules_text("a", "b", query=query))
+    wait_for(lambda: r.value("gpu_autoscaler_rules_valid") == 1, 10, "rules_valid 1")
+    wait_for(lambda: apiserver.replicas("b") >= 4, 10, "the new rule b to act")
+    assert r.value("gpu_autoscaler_rules_loaded") == 2
+    assert r.healthz() == 200
+
+
+def test_healthz_fails_after_three_intervals_without_a_successful_sync(
+    start: Callable[..., Running], apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    apiserver.add("a", 2)
+    (tmp_path / "rules.yaml").write_text(rules_text("a"))
+    r = start(tmp_path / "rules.yaml", f"http://127.0.0.1:{free_port()}")  # Prometheus down
+    assert r.healthz() == 200  # within the first 3 intervals
+    wait_for(lambda: r.healthz() == 503, 10, "/healthz to fail")
+    assert (r.value("gpu_autoscaler_leader"), r.value("gpu_autoscaler_dry_run")) == (1, 0)
+    errors = r.metrics()["gpu_autoscaler_query_errors_total"]
+    assert errors[0][0]["reason"] == "Unreachable" and errors[0][1] >= 3
+    assert apiserver.patches() == []
+
+
+def test_two_replicas_with_leader_election_patch_once(
+    start: Callable[..., Running], apiserver: FakeApiServer, prom: Prom, tmp_path: Path
+) -> None:
+    prom.target.set("serve-leader", 160)
+    query = 'test_load{series="serve-leader"}'
+    prom.wait_value(query, 160)
+    apiserver.add("a", 2)
+    (tmp_path / "rules.yaml").write_text(rules_text("a", query=query))
+
+    def lease(identity: str) -> LeaseSettings:
+        return LeaseSettings(
+            identity=identity, lease_duration=2, renew_deadline=1.0, retry_period=0.1, request_timeout=0.5
+        )
+
+    one = start(
+        tmp_path / "rules.yaml",
+        prom.url,
+        token="one",
+        leader_elect=True,
+        lease=lease("one"),
+    )
+    two = start(
+        tmp_path / "rules.yaml",
+        prom.url,
+        token="two",
+        leader_elect=True,
+        lease=lease("two"),
+    )
+    wait_for(lambda: apiserver.replicas("a") == 4, 10, "the leader to scale 2 -> 4")
+    leaders = {r: r.value("gpu_autoscaler_leader") for r in (one, two)}
+    assert sorted(v or 0 for v in leaders.values()) == [0, 1] and None not in leaders.values()
+    leader = one if leaders[one] == 1 else two
+    standby = two if leader is one else one
+    assert apiserver.lease_holder() == leader.options.lease.identity  # type: ignore[union-attr]
+    assert standby.healthz() == 200
+    # the standby never read or patched anything; the leader patched exactly once so far
+    assert all(not report.acted for report in standby.reports)
+    assert apiserver.patches("a") == [4]
+    # the leader goes away (SIGTERM-like stop): the standby takes over and acts on new metrics
+    leader.close()
+    wait_for(lambda: standby.value("gpu_autoscaler_leader") == 1, 5, "the standby to lead")
+    prom.target.set("serve-leader", 320)
+    wait_for(lambda: apiserver.replicas("a") == 8, 10, "the new leader to scale 4 -> 8")
+    assert apiserver.patches("a")[:2] == [4, 8]

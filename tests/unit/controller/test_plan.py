@@ -1,0 +1,97 @@
+"""Precedence of what the controller adds around the engine: paused-replicas > paused > fallback > engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.kube import ScaleState
+from autoscaler.plan import describe_metrics, paused_replicas, plan_rule
+from autoscaler.policy import MetricObservation, RuleHistory
+from tests.unit.controller.conftest import T0, rule, ruleset
+
+RULE = ruleset(
+    rule(min_replicas=2, max_replicas=8, extra="fallback: {failureThreshold: 3, replicas: 20}")
+).rules[0]
+OK = (MetricObservation("util", 160.0),)
+FAILED = (MetricObservation("util", None, "NoSeries: no series"),)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "observations", "failed_syncs", "expected"),
+    [
+        ({}, OK, 0, (8, "DesiredWithinRange")),
+        ({"gpu-autoscaler.io/paused": "true"}, OK, 0, (4, "Paused")),
+        ({"gpu-autoscaler.io/paused": "TRUE"}, OK, 0, (4, "Paused")),
+        ({"gpu-autoscaler.io/paused": "false"}, OK, 0, (8, "DesiredWithinRange")),
+        ({"gpu-autoscaler.io/paused-replicas": "0"}, OK, 0, (0, "PausedReplicas")),
+        (
+            {"gpu-autoscaler.io/paused": "true", "gpu-autoscaler.io/paused-replicas": "3"},
+            OK,
+            0,
+            (3, "PausedReplicas"),
+        ),
+        ({"gpu-autoscaler.io/paused-replicas": "3"}, FAILED, 9, (3, "PausedReplicas")),
+        ({}, FAILED, 3, (4, "MetricsFailed")),  # threshold 3: not yet (more than 3 needed)
+        ({}, FAILED, 4, (8, "Fallback")),  # fallback 20 clamped to maxReplicas 8
+        ({"gpu-autoscaler.io/paused": "true"}, FAILED, 4, (4, "Paused")),
+    ],
+    ids=[
+        "engine",
+        "paused",
+        "paused-case",
+        "not-paused",
+        "pinned-0",
+        "pinned-wins",
+        "pinned-over-fallback",
+        "threshold-not-passed",
+        "fallback-clamped",
+        "paused-over-fallback",
+    ],
+)
+def test_precedence(
+    annotations: dict[str, str],
+    observations: tuple[MetricObservation, ...],
+    failed_syncs: int,
+    expected: tuple[int, str],
+) -> None:
+    plan = plan_rule(RULE, ScaleState(4, 4, annotations), observations, RuleHistory(), failed_syncs, T0)
+    assert (plan.replicas, str(plan.reason)) == expected
+    assert plan.current == 4
+
+
+@pytest.mark.parametrize(
+    ("annotations", "observations", "failed_syncs", "expected"),
+    [
+        ({}, OK, 0, (0, "ScalingDisabled")),
+        ({}, FAILED, 9, (0, "ScalingDisabled")),  # not even the fallback wakes it up
+        ({"gpu-autoscaler.io/paused-replicas": "2"}, OK, 0, (2, "PausedReplicas")),
+    ],
+    ids=["metrics", "fallback", "pinned"],
+)
+def test_target_scaled_to_zero_by_hand_is_left_alone(
+    annotations: dict[str, str],
+    observations: tuple[MetricObservation, ...],
+    failed_syncs: int,
+    expected: tuple[int, str],
+) -> None:
+    plan = plan_rule(RULE, ScaleState(0, 0, annotations), observations, RuleHistory(), failed_syncs, T0)
+    assert (plan.replicas, str(plan.reason)) == expected
+
+
+def test_pause_keeps_history_unchanged() -> None:
+    history = RuleHistory()
+    plan = plan_rule(RULE, ScaleState(4, 4, {"gpu-autoscaler.io/paused": "true"}), OK, history, 0, T0)
+    assert plan.history is history
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "1.5", ""])
+def test_bad_paused_replicas_is_a_problem_not_a_pause(value: str) -> None:
+    paused, pinned, problem = paused_replicas({"gpu-autoscaler.io/paused-replicas": value})
+    assert (paused, pinned) == (False, None)
+    assert problem is not None and "gpu-autoscaler.io/paused-replicas" in problem
+
+
+def test_describe_metrics() -> None:
+    text = describe_metrics(RULE, (MetricObservation("util", 95.5),))
+    assert text == "util=95.5 (target 80)"
+    assert describe_metrics(RULE, FAILED) == "util=failed NoSeries (target 80)"

@@ -1,0 +1,94 @@
+"""Hot reload: plain rewrites, a ConfigMap-style symlink swap, garbage keeps the previous rules."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from autoscaler.reload import RulesWatcher
+from autoscaler.rules import RuleSet, load_rules
+from tests.unit.controller.conftest import rule, rules_yaml
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.applied: list[RuleSet] = []
+        self.valid: list[bool] = []
+
+
+def watcher(path: Path, sink: Sink) -> RulesWatcher:
+    return RulesWatcher(str(path), sink.applied.append, sink.valid.append, loaded=load_rules(path))
+
+
+def test_unchanged_file_reloads_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(rules_yaml(rule("a")))
+    sink = Sink()
+    w = watcher(path, sink)
+    assert not w.check()
+    os.utime(path, ns=(1, 1))  # touched, same content
+    assert not w.check()
+    assert sink.applied == []
+
+
+def test_rewrite_is_applied(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(rules_yaml(rule("a")))
+    sink = Sink()
+    w = watcher(path, sink)
+    path.write_text(rules_yaml(rule("a"), rule("b")))
+    assert w.check()
+    assert sink.applied[-1].names == ("a", "b") and sink.valid == [True]
+
+
+def configmap_dir(root: Path, stamp: str, text: str) -> None:
+    """Write a new ..<stamp> dir and atomically swap ..data to it, as the kubelet does."""
+    (root / f"..{stamp}").mkdir()
+    (root / f"..{stamp}" / "rules.yaml").write_text(text)
+    tmp_link = root / "..data_tmp"
+    tmp_link.symlink_to(f"..{stamp}")
+    os.replace(tmp_link, root / "..data")
+
+
+def test_configmap_symlink_swap(tmp_path: Path) -> None:
+    configmap_dir(tmp_path, "2026_01_01_00_00_00.1", rules_yaml(rule("a")))
+    (tmp_path / "rules.yaml").symlink_to("..data/rules.yaml")
+    sink = Sink()
+    w = watcher(tmp_path / "rules.yaml", sink)
+    configmap_dir(tmp_path, "2026_01_01_00_01_00.2", rules_yaml(rule("a", target=50)))
+    assert w.check()
+    assert sink.applied[-1].rules[0].metrics[0].target == 50
+
+
+def test_garbage_keeps_previous_rules_and_says_why(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(rules_yaml(rule("a")))
+    sink = Sink()
+    w = watcher(path, sink)
+    path.write_text("rules: [ {{{ not yaml")
+    with caplog.at_level(logging.ERROR, logger="autoscaler.reload"):
+        assert not w.check()
+        assert not w.check()  # same bad content: reported once
+    assert sink.applied == [] and sink.valid == [False]
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and str(path) in errors[0].getMessage() and "yaml" in errors[0].getMessage()
+    assert w.last_error is not None
+    path.write_text(rules_yaml(rule("b")))
+    assert w.check()
+    assert sink.valid == [False, True] and sink.applied[-1].names == ("b",)
+
+
+def test_invalid_rules_and_missing_file_keep_previous(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(rules_yaml(rule("a")))
+    sink = Sink()
+    w = watcher(path, sink)
+    path.write_text(rules_yaml(rule("a", min_replicas=5, max_replicas=2)))
+    assert not w.check()
+    assert w.last_error is not None and "minReplicas" in str(w.last_error)
+    path.unlink()
+    assert not w.check()
+    assert sink.applied == [] and sink.valid == [False, False]
