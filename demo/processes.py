@@ -42,7 +42,8 @@ def find_binary(*names: str) -> str:
         path = shutil.which(name)
         if path:
             return path
-    raise ProcessError(f"none of {', '.join(names)} is on PATH; install the Debian package (scripts/setup.sh)")
+    raise ProcessError(
+        f"none of {', '.join(names)} is on PATH; install the Debian package (scripts/setup.sh)")
 
 
 def wait_http_ok(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -153,7 +154,7 @@ def start_prometheus(
 def start_alertmanager(
     config: dict[str, object], workdir: Path | None = None, timeout: float = 30.0
 ) -> ManagedProcess:
-    """Start Alertmanager with `config` (alertmanager.yml as a dict) on a free 127.0.0.1 port, no clustering."""
+    """Start Alertmanager with `config` (alertmanager.yml as a dict) on a free 127.0.0.1 port, unclustered."""
     owned = None
     if workdir is None:
         owned = tempfile.TemporaryDirectory(prefix="gpu-autoscaler-am-")

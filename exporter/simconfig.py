@@ -45,7 +45,8 @@ MODELS: dict[str, GpuModel] = {m.key: m for m in (
 )}
 
 PATTERNS = ("constant", "sine", "square", "ramp")
-FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "xid", "nvml_unavailable")
+FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "xid", "nvml_unavailable", "overheat")
+MIN_OVERHEAT_CELSIUS, MAX_OVERHEAT_CELSIUS = 30.0, 120.0
 NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMismatch")
 
 
@@ -108,6 +109,7 @@ class Fault:
     calls: tuple[str, ...] = ()
     code: int = 0
     error: str = "LibraryNotFound"
+    celsius: float = 0.0  # overheat: the temperature the GPU heats up to (with the usual thermal lag)
 
     def active(self, t: float) -> bool:
         return t >= self.at and (self.until is None or t < self.until)
@@ -256,7 +258,7 @@ class _Parser:
         if not isinstance(raw, Mapping):
             self.fail(field, f"expected a mapping with 'type' (got {_kind(raw)})")
             return None
-        self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error"})
+        self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error", "celsius"})
         kind = raw.get("type")
         if kind not in FAULT_TYPES:
             self.fail(f"{field}.type", f"expected one of {', '.join(FAULT_TYPES)} (got {kind!r})")
@@ -284,7 +286,19 @@ class _Parser:
         if kind == "nvml_unavailable" and error not in NVML_UNAVAILABLE_ERRORS:
             choices = ", ".join(NVML_UNAVAILABLE_ERRORS)
             self.fail(f"{field}.error", f"expected one of {choices} (got {error!r})")
-        return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error)
+        celsius = self.overheat_celsius(raw, str(kind), f"{field}.celsius")
+        return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error,
+                     celsius)
+
+    def overheat_celsius(self, raw: Mapping[str, Any], kind: str, field: str) -> float:
+        if kind != "overheat":
+            if "celsius" in raw:
+                self.fail(field, f"only for an overheat fault (this fault is {kind})")
+            return 0.0
+        if raw.get("celsius") is None:
+            self.fail(field, "required for an overheat fault (the temperature the GPU heats up to, e.g. 92)")
+        return float(self.number(raw, "celsius", field, 0.0, minimum=MIN_OVERHEAT_CELSIUS,
+                                 maximum=MAX_OVERHEAT_CELSIUS))
 
     def gpu_list(self, raw: Any, field: str, gpu_count: int) -> tuple[int, ...] | None:
         if raw is None or raw == "all":

@@ -1,20 +1,27 @@
 """Physics of one simulated GPU: utilization from its load, power, lagged temperature, clocks, energy.
 
 Kept apart from exporter/simulated.py (the pynvml call surface) so each stays small; state is advanced lazily
-to the simulated time of each NVML call.
+to the simulated time of each NVML call. An overheat (the `overheat` fault or the driver's `set_overheat`)
+raises the temperature the GPU settles at, as a failed fan or blocked airflow would; past the thermal
+thresholds the GPU throttles like a real one: sw_thermal, then hw_thermal, lower SM clocks and power.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 
-from exporter.simconfig import ProcessSpec, SimGpuSpec
+from exporter.simconfig import MAX_OVERHEAT_CELSIUS, MIN_OVERHEAT_CELSIUS, Fault, ProcessSpec, SimGpuSpec
 
 AMBIENT_CELSIUS = 28.0
 CELSIUS_PER_WATT = 0.075  # H100 at 700 W settles near 80 C
 THERMAL_TAU_SECONDS = 30.0
-HW_THERMAL_CELSIUS = 87.0
+SW_THERMAL_CELSIUS = 87.0  # the driver's slowdown (max operating temperature): sw_thermal, clocks x 0.75
+HW_THERMAL_CELSIUS = 90.0  # the board's hardware slowdown: hw_thermal too, clocks halved
+SW_THERMAL_CLOCK_FACTOR = 0.75
+HW_THERMAL_CLOCK_FACTOR = 0.5
+HOT_STEP_SECONDS = 1.0
 DRIVER_RESERVED_BYTES = 535 * 1024 * 1024
 IDLE_SM_MHZ = 345
 
@@ -22,7 +29,8 @@ IDLE_SM_MHZ = 345
 class SimGpu:
     """Physical state of one simulated GPU, advanced lazily to the time of each call."""
 
-    def __init__(self, index: int, spec: SimGpuSpec, seed: int, t0: float) -> None:
+    def __init__(self, index: int, spec: SimGpuSpec, seed: int, t0: float,
+                 faults: Sequence[Fault] = ()) -> None:
         self.index = index
         self.spec = spec
         self.seed = seed
@@ -30,12 +38,15 @@ class SimGpu:
         self.pci_bus_id = f"00000000:{0x18 + 0x10 * index:02X}:00.0"
         self.utilization_override: float | None = None
         self.processes_override: tuple[ProcessSpec, ...] | None = None
+        self.overheat_override: float | None = None
+        self.overheats = tuple(f for f in faults if f.type == "overheat" and f.applies_to(index))
         self.lost = False
         self.ecc_corrected = 0
         self.ecc_uncorrected = 0
         self.last_t = t0
         self.energy_mj = 0.0
-        self.temperature = self._temperature_target(self.power_watts(t0))
+        self.temperature = 0.0  # settled below: a GPU starts at its steady temperature
+        self.temperature = self._temperature_target(self.power_watts(t0), t0)
 
     def utilization(self, t: float) -> float:
         if self.utilization_override is not None:
@@ -52,27 +63,70 @@ class SimGpu:
             self.utilization(t) ** 0.85)
 
     def power_watts(self, t: float) -> float:
-        return min(self.demand_watts(t), self.spec.model.power_limit_watts)
+        """Capped by the power limit, and lower when heat holds the clocks down."""
+        idle = self.spec.model.idle_power_watts
+        capped = min(self.demand_watts(t), self.spec.model.power_limit_watts)
+        factor = self.thermal_clock_factor()
+        return idle + (capped - idle) * factor if factor < 1.0 and capped > idle else capped
 
-    def _temperature_target(self, watts: float) -> float:
+    def overheat_celsius(self, t: float) -> float | None:
+        """The temperature an active overheat drives this GPU to (the hottest one if several), else None."""
+        levels = [f.celsius for f in self.overheats if f.active(t)]
+        if self.overheat_override is not None:
+            levels.append(self.overheat_override)
+        return max(levels, default=None)
+
+    def set_overheat(self, celsius: float | None, t: float) -> None:
+        if celsius is not None and not MIN_OVERHEAT_CELSIUS <= celsius <= MAX_OVERHEAT_CELSIUS:
+            raise ValueError(f"celsius must be within {MIN_OVERHEAT_CELSIUS:g}..{MAX_OVERHEAT_CELSIUS:g} "
+                             f"(got {celsius})")
+        self.advance(t)
+        self.overheat_override = celsius
+
+    def _temperature_target(self, watts: float, t: float) -> float:
         scale = (700.0 / max(self.spec.model.power_limit_watts, 1.0)) ** 0.3  # small boards run hotter per W
-        return AMBIENT_CELSIUS + CELSIUS_PER_WATT * watts * scale
+        target = AMBIENT_CELSIUS + CELSIUS_PER_WATT * watts * scale
+        heat = self.overheat_celsius(t)  # an overheat below the normal temperature changes nothing
+        return target if heat is None else max(target, heat)
 
     def advance(self, t: float) -> None:
-        dt = t - self.last_t
-        if dt <= 0:
+        if t <= self.last_t:
             return
-        watts = self.power_watts(t)
-        self.energy_mj += watts * dt * 1000.0
-        target = self._temperature_target(watts)
-        self.temperature = target + (self.temperature - target) * math.exp(-dt / THERMAL_TAU_SECONDS)
+        # an overheat starting or ending inside the step changes the target there, not at the step's end
+        edges = sorted({e for f in self.overheats for e in (f.at, f.until)
+                        if e is not None and self.last_t < e < t})
+        start = self.last_t
+        for end in (*edges, t):
+            self._integrate(start, end, t)
+            start = end
         self.last_t = t
+
+    def _integrate(self, start: float, end: float, t: float) -> None:
+        """Energy and temperature over [start, end] (no overheat edge inside; load as of `t`). Near the
+        thermal thresholds power depends on the temperature, so that stretch goes in short sub-steps."""
+        middle = (start + end) / 2
+        while start < end:
+            watts = self.power_watts(t)
+            target = self._temperature_target(watts, middle)
+            hot = max(self.temperature, target) >= SW_THERMAL_CELSIUS
+            step = min(end - start, HOT_STEP_SECONDS) if hot else end - start
+            self.energy_mj += watts * step * 1000.0
+            self.temperature = target + (self.temperature - target) * math.exp(-step / THERMAL_TAU_SECONDS)
+            start += step
+
+    def thermal_clock_factor(self) -> float:
+        if self.temperature >= HW_THERMAL_CELSIUS:
+            return HW_THERMAL_CLOCK_FACTOR
+        return SW_THERMAL_CLOCK_FACTOR if self.temperature >= SW_THERMAL_CELSIUS else 1.0
 
     def reasons(self, t: float) -> int:
         util = self.utilization(t)
         mask = 0x1 if util < 0.02 else 0
-        if self.demand_watts(t) > self.spec.model.power_limit_watts:
-            mask |= 0x4
+        thermal = self.thermal_clock_factor() < 1.0
+        if self.demand_watts(t) > self.spec.model.power_limit_watts and not thermal:
+            mask |= 0x4  # under thermal slowdown the heat, not the power limit, holds the clocks
+        if self.temperature >= SW_THERMAL_CELSIUS:
+            mask |= 0x20
         if self.temperature >= HW_THERMAL_CELSIUS:
             mask |= 0x40
         return mask
@@ -83,11 +137,8 @@ class SimGpu:
             return IDLE_SM_MHZ
         clock = float(model.sm_clock_max_mhz)
         demand = self.demand_watts(t)
-        if demand > model.power_limit_watts:
-            clock *= max(model.power_limit_watts / demand, 0.6)
-        if self.temperature >= HW_THERMAL_CELSIUS:
-            clock *= 0.7
-        return int(clock)
+        power_factor = max(model.power_limit_watts / demand, 0.6) if demand > model.power_limit_watts else 1.0
+        return max(int(clock * min(power_factor, self.thermal_clock_factor())), IDLE_SM_MHZ)
 
     def memory_used(self, t: float) -> int:
         util = self.utilization(t)

@@ -2,9 +2,9 @@
 
 `SimulatedNvml` has the same function names and signatures as pynvml and raises pynvml's own error classes,
 so `exporter.nvml.NvmlAdapter` runs unchanged on it. Utilization follows a load pattern (or the load driver:
-`set_utilization`, `set_processes`); power follows utilization up to the power limit, temperature follows
-power with a 30 s lag, clocks drop under power cap and heat, energy integrates power. Time comes from an
-injectable clock so tests and the demo can drive simulated time.
+`set_utilization`, `set_processes`, `set_overheat`); power follows utilization up to the power limit,
+temperature follows power with a 30 s lag, clocks drop under power cap and heat, energy integrates power.
+Time comes from an injectable clock so tests and the demo can drive simulated time.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class SimulatedNvml(MigSurface):
                               else pcie_latency_seconds)
         self._lock = threading.RLock()
         self._events = threading.Condition(self._lock)
-        self._gpus = [SimGpu(i, spec, config.seed, 0.0) for i, spec in enumerate(config.gpus)]
+        self._gpus = [SimGpu(i, spec, config.seed, 0.0, config.faults) for i, spec in enumerate(config.gpus)]
         self._handles = [SimHandle(i) for i in range(len(self._gpus))]
         self._initialized = 0
         self._event_sets: list[_EventSet] = []
@@ -101,6 +101,11 @@ class SimulatedNvml(MigSurface):
         """Make GPU `index` answer NVMLError_GpuIsLost (True) or recover (False)."""
         with self._lock:
             self._gpus[index].lost = lost
+
+    def set_overheat(self, index: int, celsius: float | None) -> None:
+        """Heat GPU `index` toward `celsius` (30 s lag) like a failed fan would; None lets it cool down."""
+        with self._lock:
+            self._gpus[index].set_overheat(celsius, self.now())
 
     def inject_xid(self, index: int, code: int) -> None:
         """Deliver an XID critical error on GPU `index` now, to every event set that registered for it."""

@@ -1,29 +1,29 @@
-"""End to end: the simulated exporter with injected faults, a real Prometheus loaded with the shipped rules
-(scraping through the shipped scrape job), a real Alertmanager, and a webhook receiver in this test. The
-alerts must arrive with their labels and rendered annotations, and healthy GPUs must stay silent.
+"""End to end: the `gpu-exporter` command serving simulated GPUs with injected faults (`--simulate-config`),
+a real Prometheus loaded with the shipped rules (scraping through the shipped scrape job), a real
+Alertmanager, and a webhook receiver in this test. The alerts must arrive with their labels and rendered
+annotations, and healthy GPUs must stay silent.
 
-Faults: GPU 0 runs hot (91 °C) and GPU 2 is lost (the simulated backend's `gpu_lost` fault). The simulated
-physics tops out at 80 °C (an H100 at its power limit), exactly the threshold, so the overheating is injected
-at the NVML boundary: a SimulatedNvml whose nvmlDeviceGetTemperature reports 91 °C for GPU 0. Everything
-from the NVML adapter on is the real exporter. The shipped rules are loaded unchanged except `for`,
-shortened so the test takes seconds.
+Faults, both the simulator's own: GPU 0 overheats to 91 °C from the start (`overheat`: past the thermal
+slowdown thresholds it also throttles, sw_thermal and hw_thermal) and GPU 2 is lost (`gpu_lost`). The
+shipped rules are loaded unchanged except `for`, shortened so the test takes seconds.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from demo.processes import running, start_alertmanager, start_prometheus
-from exporter.app import ExporterApp
-from exporter.simconfig import parse_sim_config
-from exporter.simulated import SimHandle, SimulatedNvml
+from demo.processes import free_port, running, start_alertmanager, start_prometheus, wait_http_ok
 from tests.integration.shipping.conftest import wait_for
 from tests.unit.shipping.promql_names import RULE_FILES
 from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs
@@ -32,26 +32,16 @@ pytestmark = pytest.mark.integration
 
 NODE = "gpu-node-1"
 HOT_GPU, HOT_CELSIUS, LOST_GPU = 0, 91, 2
-SIM_CONFIG = """
+SIM_CONFIG = f"""
 gpus:
-  - {model: H100, count: 1, load: {pattern: constant, value: 0.9, noise: 0}}
-  - {model: H100, count: 2, load: {pattern: constant, value: 0.2, noise: 0}}
+  - {{model: H100, count: 1, load: {{pattern: constant, value: 0.9, noise: 0}}}}
+  - {{model: H100, count: 2, load: {{pattern: constant, value: 0.2, noise: 0}}}}
 faults:
-  - {type: gpu_lost, gpu: 2, at: 0}
+  - {{type: overheat, gpu: {HOT_GPU}, at: 0, celsius: {HOT_CELSIUS}}}
+  - {{type: gpu_lost, gpu: {LOST_GPU}, at: 0}}
 """
 FAST_FOR = "1s"
-
-
-class OverheatingNvml(SimulatedNvml):
-    """The simulated backend with one GPU whose temperature sensor reads `celsius`."""
-
-    def __init__(self, hot_index: int, celsius: int, *args: Any) -> None:
-        super().__init__(*args)
-        self.hot_index, self.celsius = hot_index, celsius
-
-    def nvmlDeviceGetTemperature(self, handle: SimHandle, sensor: int) -> int:
-        reading = super().nvmlDeviceGetTemperature(handle, sensor)
-        return self.celsius if self.nvmlDeviceGetIndex(handle) == self.hot_index else reading
+EXPORTER = str(Path(sys.executable).parent / "gpu-exporter")
 
 
 class Webhook:
@@ -82,6 +72,11 @@ class Webhook:
             return [a for a in self.alerts
                     if a["labels"]["alertname"] == alertname and a["status"] == "firing"]
 
+    def thermal_throttling(self) -> list[dict[str, Any]]:
+        """GPUThermalThrottling alerts once both reasons (sw_thermal, hw_thermal) have arrived, else []."""
+        alerts = self.received("GPUThermalThrottling")
+        return alerts if len({a["labels"]["reason"] for a in alerts}) >= 2 else []
+
 
 @pytest.fixture
 def webhook() -> Iterator[Webhook]:
@@ -94,14 +89,28 @@ def webhook() -> Iterator[Webhook]:
 
 
 @pytest.fixture
-def exporter_port() -> Iterator[int]:
-    nvml = OverheatingNvml(HOT_GPU, HOT_CELSIUS, parse_sim_config(SIM_CONFIG, "test-sim.yaml"))
-    app = ExporterApp(nvml, node_name=NODE)
-    server = app.start("127.0.0.1", 0)
+def exporter_port(tmp_path: Path) -> Iterator[int]:
+    """`gpu-exporter --simulate-config FILE` as a user runs it; stopped with SIGTERM like the kubelet does."""
+    sim_file = tmp_path / "hot-node.yaml"
+    sim_file.write_text(SIM_CONFIG)
+    port = free_port()
+    log = (tmp_path / "gpu-exporter.log").open("w")
+    proc = subprocess.Popen(
+        [EXPORTER, "--address", "127.0.0.1", "--port", str(port), "--simulate-config", str(sim_file),
+         "--node-name", NODE, "--min-interval", "0.5"],
+        stdout=log, stderr=subprocess.STDOUT)
     try:
-        yield server.port
+        wait_http_ok(f"http://127.0.0.1:{port}/readyz", timeout=30, proc=proc)  # type: ignore[arg-type]
+        yield port
     finally:
-        app.stop()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+    assert proc.returncode == 0, (tmp_path / "gpu-exporter.log").read_text()[-2000:]
 
 
 def fast_rules() -> dict[str, str]:
@@ -136,6 +145,7 @@ def test_hot_and_lost_gpus_page_through_alertmanager(webhook: Webhook, exporter_
             (hot,) = wait_for(lambda: webhook.received("GPUTemperatureHigh"), 60,
                               "GPUTemperatureHigh at the webhook")
             lost = wait_for(lambda: webhook.received("GPULost"), 60, "GPULost at the webhook")
+            throttled = wait_for(webhook.thermal_throttling, 60, "GPUThermalThrottling for both reasons")
 
     labels, annotations = hot["labels"], hot["annotations"]
     assert labels["severity"] == "critical" and labels["gpu"] == str(HOT_GPU) and labels["node"] == NODE
@@ -152,3 +162,6 @@ def test_hot_and_lost_gpus_page_through_alertmanager(webhook: Webhook, exporter_
     assert "has reported gpu_up 0" in lost[0]["annotations"]["description"]
     # Only the hot GPU pages for temperature; the cool and the lost GPU do not.
     assert {a["labels"]["gpu"] for a in webhook.received("GPUTemperatureHigh")} == {str(HOT_GPU)}
+    # Past the slowdown thresholds the hot GPU throttles as a real one would, and only it does.
+    assert {(a["labels"]["gpu"], a["labels"]["reason"]) for a in throttled} == {
+        (str(HOT_GPU), "sw_thermal"), (str(HOT_GPU), "hw_thermal")}

@@ -28,6 +28,7 @@ faults:
   - {type: function_not_found, calls: [nvmlDeviceGetCurrentClocksEventReasons]}
   - {type: xid, gpu: 2, at: 45, code: 79}
   - {type: nvml_unavailable, error: DriverNotLoaded, until: 5}
+  - {type: overheat, gpu: 0, at: 60, until: 600, celsius: 92.5}
 """
 
 
@@ -40,13 +41,15 @@ def test_full_file() -> None:
         (4242, 30 * GIB, 1.0), (4243, 10 * GIB, 3.0)]
     assert first.load.at(0) == 0.9 and first.load.at(20) == 0.1
     assert config.gpus[2].load.at(60) == 0.5
-    lost, unsupported, missing, xid, unavailable = config.faults
+    lost, unsupported, missing, xid, unavailable, overheat = config.faults
     assert (lost.gpus, lost.at, lost.until) == ((1,), 30, 90)
     assert lost.active(30) and not lost.active(90) and not lost.active(29.9)
     assert unsupported.gpus == (0, 2) and unsupported.calls == ("nvmlDeviceGetFanSpeed",)
     assert missing.gpus is None and missing.applies_to(2)
     assert (xid.code, xid.at) == (79, 45)
     assert unavailable.error == "DriverNotLoaded"
+    assert (overheat.type, overheat.gpus, overheat.at, overheat.until) == ("overheat", (0,), 60, 600)
+    assert overheat.celsius == 92.5 and overheat.active(60) and not overheat.active(600)
 
 
 @pytest.mark.parametrize("text, field, expected", [
@@ -64,6 +67,16 @@ def test_full_file() -> None:
     ("gpus: [{}]\nfaults: [{type: not_supported, calls: [fan]}]", "faults[0].calls", "NVML call names"),
     ("gpus: [{}]\nfaults: [{type: gpu_lost, at: 10, until: 5}]", "faults[0].until", "after 'at'"),
     ("gpus: [{}]\nfaults: [{type: nvml_unavailable, error: Oops}]", "faults[0].error", "LibraryNotFound"),
+    ("gpus: [{}]\nfaults: [{type: overheat}]", "faults[0].celsius", "required for an overheat fault"),
+    ("gpus: [{}]\nfaults: [{type: overheat, celsius: null}]", "faults[0].celsius", "required"),
+    ("gpus: [{}]\nfaults: [{type: overheat, celsius: hot}]", "faults[0].celsius", "expected a number"),
+    ("gpus: [{}]\nfaults: [{type: overheat, celsius: 200}]", "faults[0].celsius", "<= 120"),
+    ("gpus: [{}]\nfaults: [{type: overheat, celsius: 10}]", "faults[0].celsius", ">= 30"),
+    ("gpus: [{}]\nfaults: [{type: overheat, celsius: .nan}]", "faults[0].celsius", "expected a number"),
+    ("gpus: [{}]\nfaults: [{type: overheat, gpu: 1, celsius: 92}]", "faults[0].gpu", "GPU index 0..0"),
+    ("gpus: [{}]\nfaults: [{type: overheat, celsius: 92, until: 0}]", "faults[0].until", "after 'at'"),
+    ("gpus: [{}]\nfaults: [{type: gpu_lost, celsius: 92}]", "faults[0].celsius", "only for an overheat"),
+    ("gpus: [{}]\nfaults: [{type: overheat, celsius: 92, offset: 3}]", "faults[0].offset", "unknown field"),
     ("- 1\n- 2", "top level", "expected a mapping"),
 ], ids=lambda v: v if isinstance(v, str) and "." in v and " " not in v else None)
 def test_bad_file_names_file_and_field(text: str, field: str, expected: str) -> None:
