@@ -3,6 +3,12 @@
 It owns the clock, the sleeping and the retries; the engine stays pure. One `now` per sync. Per rule it keeps
 the engine's history and the count of consecutive syncs in which every metric failed (for the fallback). A
 broad `except` sits only around each rule's sync, so one bad rule never stops the others.
+
+A sync is *successful* (the liveness definition behind /healthz and the last-successful-sync gauges) when it
+completed and the Kubernetes side answered for at least one rule (or no rule is loaded). A rule's sync
+succeeds when its scale was read and no patch it needed failed, whatever the metrics did: a Prometheus outage
+holds the counts (or triggers the fallback) and is reported through metric_up, query_errors_total and the
+FailedGetMetrics event; restarting the controller would not fix it and would wipe the history.
 """
 
 from __future__ import annotations
@@ -15,13 +21,17 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from autoscaler.decision_log import log_decision, ref_text, scale_message
 from autoscaler.errors import ConflictError, KubeError
 from autoscaler.kube import ScaleBackend, ScaleState
 from autoscaler.metrics import ControllerMetrics
-from autoscaler.plan import Plan, describe_metrics, plan_rule
+from autoscaler.outcome import RuleOutcome, ShuttingDown, SyncReport
+from autoscaler.plan import Plan, count_all_failed, plan_rule
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
 from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
 from autoscaler.rules import Rule, RuleSet, TargetRef
+
+__all__ = ["Controller", "ControllerSettings", "RuleOutcome", "ShuttingDown", "SyncReport", "scale_message"]
 
 log = logging.getLogger(__name__)
 
@@ -34,43 +44,15 @@ class ControllerSettings:
     """How the controller acts. Durations in seconds."""
 
     dry_run: bool = False
-    """Decide and report (logs, metrics, events say 'would'), never patch."""
+    """Decide and report, never patch. Logs say 'would scale' and desired_replicas shows the decision; no
+    ScaledUp/ScaledDown event is posted (dry-run writes nothing to the cluster but Warning events, which
+    start with '(dry-run)')."""
     conflict_retries: int = 3
     """Re-read + re-decide + patch attempts after a 409 Conflict, within one sync."""
     emit_events: bool = True
     """Post Kubernetes Events (off for `status`, which must not write anything)."""
     workers: int = 16
     """Concurrent Kubernetes calls (scale reads, patches); queries have their own pool in the runner."""
-
-
-@dataclass(frozen=True)
-class RuleOutcome:
-    """What one rule's sync found and did: the row of `status` and of the decision log line."""
-
-    rule: Rule
-    current: int | None
-    desired: int | None
-    reason: str
-    message: str
-    observations: tuple[MetricObservation, ...] = ()
-    patched: bool = False
-    ok: bool = False
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class SyncReport:
-    """One sync of all rules."""
-
-    timestamp: float
-    duration: float
-    outcomes: tuple[RuleOutcome, ...]
-    acted: bool
-    """False when this replica is not the leader: nothing was read, decided or patched."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.outcomes or any(o.ok for o in self.outcomes)
 
 
 @dataclass
@@ -81,14 +63,10 @@ class _RuleState:
     last_warning: dict[str, tuple[str, float]] = dataclasses.field(default_factory=dict)
 
 
-def _same_rule(a: Rule, b: Rule) -> bool:
-    """Equal apart from the line number (moving a rule in the file must not reset its history)."""
-    return _without_lines(a) == _without_lines(b)
-
-
-def _without_lines(rule: Rule) -> Rule:
-    metrics = tuple(dataclasses.replace(m, line=0) if hasattr(m, "line") else m for m in rule.metrics)
-    return dataclasses.replace(rule, line=0, metrics=metrics)
+def _same_target(a: Rule, b: Rule) -> bool:
+    """The history follows the target (kind/namespace/name): as the HPA keeps recommendations and scale
+    events across edits of its spec, an edited rule keeps them; another workload starts afresh."""
+    return a.target == b.target
 
 
 class Controller:
@@ -135,12 +113,13 @@ class Controller:
             return self._states[rule_name].history
 
     def set_rules(self, rules: RuleSet) -> None:
-        """Run `rules` from the next sync; rules that did not change keep their history and failure count."""
+        """Run `rules` from the next sync; a rule (by name) whose target did not change keeps its history and
+        failure count, even when its metrics, bounds or behavior were edited."""
         with self._lock:
             states = {}
             for rule in rules.rules:
                 old = self._states.get(rule.name)
-                if old is not None and _same_rule(old.rule, rule):
+                if old is not None and _same_target(old.rule, rule):
                     states[rule.name] = dataclasses.replace(old, rule=rule)
                 else:
                     states[rule.name] = _RuleState(rule)
@@ -159,7 +138,7 @@ class Controller:
             return SyncReport(now, self._monotonic() - started, (), acted=False)
         with self._lock:
             states = list(self._states.values())
-        reads = {s.rule.name: self._pool.submit(self.backend.read_scale, s.rule.target) for s in states}
+        reads = {s.rule.name: self._pool.submit(self._read_scale, s.rule.target) for s in states}
         results = self._run_queries({m.query for s in states for m in s.rule.metrics})
         scales: dict[str, ScaleState | Exception] = {}
         for rule_name, future in reads.items():
@@ -178,6 +157,12 @@ class Controller:
         self.metrics.sync_finished(duration, now if report.ok else None)
         return report
 
+    def _read_scale(self, ref: TargetRef) -> ScaleState:
+        """A queued read starts only while not stopping, so SIGTERM during a slow sync exits quickly."""
+        if self.stopping.is_set():
+            raise ShuttingDown("shutting down: scale not read")
+        return self.backend.read_scale(ref)
+
     def _run_queries(self, queries: set[str]) -> Mapping[str, QueryResult]:
         try:
             return self.source.run_queries(queries)
@@ -189,6 +174,8 @@ class Controller:
     def _sync_rule_safely(
         self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[str, QueryResult], now: float
     ) -> RuleOutcome:
+        if self.stopping.is_set() or isinstance(scale, ShuttingDown):
+            return RuleOutcome(state.rule, None, None, "Abandoned", "shutting down: rule not synced")
         try:
             return self._sync_rule(state, scale, results, now)
         except Exception as e:  # the one broad except: a bug or surprise in one rule never stops the others
@@ -200,8 +187,7 @@ class Controller:
     ) -> RuleOutcome:
         rule = state.rule
         observations = tuple(self._observe(rule, m.name, m.query, results) for m in rule.metrics)
-        all_failed = bool(observations) and all(o.value is None for o in observations)
-        state.all_failed_syncs = state.all_failed_syncs + 1 if all_failed else 0
+        state.all_failed_syncs = count_all_failed(state.all_failed_syncs, observations)
         if isinstance(scale, Exception):
             return self._scale_read_failed(state, scale, observations, now)
         failures = [o for o in observations if o.value is None]
@@ -222,7 +208,9 @@ class Controller:
                     plan.replicas,
                     "shutting down" if self.stopping.is_set() else "lost leadership",
                 )
-                return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, "abandoned", observations)
+                return RuleOutcome(
+                    rule, plan.current, plan.replicas, plan.reason, "abandoned", observations, ok=True
+                )
             try:
                 self.backend.patch_scale(rule.target, plan.replicas)
             except ConflictError as e:
@@ -233,7 +221,7 @@ class Controller:
                 log.info(
                     "rule %s: conflict patching %s, re-reading (attempt %d)",
                     rule.name,
-                    _ref(rule.target),
+                    ref_text(rule.target),
                     attempts,
                 )
                 try:
@@ -275,20 +263,14 @@ class Controller:
     ) -> RuleOutcome:
         rule = state.rule
         state.history = state.history if patched else plan.history
-        ok = (
-            plan.reason in (Reason("Paused"), Reason("PausedReplicas"))
-            or any(o.value is not None for o in observations)
-            or not observations
-        )
         self.metrics.record_decision(
             rule, plan.current, plan.replicas, plan.reason, {o.name: o.value for o in observations}
         )
-        if ok:
-            self.metrics.rule_synced(rule, now)
+        self.metrics.rule_synced(rule, now)  # scale read, nothing failed to patch: a successful rule sync
         verb = "scaled" if patched else ("would scale" if plan.replicas != plan.current else "keep")
-        _log_decision(rule, plan, observations, verb, self.settings.dry_run)
+        log_decision(rule, plan, observations, verb, self.settings.dry_run)
         return RuleOutcome(
-            rule, plan.current, plan.replicas, plan.reason, plan.message, observations, patched=patched, ok=ok
+            rule, plan.current, plan.replicas, plan.reason, plan.message, observations, patched, ok=True
         )
 
     def _scale_read_failed(
@@ -300,7 +282,7 @@ class Controller:
         self.metrics.record_decision(
             rule, None, None, "FailedGetScale", {o.name: o.value for o in observations}
         )
-        log.warning("rule %s: cannot read the scale of %s: %s", rule.name, _ref(rule.target), error)
+        log.warning("rule %s: cannot read the scale of %s: %s", rule.name, ref_text(rule.target), error)
         self._warn(state, "FailedGetScale", str(error), now)
         return RuleOutcome(rule, None, None, "FailedGetScale", str(error), observations, error=str(error))
 
@@ -320,7 +302,7 @@ class Controller:
         log.warning(
             "rule %s: failed to scale %s %d -> %d (%s): %s",
             rule.name,
-            _ref(rule.target),
+            ref_text(rule.target),
             plan.current,
             plan.replicas,
             error.reason_label,
@@ -346,10 +328,10 @@ class Controller:
         try:
             self.backend.emit_event(ref, type_, reason, message)  # type: ignore[arg-type]
         except Exception as e:  # events are best effort: a failed one is logged, the sync goes on
-            log.warning("cannot post event %s on %s: %s", reason, _ref(ref), e)
+            log.warning("cannot post event %s on %s: %s", reason, ref_text(ref), e)
 
     def healthy(self, interval: float, started: float) -> tuple[bool, str]:
-        """/healthz: fails when no sync succeeded for 3 intervals (a standby replica is healthy)."""
+        """/healthz: fails when no sync succeeded (SyncReport.ok) for 3 intervals; a standby is healthy."""
         if not self.is_leader():
             return True, "standby (not the leader)"
         since = self.last_success_monotonic if self.last_success_monotonic is not None else started
@@ -357,44 +339,3 @@ class Controller:
         if age > 3 * interval:
             return False, f"no successful sync for {age:.0f}s (3 intervals = {3 * interval:g}s)"
         return True, "ok"
-
-
-def _ref(ref: TargetRef) -> str:
-    return f"{ref.kind}/{ref.namespace}/{ref.name}"
-
-
-def scale_message(plan: Plan, observations: tuple[MetricObservation, ...], rule: Rule) -> str:
-    """ScaledUp/ScaledDown message: HPA-style "New size", from -> to, the limiting reason, every metric."""
-    return (
-        f"New size: {plan.replicas} ({plan.current} -> {plan.replicas}); reason: {plan.reason}: "
-        f"{plan.message}; metrics: {describe_metrics(rule, observations)}"
-    )
-
-
-def _log_decision(
-    rule: Rule, plan: Plan, observations: tuple[MetricObservation, ...], verb: str, dry_run: bool
-) -> None:
-    fields = {
-        "rule": rule.name,
-        "target": _ref(rule.target),
-        "current": plan.current,
-        "desired": plan.replicas,
-        "reason": str(plan.reason),
-        "message": plan.message,
-        "dry_run": dry_run,
-        "action": verb,
-        "metrics": {o.name: (o.value if o.value is not None else None) for o in observations},
-        "metric_errors": {o.name: o.error for o in observations if o.error},
-    }
-    log.info(
-        "rule %s: %s %s %d -> %d: %s: %s [%s]",
-        rule.name,
-        verb,
-        _ref(rule.target),
-        plan.current,
-        plan.replicas,
-        plan.reason,
-        plan.message,
-        describe_metrics(rule, observations),
-        extra={"fields": fields},
-    )

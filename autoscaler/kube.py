@@ -32,6 +32,7 @@ from autoscaler.errors import (
     KubeTimeoutError,
     NotFoundError,
 )
+from autoscaler.plan import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
 from autoscaler.rules import TargetRef
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,6 @@ __all__ = [
     "load_api_client",
 ]
 
-PAUSED_ANNOTATION = "gpu-autoscaler.io/paused"
-PAUSED_REPLICAS_ANNOTATION = "gpu-autoscaler.io/paused-replicas"
 COMPONENT = "gpu-autoscaler"
 
 T = TypeVar("T")

@@ -38,11 +38,10 @@ HELP = {
     "query_errors_total": "Failed metric queries, by reason (NoSeries, MultipleSeries, NaN, Inf, Timeout, "
     "HTTPError, BadQuery, Unreachable).",
     "sync_duration_seconds": "Duration in seconds of one full sync of all rules.",
-    "last_successful_sync_timestamp_seconds": "Unix time of the last sync in which at least one rule synced "
-    "successfully (or no rule is loaded).",
-    "rule_last_successful_sync_timestamp_seconds": "Unix time of the rule's last successful sync "
-    "(scale read, "
-    "at least one metric, no failed patch).",
+    "last_successful_sync_timestamp_seconds": "Unix time of the last successful sync: it completed and at "
+    "least one rule synced successfully (or no rule is loaded). Failed metrics do not make a sync fail.",
+    "rule_last_successful_sync_timestamp_seconds": "Unix time of the rule's last successful sync: its scale "
+    "was read and no patch it needed failed (also when its metrics failed).",
     "rules_valid": "1 if the rules file is valid; 0 when its last change was invalid (previous rules run).",
     "rules_loaded": "Number of rules running.",
     "leader": "1 when this replica acts (always 1 without --leader-elect).",

@@ -3,17 +3,24 @@
 `plan_rule` takes what a sync gathered (the scale with its annotations, the metric observations, the rule's
 history, the count of consecutive all-failed syncs) and one `now`, and returns the replica count to apply with
 its reason. No I/O, so the precedence (paused-replicas > paused > target at zero > fallback > engine) is
-tested as a table.
+tested as a table. `plan_replicas` (everything but the annotations) is shared with `simulate`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from autoscaler.kube import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION, ScaleState
-from autoscaler.policy import Decision, MetricObservation, Reason, RuleHistory, decide
+from autoscaler.policy import Decision, MetricObservation, Reason, RuleHistory, decide, decide_desired
 from autoscaler.rules import Rule
+
+if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
+    from autoscaler.kube import ScaleState
+
+PAUSED_ANNOTATION = "gpu-autoscaler.io/paused"
+PAUSED_REPLICAS_ANNOTATION = "gpu-autoscaler.io/paused-replicas"
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,11 @@ class Plan:
     decision: Decision | None
     problem: str | None = None
     """A bad pause annotation, reported as a Warning event; the engine decides as if it were absent."""
+
+    @property
+    def desired_raw(self) -> int | None:
+        """The engine's raw desired count (the largest proposal, or the fallback count); None if not used."""
+        return None if self.decision is None else self.decision.desired_raw
 
 
 def paused_replicas(annotations: Mapping[str, str]) -> tuple[bool, int | None, str | None]:
@@ -55,6 +67,7 @@ def plan_rule(
     all_failed_syncs: int,
     now: float,
 ) -> Plan:
+    """The controller's plan: the pause annotations first, then `plan_replicas` (shared with simulate)."""
     current = scale.spec_replicas
     paused, pinned, problem = paused_replicas(scale.annotations)
     if pinned is not None:
@@ -75,6 +88,22 @@ def plan_rule(
             history,
             None,
         )
+    plan = plan_replicas(rule, current, observations, history, all_failed_syncs, now)
+    return dataclasses.replace(plan, problem=problem) if problem else plan
+
+
+def plan_replicas(
+    rule: Rule,
+    current: int,
+    observations: Sequence[MetricObservation],
+    history: RuleHistory,
+    all_failed_syncs: int,
+    now: float,
+) -> Plan:
+    """Target at zero > fallback > engine: what both the controller and `simulate` apply to a count.
+
+    `simulate` calls this very function, so the what-if replay predicts what the running controller does.
+    """
     if current == 0 and rule.min_replicas > 0:
         # As the HPA: a target scaled to zero by hand is left alone until someone scales it up again.
         return Plan(
@@ -84,25 +113,26 @@ def plan_rule(
             "scaling is disabled since the replica count of the target is zero",
             history,
             None,
-            problem,
         )
-    decision = decide(rule, current, observations, history, now)
     fallback = rule.fallback
     if fallback is not None and all_failed_syncs > fallback.failure_threshold and observations:
-        replicas = min(max(fallback.replicas, rule.min_replicas), rule.max_replicas)
-        return Plan(
-            current,
-            replicas,
-            Reason("Fallback"),
+        # As KEDA: the fallback count is a desired count fed through the HPA's behavior (stabilization,
+        # bounds, policies), not applied directly.
+        why = (
             f"every metric failed for {all_failed_syncs} consecutive syncs (> failureThreshold "
-            f"{fallback.failure_threshold}): fallback to {replicas} replicas",
-            decision.history,
-            decision,
-            problem,
+            f"{fallback.failure_threshold}): fallback to {fallback.replicas} replicas"
         )
-    return Plan(
-        current, decision.replicas, decision.reason, decision.message, decision.history, decision, problem
-    )
+        decision = decide_desired(rule, current, fallback.replicas, why, history, now)
+        message = why if decision.replicas == fallback.replicas else f"{why}; {decision.message}"
+        return Plan(current, decision.replicas, Reason("Fallback"), message, decision.history, decision)
+    decision = decide(rule, current, observations, history, now)
+    return Plan(current, decision.replicas, decision.reason, decision.message, decision.history, decision)
+
+
+def count_all_failed(previous: int, observations: Sequence[MetricObservation]) -> int:
+    """Consecutive syncs in which every metric failed, after this one (the fallback's counter)."""
+    all_failed = bool(observations) and all(o.value is None for o in observations)
+    return previous + 1 if all_failed else 0
 
 
 def describe_metrics(rule: Rule, observations: Sequence[MetricObservation]) -> str:

@@ -1,7 +1,8 @@
 """Hot reload of the rules file, including a mounted ConfigMap's symlink swap (`..data -> ..2024_...`).
 
 `RulesWatcher.check()` runs before every sync: a cheap stat of the resolved path, then a content hash, so a
-touch or a swap to identical content reloads nothing. A valid new file replaces the rules (the controller
+touch or a swap to identical content reloads nothing (but a file restored to the running rules after an
+invalid version makes gpu_autoscaler_rules_valid 1 again). A valid new file replaces the rules (the controller
 keeps the history of rules that did not change); an invalid one keeps the previous rules running, logs why
 once per distinct content, and sets gpu_autoscaler_rules_valid to 0 until a valid file comes.
 """
@@ -75,6 +76,8 @@ class RulesWatcher:
         self._fingerprint = fingerprint
         text, digest = self._read_digest()
         if digest is not None and digest == self._digest:
+            if self.last_error is not None:  # garbage reverted to the running rules: valid again
+                self._restored()
             return False
         try:
             if text is None:
@@ -94,3 +97,9 @@ class RulesWatcher:
         self._set_valid(True)
         log.info("rules file %s reloaded: %d rule(s)", self.path, len(rules.rules))
         return True
+
+    def _restored(self) -> None:
+        self._reported = _NOTHING
+        self.last_error = None
+        self._set_valid(True)
+        log.info("rules file %s restored to the running rules; valid again", self.path)

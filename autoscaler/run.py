@@ -259,7 +259,7 @@ def serve(
             server.stop()
         log.info("gpu-autoscaler stopped")
     if options.once and report is not None:
-        return 0 if all(o.ok for o in report.outcomes) else 1
+        return 0 if all(o.complete for o in report.outcomes) else 1
     return 0
 
 

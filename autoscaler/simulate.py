@@ -1,8 +1,9 @@
 """`gpu-autoscaler simulate`: replay a metric trace (CSV) through the engine, as a what-if before deploying.
 
 Each trace row is one sync at time `t`; its result is applied at once (and recorded as a scale event), so the
-next row sees it as `current`. The whole trace is read and validated before the first output line, so bad
-input never leaves half a result on stdout.
+next row sees it as `current`. Each row goes through the controller's own plan (`autoscaler.plan`), not the
+bare engine, so a target at zero and the fallback behave as they will in the cluster. The whole trace is
+read and validated before the first output line, so bad input never leaves half a result on stdout.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from autoscaler.errors import Problem, TraceError, UsageError
-from autoscaler.policy import Decision, MetricObservation, RuleHistory, decide
+from autoscaler.plan import Plan, count_all_failed, plan_replicas
+from autoscaler.policy import MetricObservation, RuleHistory
 from autoscaler.rules import Rule, RuleSet, load_rules
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
@@ -79,7 +81,8 @@ def select_rule(ruleset: RuleSet, name: str | None) -> Rule:
 def read_trace(path: str, rule: Rule) -> list[TraceRow]:
     """Read and validate the whole trace; TraceError names the file, line and column of the first problem."""
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" export starts with a BOM, which must not end up in 't'
+        with open(path, encoding="utf-8-sig", newline="") as handle:
             return parse_trace(handle, path, rule)
     except OSError as exc:
         raise TraceError(Problem(path, 0, "file", f"cannot read the trace: {exc.strerror or exc}")) from exc
@@ -162,22 +165,27 @@ def _number(path: str, line: int, field: str, text: str) -> float | None:
     return value
 
 
-def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int) -> Iterator[tuple[TraceRow, Decision]]:
-    """Each row's decision, applied at once: the change is recorded as a scale event and becomes `current`."""
+def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int) -> Iterator[tuple[TraceRow, Plan]]:
+    """Each row's plan, applied at once: the change is recorded as a scale event and becomes `current`.
+
+    The plan is the controller's own (`plan_replicas`: a target at zero with minReplicas > 0 is held, the
+    fallback counts consecutive all-failed rows), so the replay predicts what the controller does.
+    """
     history = RuleHistory()
     current = replicas
+    all_failed = 0
     for row in rows:
-        decision = decide(rule, current, row.observations, history, row.t)
-        history = decision.history.with_scale(row.t, current, decision.replicas)
-        current = decision.replicas
-        yield row, decision
+        all_failed = count_all_failed(all_failed, row.observations)
+        plan = plan_replicas(rule, current, row.observations, history, all_failed, row.t)
+        history = plan.history.with_scale(row.t, current, plan.replicas)
+        current = plan.replicas
+        yield row, plan
 
 
-def write_output(out: TextIO, results: Iterator[tuple[TraceRow, Decision]]) -> None:
+def write_output(out: TextIO, results: Iterator[tuple[TraceRow, Plan]]) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(OUTPUT_HEADER)
     writer.writerows(
-        (row.t_text, decision.replicas, "" if decision.desired_raw is None else decision.desired_raw,
-         decision.reason.value)
-        for row, decision in results
+        (row.t_text, plan.replicas, "" if plan.desired_raw is None else plan.desired_raw, plan.reason.value)
+        for row, plan in results
     )

@@ -83,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     outcomes = gather(rules_path=args.rules, prometheus=args.prometheus, api_client=api_client, rules=rules)
     print(render(outcomes))
-    return 0 if all(o.ok for o in outcomes) else 1
+    return 0 if all(o.complete for o in outcomes) else 1
 
 
 def gather(

@@ -5,7 +5,7 @@ call `decide()` with what they observed and keep the returned history for the ne
 """
 
 from autoscaler.policy.bounds import clamp_to_bounds, correct_out_of_bounds
-from autoscaler.policy.engine import bound_and_limit, decide
+from autoscaler.policy.engine import bound_and_limit, decide, decide_desired
 from autoscaler.policy.history import first_sight, prune
 from autoscaler.policy.proposal import combine, propose, propose_all
 from autoscaler.policy.rate import limit_rate, period_start_replicas, scale_down_limit, scale_up_limit
@@ -35,6 +35,7 @@ __all__ = [
     "combine",
     "correct_out_of_bounds",
     "decide",
+    "decide_desired",
     "first_sight",
     "limit_rate",
     "period_start_replicas",

@@ -16,7 +16,15 @@ from autoscaler.policy.history import first_sight, prune
 from autoscaler.policy.proposal import combine, propose_all
 from autoscaler.policy.rate import limit_rate
 from autoscaler.policy.stabilization import stabilize
-from autoscaler.policy.types import Decision, MetricObservation, Reason, Recommendation, RuleHistory, Stage
+from autoscaler.policy.types import (
+    Decision,
+    MetricObservation,
+    MetricProposal,
+    Reason,
+    Recommendation,
+    RuleHistory,
+    Stage,
+)
 
 if TYPE_CHECKING:
     from autoscaler.rules import Rule
@@ -41,8 +49,30 @@ def decide(rule: Rule, current: int, observations: Sequence[MetricObservation], 
     if proposed.reason in _HOLD:
         return Decision(current, None, current, proposed.reason, proposed.message, proposals,
                         prune(history, behavior, now))
-    desired = proposed.replicas
+    return _normalize(rule, current, proposed, proposals, history, now)
 
+
+def decide_desired(rule: Rule, current: int, desired: int, message: str, history: RuleHistory,
+                   now: float) -> Decision:
+    """A desired count that does not come from the metrics (the controller's fallback) through the same
+    stages as a metric proposal: first sight, out-of-bounds correction, stabilization, bounds and policies.
+
+    As KEDA's fallback, which feeds the HPA a synthetic metric so that its behavior still applies.
+    """
+    history = first_sight(history, current, now)
+    correction = correct_out_of_bounds(current, rule.min_replicas, rule.max_replicas)
+    if correction is not None:
+        return Decision(current, None, correction.replicas, correction.reason, correction.message, (),
+                        prune(history, rule.behavior, now))
+    proposed = Stage(max(desired, 0), Reason.DesiredWithinRange, message)
+    return _normalize(rule, current, proposed, (), history, now)
+
+
+def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[MetricProposal, ...],
+               history: RuleHistory, now: float) -> Decision:
+    """Stabilization, then bounds and policies; records the desired count (the HPA's normalization)."""
+    behavior = rule.behavior
+    desired = proposed.replicas
     stable = stabilize(current, desired, history.recommendations,
                        behavior.scale_up.stabilization_window_seconds,
                        behavior.scale_down.stabilization_window_seconds, now)

@@ -18,6 +18,8 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
 
     Average: ratio = value/target, proposes ceil(ratio*current). Total: ratio = value/(target*current),
     proposes ceil(value/target). Inside 1-down_tolerance <= ratio <= 1+up_tolerance it proposes `current`.
+    From 0 replicas there is no tolerance band (as the HPA's getUsageRatioReplicaCount): Average proposes
+    ceil(ratio), so a rule with minReplicas 0 can scale up from zero; Total proposes ceil(value/target).
     """
     if observation is None:
         return MetricProposal(metric.name, None, metric.target, None, None, "no value for this metric")
@@ -33,7 +35,9 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
         ratio = value / (metric.target * current)
     else:  # no replicas: any load is infinitely above target; ceil(value/target) still applies
         ratio = math.inf if value > 0 else 0.0
-    if 1.0 - down_tolerance <= ratio <= 1.0 + up_tolerance:
+    if current == 0:
+        replicas = math.ceil(ratio) if metric.type == "Average" else math.ceil(value / metric.target)
+    elif 1.0 - down_tolerance <= ratio <= 1.0 + up_tolerance:
         replicas = current
     elif metric.type == "Average":
         replicas = math.ceil(ratio * current)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,18 +137,57 @@ def test_hot_reload_and_garbage_keeps_previous_rules(
     assert r.healthz() == 200
 
 
-def test_healthz_fails_after_three_intervals_without_a_successful_sync(
+def test_healthz_survives_prometheus_down_and_fails_when_kubernetes_does_not_answer(
     start: Callable[..., Running], apiserver: FakeApiServer, tmp_path: Path
 ) -> None:
     apiserver.add("a", 2)
     (tmp_path / "rules.yaml").write_text(rules_text("a"))
     r = start(tmp_path / "rules.yaml", f"http://127.0.0.1:{free_port()}")  # Prometheus down
-    assert r.healthz() == 200  # within the first 3 intervals
-    wait_for(lambda: r.healthz() == 503, 10, "/healthz to fail")
-    assert (r.value("gpu_autoscaler_leader"), r.value("gpu_autoscaler_dry_run")) == (1, 0)
+    wait_for(lambda: len(r.reports) >= 5, 10, "more than 3 intervals of syncs")
+    # every metric fails, but each sync completed and read the scale: liveness holds (no restart loop)
+    assert r.healthz() == 200
+    assert all(report.ok for report in r.reports)
+    assert r.value("gpu_autoscaler_last_successful_sync_timestamp_seconds") is not None
     errors = r.metrics()["gpu_autoscaler_query_errors_total"]
     assert errors[0][0]["reason"] == "Unreachable" and errors[0][1] >= 3
+    assert r.metrics()["gpu_autoscaler_metric_up"][0][1] == 0
+    assert "FailedGetMetrics" in apiserver.event_reasons("a")
+    # the Kubernetes API stops answering for the rule's scale: no successful sync for 3 intervals -> 503
+    apiserver.fail("GET", r"/deployments/a/scale$", 500, times=None)
+    wait_for(lambda: r.healthz() == 503, 10, "/healthz to fail")
+    assert (r.value("gpu_autoscaler_leader"), r.value("gpu_autoscaler_dry_run")) == (1, 0)
+    apiserver.clear_faults()
+    wait_for(lambda: r.healthz() == 200, 10, "/healthz to recover")
     assert apiserver.patches() == []
+
+
+def test_stop_during_a_slow_sync_of_many_rules_exits_within_one_interval(
+    apiserver: FakeApiServer, prom: Prom, tmp_path: Path
+) -> None:
+    names = [f"r{i}" for i in range(160)]
+    for name in names:
+        apiserver.add(name, 2)
+    (tmp_path / "rules.yaml").write_text(rules_text(*names, query='test_load{series="serve-absent"}'))
+    apiserver.delay("GET", r"/scale$", 0.8)  # 160 reads x 0.8 s / 16 workers: 8 s, two intervals
+    options = RunOptions(
+        rules=str(tmp_path / "rules.yaml"), prometheus=prom.url, interval=4.0, metrics_port=None
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=serve, args=(options, apiserver.api_client(), stop), daemon=True)
+    thread.start()
+
+    def scale_reads() -> int:
+        with apiserver.lock:
+            return sum(1 for q in apiserver.requests if q.method == "GET" and q.path.endswith("/scale"))
+
+    wait_for(lambda: scale_reads() >= 20, 10, "the slow sync to be under way")
+    stopped = time.monotonic()
+    stop.set()  # what SIGTERM does
+    thread.join(timeout=options.interval)
+    assert not thread.is_alive(), "still syncing one interval after the stop"
+    assert time.monotonic() - stopped < options.interval
+    assert scale_reads() < len(names)  # the queued reads were skipped
+    thread.join(timeout=10)
 
 
 def test_two_replicas_with_leader_election_patch_once(

@@ -48,6 +48,24 @@ def test_start_replicas_flag_and_out_of_bounds_correction(cli: Run, rules_file: 
     ]
 
 
+def test_target_at_zero_is_held_as_the_controller_does(cli: Run, rules_file: Path, tmp_path: Path) -> None:
+    trace = write(tmp_path, "trace.csv", HEADER + "0,160,500\n15,160,500\n")
+    result = cli("simulate", str(rules_file), trace, "--replicas", "0")
+    assert result.returncode == 0, result.stderr
+    # minReplicas 2 > 0: the controller (as the HPA) leaves a target scaled to zero alone, so simulate does
+    assert [(r["replicas"], r["desired"], r["reason"]) for r in output_rows(result.stdout)] == [
+        ("0", "", "ScalingDisabled"),
+        ("0", "", "ScalingDisabled"),
+    ]
+
+
+def test_trace_with_a_byte_order_mark(cli: Run, rules_file: Path, tmp_path: Path) -> None:
+    (tmp_path / "excel.csv").write_bytes(("\ufeff" + HEADER + "0,90,100\r\n").encode("utf-8"))
+    result = cli("simulate", str(rules_file), str(tmp_path / "excel.csv"))
+    assert result.returncode == 0, result.stderr
+    assert [(r["t"], r["replicas"]) for r in output_rows(result.stdout)] == [("0", "3")]
+
+
 def test_rule_flag_selects_among_several(cli: Run, two_rules_file: Path, tmp_path: Path) -> None:
     trace = write(tmp_path, "t.csv", "t,util\n0,1.6\n")
     result = cli("simulate", str(two_rules_file), trace, "--rule", "reranker")

@@ -47,3 +47,24 @@ def test_parse_trace_maps_columns_by_name_and_empty_cells_to_failures() -> None:
     assert [(r.line, r.t_text, r.t) for r in parsed] == [(2, "0", 0.0), (3, "1.5", 1.5)]
     assert parsed[0].observations[0].value is None
     assert parsed[1].observations[0].value == 2000.0
+
+
+def test_fallback_replays_as_the_controller_applies_it() -> None:
+    rule = parse_rules(
+        """\
+rules:
+  - name: r
+    target: {kind: Deployment, namespace: ml, name: r}
+    maxReplicas: 10
+    metrics: [{name: load, query: q, type: Total, target: 1}]
+    fallback: {failureThreshold: 1, replicas: 4}
+""",
+        "r.yaml",
+    ).rules[0]
+    results = list(replay(rule, rows((0, None), (15, None), (300, None)), replicas=10))
+    # more than 1 all-failed sync: fallback 4, held by the default 300 s window (first sight recorded 10)
+    assert [(p.replicas, p.reason, p.desired_raw) for _, p in results] == [
+        (10, Reason.MetricsFailed, None),
+        (10, Reason.Fallback, 4),
+        (4, Reason.Fallback, 4),
+    ]

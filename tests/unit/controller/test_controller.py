@@ -8,6 +8,7 @@ import pytest
 
 from autoscaler.controller import Controller
 from autoscaler.errors import KubeTimeoutError, NotFoundError
+from autoscaler.policy import RuleHistory
 from autoscaler.prometheus import QueryResult
 from tests.unit.controller.conftest import Clock, ref, rule, ruleset
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics, api_error
@@ -130,6 +131,25 @@ def test_bad_paused_replicas_is_reported_and_ignored(
 
 
 FALLBACK = "fallback: {failureThreshold: 2, replicas: 6}"
+
+
+def test_fallback_goes_through_the_scale_down_window(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: Clock
+) -> None:
+    backend.add(ref(), 10)
+    source.values["q_util"] = QueryResult(None, "Unreachable", "connection refused")
+    c = make_controller(ruleset(rule(extra="fallback: {failureThreshold: 1, replicas: 4}")))
+    outcomes = []
+    for _ in range(4):
+        outcomes.append(c.sync_once().outcomes[0])
+        clock.advance(15)
+    assert [o.reason for o in outcomes] == ["MetricsFailed", "Fallback", "Fallback", "Fallback"]
+    # first sight recorded 10: the default 300 s scale-down window holds the fallback's 4 at 10
+    assert backend.patches == [] and all(o.desired == 10 for o in outcomes)
+    assert "fallback to 4 replicas" in outcomes[1].message and "300s" in outcomes[1].message
+    clock.advance(300 - 4 * 15)  # the first-sight recommendation leaves the window
+    outcome = c.sync_once().outcomes[0]
+    assert (outcome.reason, outcome.desired, backend.patches) == ("Fallback", 4, [(ref(), 4)])
 
 
 def test_fallback_after_more_than_threshold_all_failed_syncs(
@@ -277,21 +297,58 @@ def test_leadership_lost_before_the_patch_abandons_it(
     assert backend.patches == []
 
 
-def test_set_rules_keeps_history_of_unchanged_rules_only(
+def test_set_rules_keeps_history_while_the_target_is_unchanged(
     make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
 ) -> None:
-    backend.add(ref("a"), 2)
-    backend.add(ref("b"), 2)
+    for name in ("a", "b", "d"):
+        backend.add(ref(name), 2)
     source.values["q_util"] = 160
-    c = make_controller(ruleset(rule("a"), rule("b")))
+    c = make_controller(ruleset(rule("a"), rule("b"), rule("d")))
     c.sync_once()
-    history_a = c.history("a")
-    assert history_a.scale_up_events
-    # 'a' moves down in the file (its line changes) but is otherwise equal; 'b' gets a new target value
-    c.set_rules(ruleset(rule("b", target=70), rule("c"), rule("a")))
+    history_a, history_b = c.history("a"), c.history("b")
+    assert history_a.scale_up_events and history_b.scale_up_events
+    # 'a' only moves in the file; 'b' gets a new metric target and bounds (same workload: as the HPA, the
+    # recommendations and scale events survive a spec edit); 'd' now points at a StatefulSet: a new target
+    c.set_rules(
+        ruleset(rule("b", target=70, max_replicas=12), rule("c"), rule("a"), rule("d", kind="StatefulSet"))
+    )
     assert c.history("a") == history_a
-    assert c.history("b").scale_up_events == ()
-    assert sample(c, "gpu_autoscaler_rules_loaded") == 3
+    assert c.history("b") == history_b
+    assert c.history("d") == RuleHistory()
+    assert c.history("c") == RuleHistory()
+    assert sample(c, "gpu_autoscaler_rules_loaded") == 4
+
+
+def test_edited_rule_keeps_its_scale_events_for_the_rate_policies(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 2)
+    source.values["q_util"] = 160
+    c = make_controller(ruleset(rule()))
+    c.sync_once()  # 2 -> 4, a scale-up event of 2 pods in the 15 s period
+    c.set_rules(ruleset(rule(target=40)))  # an edit: 4 replicas at 160/40 want 16
+    outcome = c.sync_once().outcomes[0]
+    # without the kept event the policies would allow max(4 + 4, 4 * 2) = 8; with it, from the period's
+    # start (2): max(2 + 4, 2 * 2) = 6
+    assert (outcome.desired, outcome.reason) == (6, "ScaleUpLimit")
+
+
+def test_prometheus_down_is_a_successful_sync_reported_by_metrics(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: Clock
+) -> None:
+    backend.add(ref(), 3)
+    source.values["q_util"] = QueryResult(None, "Unreachable", "connection refused")
+    c = make_controller(ruleset(rule()))
+    report = c.sync_once()
+    outcome = report.outcomes[0]
+    # the Kubernetes side answered: liveness holds (a restart would not bring Prometheus back)
+    assert report.ok and outcome.ok and outcome.reason == "MetricsFailed"
+    assert not outcome.metrics_ok and not outcome.complete  # `run --once` and `status` still exit 1
+    assert c.last_success_monotonic is not None
+    assert sample(c, "gpu_autoscaler_last_successful_sync_timestamp_seconds") == clock.t
+    assert sample(c, "gpu_autoscaler_rule_last_successful_sync_timestamp_seconds", rule="svc") == clock.t
+    assert sample(c, "gpu_autoscaler_metric_up", rule="svc", metric="util") == 0
+    assert "FailedGetMetrics" in backend.reasons()
 
 
 def test_healthz_fails_after_three_intervals_without_success(
@@ -301,12 +358,11 @@ def test_healthz_fails_after_three_intervals_without_success(
     c = Controller(backend, source, ruleset(rule()), clock, monotonic=lambda: now[0])
     try:
         assert c.healthy(interval=10, started=100.0)[0]
-        c.sync_once()  # target missing -> not a successful sync
+        assert not c.sync_once().ok  # target missing: the Kubernetes side did not answer for any rule
         now[0] = 131.0
         ok, message = c.healthy(interval=10, started=100.0)
         assert not ok and "no successful sync" in message
-        backend.add(ref(), 2)
-        source.values["q_util"] = 80
+        backend.add(ref(), 2)  # every metric still fails (q_util has no series): a successful sync anyway
         c.sync_once()
         assert c.healthy(interval=10, started=100.0)[0]
     finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.kube import ScaleState
-from autoscaler.plan import describe_metrics, paused_replicas, plan_rule
-from autoscaler.policy import MetricObservation, RuleHistory
+from autoscaler.plan import describe_metrics, paused_replicas, plan_replicas, plan_rule
+from autoscaler.policy import MetricObservation, Recommendation, RuleHistory
 from tests.unit.controller.conftest import T0, rule, ruleset
 
 RULE = ruleset(
@@ -95,3 +95,20 @@ def test_describe_metrics() -> None:
     text = describe_metrics(RULE, (MetricObservation("util", 95.5),))
     assert text == "util=95.5 (target 80)"
     assert describe_metrics(RULE, FAILED) == "util=failed NoSeries (target 80)"
+
+
+def test_fallback_is_a_desired_count_through_the_behavior() -> None:
+    # the scale-down window remembers 8 from 100 s ago: the fallback to 2 is held there, reason Fallback
+    fallback = "fallback: {failureThreshold: 1, replicas: 2}"
+    rules = ruleset(rule(min_replicas=1, max_replicas=8, extra=fallback))
+    history = RuleHistory((Recommendation(T0 - 100, 8),))
+    plan = plan_rule(rules.rules[0], ScaleState(8, 8, {}), FAILED, history, 2, T0)
+    assert (plan.replicas, str(plan.reason), plan.desired_raw) == (8, "Fallback", 2)
+    assert "fallback to 2 replicas" in plan.message and "held at 8" in plan.message
+    assert plan.history.recommendations[-1] == Recommendation(T0, 2)  # recorded, as KEDA's synthetic metric
+
+
+def test_simulate_shares_the_plan_of_the_controller() -> None:
+    from autoscaler import simulate
+
+    assert simulate.plan_replicas is plan_replicas

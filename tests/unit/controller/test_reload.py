@@ -92,3 +92,22 @@ def test_invalid_rules_and_missing_file_keep_previous(tmp_path: Path) -> None:
     path.unlink()
     assert not w.check()
     assert sink.applied == [] and sink.valid == [False, False]
+
+
+def test_garbage_reverted_to_the_running_content_is_valid_again(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    good = rules_yaml(rule("a"))
+    path.write_text(good)
+    sink = Sink()
+    w = watcher(path, sink)
+    path.write_text("rules: [ {{{ not yaml")
+    assert not w.check()
+    assert sink.valid == [False] and w.last_error is not None
+    path.write_text(good)  # `kubectl rollout undo` of the ConfigMap: exactly the running rules again
+    os.utime(path, ns=(10**18, 10**18))  # a new mtime even on a coarse clock
+    assert not w.check()  # nothing new to apply...
+    assert sink.applied == []
+    assert sink.valid == [False, True] and w.last_error is None  # ...but the file is valid again
+    path.write_text("rules: [ {{{ not yaml")
+    assert not w.check()
+    assert sink.valid == [False, True, False]  # the same garbage again is a new invalid change

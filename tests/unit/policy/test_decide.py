@@ -47,7 +47,9 @@ PROPOSALS = [
     ("total-down", QUEUE, 20.0, 4, 1),
     ("total-inside-band", QUEUE, 210.0, 4, 4),  # ratio 1.05
     ("total-from-zero-replicas", QUEUE, 120.0, 0, 3),
-    ("average-at-zero-replicas-stays", UTIL, 120.0, 0, 0),
+    ("average-from-zero-replicas", UTIL, 120.0, 0, 2),  # HPA: ceil(ratio) when current is 0
+    ("average-from-zero-no-tolerance-band", UTIL, 80.0, 0, 1),  # ratio 1.0 still proposes 1, not 0
+    ("average-zero-load-at-zero", UTIL, 0.0, 0, 0),
     ("negative-value-proposes-zero", UTIL, -5.0, 4, 0),
 ]
 
@@ -249,3 +251,12 @@ def test_policy_limits_count_applied_events_across_syncs() -> None:
         h, current = d.history.with_scale(now, current, d.replicas), d.replicas
         seen.append(current)
     assert seen == [4, 4, 4, 4, 6, 6]  # 2 pods per 60 s, counted from the period's start
+
+
+def test_min_zero_average_rule_scales_up_from_zero() -> None:
+    rule = make_rule(0, 10, metrics=(UTIL,))
+    decision = decide(rule, 0, [MetricObservation("util", 200.0)], RuleHistory(), T0)
+    # as the HPA's getUsageRatioReplicaCount at 0 replicas: ceil(200/80) = 3, no tolerance band
+    assert (decision.desired_raw, decision.replicas) == (3, 3)
+    idle = decide(rule, 0, [MetricObservation("util", 0.0)], RuleHistory(), T0)
+    assert (idle.replicas, idle.reason) == (0, Reason.WithinTolerance)
