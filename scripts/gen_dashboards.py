@@ -105,8 +105,11 @@ FLEET = Dashboard(
               (q(f"gpu_power_usage_watts{{{GPU_SEL}}}", GPU_LEGEND),
                q(f"gpu_power_limit_watts{{{GPU_SEL}}}", GPU_LEGEND + " limit"))),
         Panel("Energy per node over the time range", "bargauge", "joule",
-              (q('sum by (node) (increase(gpu_energy_consumption_joules_total{node=~"$node", gpu=~"$gpu"}'
-                 "[$__range]))", "{{node}}"),)),
+              (q(f"sum by (node) (increase(node_uuid:gpu_energy_consumption_joules_total:max{{{GPU_SEL}}}"
+                 "[$__range]))", "{{node}}"),),
+              description="From one energy counter per GPU (recording rule, max over the GPU's series): "
+                          "a new holder or a kubelet flap starts a new scraped series and is not counted "
+                          "twice."),
         Panel("SM clock", "timeseries", "hertz",
               (q(f"gpu_sm_clock_hertz{{{GPU_SEL}}}", GPU_LEGEND),
                q(f"gpu_sm_clock_max_hertz{{{GPU_SEL}}}", GPU_LEGEND + " max"))),
@@ -117,11 +120,17 @@ FLEET = Dashboard(
                  GPU_LEGEND + " {{reason}}"),),
               description="Clock-event reasons currently holding the clocks down (gpu_idle left out)."),
         Panel("ECC errors", "timeseries", "short",
-              (q(f"increase(gpu_ecc_errors_total{{{GPU_SEL}}}[$__rate_interval])",
-                 GPU_LEGEND + " {{type}}"),)),
+              (q(f"max by (node, gpu, uuid, type) (increase(gpu_ecc_errors_total{{{GPU_SEL}}}"
+                 "[$__rate_interval]))", GPU_LEGEND + " {{type}}"),),
+              description="New ECC errors per GPU. Max by device: a new holder or a kubelet flap starts "
+                          "a new series of the same counter, which must not count twice."),
         Panel("XID errors", "timeseries", "short",
-              (q(f"increase(gpu_xid_errors_total{{{GPU_SEL}}}[$__rate_interval])",
-                 GPU_LEGEND + " XID {{xid}}"),)),
+              (q(f"max by (node, gpu, uuid, xid) (gpu_xid_errors_total{{{GPU_SEL}}})",
+                 GPU_LEGEND + " XID {{xid}}"),),
+              description="XIDs per GPU and code since the exporter started: each step up is an XID. "
+                          "A count, not increase(): a GPU's first XID creates its series, which increase() "
+                          "never shows. Max by device: a new holder's series of the same count is not a "
+                          "second line."),
         Panel("GPU up", "timeseries", "bool", (q(f"gpu_up{{{GPU_SEL}}}", GPU_LEGEND),)),
         Panel("Health state", "table", "none",
               (q(f"gpu_health_state{{{GPU_SEL}}} == 1", GPU_LEGEND + " {{state}}"),),
@@ -175,7 +184,8 @@ WORKLOADS = Dashboard(
               (q(IDLE_ALLOCATED, "{{namespace}}/{{pod}}"),), width=24),
         Panel("GPU power by namespace", "timeseries", "watt",
               (q(f"namespace:gpu_energy_consumption_joules:rate5m{{{NS_SEL}}}", "{{namespace}}"),),
-              description="Each GPU's energy split evenly between its holders."),
+              description="Each GPU's power (from its per-device energy counter) split evenly between the "
+                          "holders gpu_allocation_info lists at each evaluation."),
         Panel("Energy by namespace over the time range", "bargauge", "joule",
               (q(f"avg_over_time(namespace:gpu_energy_consumption_joules:rate5m{{{NS_SEL}}}[$__range])"
                  " * $__range_s", "{{namespace}}"),)),

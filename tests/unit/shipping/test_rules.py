@@ -34,6 +34,10 @@ SEVERITIES = {"critical", "warning", "info"}
 COMPAT_NAMES = {"gpu_utilization_percent", "gpu_memory_usage_mb", "gpu_memory_total_mb", "gpu_memory_free_mb"}
 # Our users' alert names and thresholds (shared/seeds/gpu-resource-optimizer.md), kept as they are.
 SEED_ALERTS = {"HighGPUMemoryUsage": ("5m", "warning"), "GPUTemperatureHigh": ("2m", "critical")}
+# Alerts on per-GPU counters are keyed on the device (holder labels aggregated away) and name the holder from
+# gpu_allocation_info when they are evaluated.
+HOLDER_LOOKUP = 'query (printf `max by (namespace, pod) (gpu_allocation_info{node="%s", uuid="%s"})`'
+DEVICE_KEYED_ALERTS = ("GPUFallenOffBus", "GPUXidErrors", "GPUUncorrectableECCErrors")
 
 
 def alerts() -> list[dict[str, Any]]:
@@ -103,8 +107,10 @@ def test_alert_is_complete(alert: dict[str, Any]) -> None:
     gpu_scoped = any(name.startswith("gpu_") and not name.startswith(("gpu_autoscaler_", "gpu_exporter_"))
                      for name in metric_names(alert["expr"]))
     if gpu_scoped and "gpus" not in alert["expr"]:
-        for label in ("$labels.gpu", "$labels.node", "$labels.pod"):
+        for label in ("$labels.gpu", "$labels.node"):
             assert label in text, f"{label} missing from the annotations"
+        # The holder: its label, or looked up at alert time (alerts keyed on the device, robust to churn).
+        assert "$labels.pod" in text or HOLDER_LOOKUP in text, "the annotations must name the holding pod"
     assert re.fullmatch(r"\d+[smh]", alert.get("for", "0s")), "for: must be a plain duration"
 
 
@@ -177,3 +183,21 @@ def test_sync_check_detects_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     stale.write_text(generator.render().replace("for: 2m", "for: 3m"))
     monkeypatch.setattr(generator, "OUTPUT", stale)
     assert generator.main(["--check"]) == 1
+
+
+@pytest.mark.parametrize("name", DEVICE_KEYED_ALERTS)
+def test_counter_alerts_are_keyed_on_the_device(name: str) -> None:
+    """A new holder or a kubelet flap starts a new series carrying the old count: an expression that keeps
+    namespace/pod/container, or compares a raw series with its own offset, re-fires for old errors. The
+    promtool cases in rules/tests/label-churn.test.yaml prove the behaviour; this pins the shape."""
+    (alert,) = [a for a in alerts() if a["alert"] == name]
+    expr = " ".join(alert["expr"].split())
+    groupings = re.findall(r"\b(by|on) \(([^()]*)\)", expr)
+    assert {kind for kind, _ in groupings} == {"by", "on"}, f"{name}: no max by (...) / unless on (...)"
+    for kind, grouping in groupings:
+        labels = {label.strip() for label in grouping.split(",")}
+        assert {"node", "uuid"} <= labels, f"{name}: {kind} ({grouping}) is not keyed on the device"
+        holder = labels & {"namespace", "pod", "container"}
+        assert not holder, f"{name}: {kind} ({grouping}) keeps holder labels {holder}"
+    assert "unless on (" in expr, f"{name}: the first-error branch must match on the device"
+    assert HOLDER_LOOKUP in alert["annotations"]["description"]
