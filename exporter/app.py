@@ -53,7 +53,8 @@ class ExporterApp:
         self.pod_resources = PodResourcesCache(
             PodResourcesClient(pod_resources.client_settings()).list_allocations,
             refresh_interval_seconds=pod_resources.refresh_interval_seconds,
-            mig_parent=self.adapter.mig_parent,
+            mig_parent=self.adapter.mig_parent, resource_filter=pod_resources.resource_filter(),
+            stale_grace_intervals=pod_resources.stale_grace_intervals,
             source=f"kubelet pod-resources ({pod_resources.socket})")
         self.kubelet = KubeletAttribution(self.pod_resources, ProcessAttributor(proc_root),
                                           uuid_of_index=self.adapter.uuid_of)

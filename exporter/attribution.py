@@ -114,6 +114,8 @@ class KubeletAttribution:
     def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]:
         up = new_family(m.POD_RESOURCES_UP)
         up.add_metric([], 1.0 if self.cache.up else 0.0)
+        attempts = new_family(m.POD_RESOURCES_ATTEMPTS)
+        attempts.add_metric([], float(self.cache.attempts))
         info, utilization, memory = (new_family(spec) for spec in
                                      (m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_MEMORY_USED))
         raw = self.device_holders()
@@ -134,6 +136,7 @@ class KubeletAttribution:
                 if usage.memory_used_bytes is not None:
                     memory.add_metric(labels, float(usage.memory_used_bytes))
         yield up
+        yield attempts
         for family in (info, utilization, memory):
             if family.samples:
                 yield family

@@ -99,7 +99,8 @@ def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, parents=[_backend_flags(suppress=False)],
                      description="NVIDIA GPU metrics for Prometheus.")
-    parser.add_argument("--address", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    parser.add_argument("--address", default="0.0.0.0",
+                        help="listen address, IPv4 or IPv6 (default 0.0.0.0; '::' for every IPv6 address)")
     parser.add_argument("--port", type=_port, default=9400, help="listen port (default 9400)")
     parser.add_argument("--min-interval", type=_seconds, default=1.0, metavar="SECONDS",
                         help="minimum seconds between two NVML sweeps; scrapes in between share one "
@@ -167,7 +168,8 @@ def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     app.start()
-    log.info("serving /metrics, /healthz, /readyz, /api/v1/gpus on http://%s:%d (%s)", server.address,
+    host = f"[{server.address}]" if ":" in server.address else server.address
+    log.info("serving /metrics, /healthz, /readyz, /api/v1/gpus on http://%s:%d (%s)", host,
              server.port,
              "simulated NVML" if isinstance(nvml, SimulatedNvml) else "NVML")
     try:

@@ -15,11 +15,15 @@ Every section and field is optional; a missing one keeps its default:
       temperature_celsius_per_minute: 0.5
       utilization_percent_per_minute: 1.0
       memory_percent_per_minute: 1.0
+      min_samples: 5              # fewer samples in the window -> trend "unknown"
+      min_window_coverage: 0.5    # samples spanning less of the window -> "unknown"
     pod_resources:
       socket: /var/lib/kubelet/pod-resources/kubelet.sock
       refresh_interval_seconds: 10
       timeout_seconds: 5
       max_receive_message_bytes: 67108864
+      stale_grace_intervals: 3    # refresh intervals the last pod labels outlive a kubelet failure
+      resource_names: [nvidia.com/gpu, nvidia.com/gpu.shared]   # nvidia.com/mig-* always accepted
 
 A bad file raises `ExporterConfigError` listing every problem as `file:line: field: message`.
 """
@@ -37,13 +41,14 @@ import yaml
 from exporter.errors import ConfigError
 from exporter.health import Bands, HealthThresholds
 from exporter.history import HistorySettings, TrendThresholds
-from exporter.podresources.cache import DEFAULT_REFRESH_INTERVAL_SECONDS
+from exporter.podresources.cache import DEFAULT_REFRESH_INTERVAL_SECONDS, DEFAULT_STALE_GRACE_INTERVALS
 from exporter.podresources.client import (
     DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
     DEFAULT_SOCKET,
     DEFAULT_TIMEOUT_SECONDS,
     PodResourcesClientSettings,
 )
+from exporter.podresources.mapping import DEFAULT_RESOURCE_NAMES, resource_filter
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,11 @@ class PodResourcesConfig:
     refresh_interval_seconds: float = DEFAULT_REFRESH_INTERVAL_SECONDS
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     max_receive_message_bytes: int = DEFAULT_MAX_RECEIVE_MESSAGE_BYTES
+    stale_grace_intervals: float = DEFAULT_STALE_GRACE_INTERVALS
+    resource_names: tuple[str, ...] = DEFAULT_RESOURCE_NAMES
+
+    def resource_filter(self) -> Callable[[str], bool]:
+        return resource_filter(self.resource_names)
 
     def client_settings(self) -> PodResourcesClientSettings:
         return PodResourcesClientSettings(
@@ -113,6 +123,11 @@ def _non_negative(value: Any) -> float | None:
     return number if number is not None and number >= 0 else None
 
 
+def _fraction(value: Any) -> float | None:
+    number = _number(value)
+    return number if number is not None and 0 <= number <= 1 else None
+
+
 def _int_at_least(minimum: int) -> Callable[[Any], int | None]:
     def convert(value: Any) -> int | None:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= minimum else None
@@ -122,6 +137,14 @@ def _int_at_least(minimum: int) -> Callable[[Any], int | None]:
 
 def _non_empty_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(v, str) and v.strip() and not any(c.isspace() for c in v) for v in value):
+        return None
+    return tuple(value)
 
 
 _Kind = tuple[str, Callable[[Any], Any]]
@@ -138,12 +161,16 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "temperature_celsius_per_minute": POSITIVE,
         "utilization_percent_per_minute": POSITIVE,
         "memory_percent_per_minute": POSITIVE,
+        "min_samples": ("an integer >= 2", _int_at_least(2)),
+        "min_window_coverage": ("a number in 0..1", _fraction),
     },
     "pod_resources": {
         "socket": PATH,
         "refresh_interval_seconds": POSITIVE,
         "timeout_seconds": POSITIVE,
         "max_receive_message_bytes": ("an integer >= 4194304 (4 MiB)", _int_at_least(4 * 1024 * 1024)),
+        "stale_grace_intervals": ("a number >= 0", _non_negative),
+        "resource_names": ("a non-empty list of resource names", _names),
     },
     "xid": {"recovery_grace_seconds": ("a number >= 0", _non_negative)},
 }
@@ -192,7 +219,8 @@ class _Reader:
         return found
 
     def _scalar(self, node: yaml.Node) -> Any:
-        if not isinstance(node, yaml.ScalarNode):
+        """The value of a scalar or a list node; _NOT_SCALAR for a mapping."""
+        if not isinstance(node, yaml.ScalarNode | yaml.SequenceNode):
             return _NOT_SCALAR
         return self._constructor.construct_object(node, deep=True)
 

@@ -46,6 +46,9 @@ SPEED_MULTIPLIERS: dict[HealthState, float] = {
     HealthState.CRITICAL: 0.0,
 }
 
+# The state of a GPU that does not answer (gpu_up 0): it can run nothing.
+DOWN_STATE = HealthState.CRITICAL
+
 
 @dataclass(frozen=True)
 class Bands:

@@ -4,7 +4,9 @@ availability score, computed by exporter/health.py from the same sweep as the de
     gpu_health_state{gpu="0",…,state="normal"} 1
     gpu_availability_score{gpu="0",…} 0.41
 
-A GPU that is down, or whose inputs are unreadable, gets none of these series (never a made-up optimal).
+A GPU that is down (gpu_up 0: lost, failing, or XID 79/48) is `critical` with speed multiplier 0 and
+availability score 0: schedulers and alerts must see it leave the pool, not vanish. A GPU that answers but
+whose temperature and memory are both unreadable gets no state (never a made-up optimal).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from prometheus_client.core import Metric
 from exporter import metrics as m
 from exporter.collector import ScrapeContext, new_family
 from exporter.health import (
+    DOWN_STATE,
     HealthState,
     HealthThresholds,
     assess,
@@ -37,9 +40,13 @@ class HealthMetrics:
         state, speed, score = (new_family(spec) for spec in
                                (m.HEALTH_STATE, m.SPEED_MULTIPLIER, m.AVAILABILITY_SCORE))
         for device in snapshot.devices:
-            if not device.up:
-                continue
             labels = context.device_labels(device)
+            if not device.up:
+                for candidate in STATES:
+                    state.add_metric([*labels, candidate.value], 1.0 if candidate is DOWN_STATE else 0.0)
+                speed.add_metric(labels, DOWN_STATE.speed_multiplier)
+                score.add_metric(labels, 0.0)
+                continue
             percent = memory_used_percent(device.memory_used_bytes, device.memory_total_bytes)
             health = assess(device.temperature_celsius, percent, self.thresholds)
             if health is not None:

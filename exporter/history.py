@@ -5,9 +5,11 @@ sample, so memory stays flat whatever the sampling rate. No clock is read here: 
 timestamps and `trend()` takes `now`, so the arithmetic is tested with fixed timestamps.
 
 Trend word: the least-squares slope of the window's samples, per minute, compared with a threshold:
-|slope| < threshold -> stable, slope >= threshold -> rising, slope <= -threshold -> falling; fewer than two
-samples (or all at one instant) -> unknown. Default thresholds: 0.5 °C/min for temperature, 1 %/min for
-utilization and memory use (5 °C or 10 points over a 10-minute window).
+|slope| < threshold -> stable, slope >= threshold -> rising, slope <= -threshold -> falling. A slope from a
+few samples or a sliver of the window is noise, so the word is `unknown` unless the quantity has at least
+`min_samples` samples (default 5) spanning at least `min_window_coverage` of the window (default 0.5: at
+least 2.5 of 5 minutes); the statistics (current, avg, min, max, slope) are still given. Default thresholds:
+0.5 °C/min for temperature, 1 %/min for utilization and memory use (5 °C or 10 points over 10 minutes).
 """
 
 from __future__ import annotations
@@ -46,8 +48,15 @@ class TrendThresholds:
     temperature_celsius_per_minute: float = 0.5
     utilization_percent_per_minute: float = 1.0
     memory_percent_per_minute: float = 1.0
+    # Fewer samples than this, or samples spanning less than this fraction of the window -> `unknown`.
+    min_samples: int = 5
+    min_window_coverage: float = 0.5
 
     def __post_init__(self) -> None:
+        if self.min_samples < 2:
+            raise ValueError(f"min_samples: expected >= 2 (got {self.min_samples!r})")
+        if not (math.isfinite(self.min_window_coverage) and 0 <= self.min_window_coverage <= 1):
+            raise ValueError(f"min_window_coverage: expected 0..1 (got {self.min_window_coverage!r})")
         for name, value in (
             ("temperature_celsius_per_minute", self.temperature_celsius_per_minute),
             ("utilization_percent_per_minute", self.utilization_percent_per_minute),
@@ -129,14 +138,18 @@ def classify(slope_per_minute: float | None, threshold: float) -> TrendWord:
 
 
 def series_trend(
-    samples: Sequence[Sample], value: Callable[[Sample], float | None], threshold: float
+    samples: Sequence[Sample], value: Callable[[Sample], float | None], threshold: float,
+    min_samples: int = 2, min_span_seconds: float = 0.0,
 ) -> SeriesTrend:
+    """Statistics of one quantity; the word is `unknown` below `min_samples` points or when the points span
+    less than `min_span_seconds`."""
     points = [(s.timestamp, v) for s in samples if (v := value(s)) is not None and math.isfinite(v)]
     if not points:
         return SeriesTrend(0, None, None, None, None, None, TrendWord.UNKNOWN)
     values = [y for _, y in points]
     slope = least_squares_slope(points)
     slope_per_minute = None if slope is None else slope * 60.0
+    enough = len(points) >= min_samples and points[-1][0] - points[0][0] >= min_span_seconds
     return SeriesTrend(
         samples=len(points),
         current=values[-1],
@@ -144,7 +157,7 @@ def series_trend(
         minimum=min(values),
         maximum=max(values),
         slope_per_minute=slope_per_minute,
-        trend=classify(slope_per_minute, threshold),
+        trend=classify(slope_per_minute, threshold) if enough else TrendWord.UNKNOWN,
     )
 
 
@@ -203,19 +216,20 @@ class GpuHistory:
         end = now if now is not None else (everything[-1].timestamp if everything else 0.0)
         start = end - minutes * 60.0
         window = [s for s in everything if start <= s.timestamp <= end]
+        span = thresholds.min_window_coverage * minutes * 60.0
+
+        def of(value: Callable[[Sample], float | None], threshold: float) -> SeriesTrend:
+            return series_trend(window, value, threshold, thresholds.min_samples, span)
+
         return Trend(
             uuid=uuid,
             minutes=minutes,
             window_start=start,
             window_end=end,
             samples=len(window),
-            temperature_celsius=series_trend(
-                window, lambda s: s.temperature_celsius, thresholds.temperature_celsius_per_minute
-            ),
-            utilization_percent=series_trend(
-                window, lambda s: s.utilization_percent, thresholds.utilization_percent_per_minute
-            ),
-            memory_used_percent=series_trend(
-                window, lambda s: s.memory_used_percent, thresholds.memory_percent_per_minute
-            ),
+            temperature_celsius=of(lambda s: s.temperature_celsius,
+                                   thresholds.temperature_celsius_per_minute),
+            utilization_percent=of(lambda s: s.utilization_percent,
+                                   thresholds.utilization_percent_per_minute),
+            memory_used_percent=of(lambda s: s.memory_used_percent, thresholds.memory_percent_per_minute),
         )

@@ -64,7 +64,8 @@ SM_CLOCK = _gauge("gpu_sm_clock_hertz", "Current SM clock, in hertz.")
 MEMORY_CLOCK = _gauge("gpu_memory_clock_hertz", "Current memory clock, in hertz.")
 SM_CLOCK_MAX = _gauge("gpu_sm_clock_max_hertz", "Maximum SM clock, in hertz.")
 MEMORY_CLOCK_MAX = _gauge("gpu_memory_clock_max_hertz", "Maximum memory clock, in hertz.")
-FAN_SPEED = _gauge("gpu_fan_speed_ratio", "Intended fan speed as a fraction of the maximum (0..1).")
+FAN_SPEED = _gauge("gpu_fan_speed_ratio",
+                   "Intended fan speed as a fraction of the maximum (NVML may report above 1).")
 PERFORMANCE_STATE = _gauge("gpu_performance_state",
                            "Performance state: 0 (P0, maximum) to 15 (P15, minimum).")
 CLOCKS_EVENT_REASON = _gauge("gpu_clocks_event_reason_active",
@@ -113,8 +114,11 @@ LAST_COLLECT = MetricSpec("gpu_exporter_last_collect_timestamp_seconds", "gauge"
                           "Unix time when NVML last answered a sweep: the staleness signal.", per_gpu=False)
 GPUS = MetricSpec("gpu_exporter_gpus", "gauge", "Number of GPUs NVML reports on this node.", per_gpu=False)
 POD_RESOURCES_UP = MetricSpec("gpu_exporter_pod_resources_up", "gauge",
-                              "1 if the last read of the kubelet pod-resources API succeeded, else 0 (pod "
-                              "labels are then empty).", per_gpu=False)
+                              "1 if the last read of the kubelet pod-resources API succeeded, else 0 (the "
+                              "last pod labels are kept for a grace period, then empty).", per_gpu=False)
+POD_RESOURCES_ATTEMPTS = MetricSpec("gpu_exporter_pod_resources_refresh_attempts", "counter",
+                                    "Reads of the kubelet pod-resources API attempted, successful or not.",
+                                    per_gpu=False)
 
 # Every family the exporter of this issue produces, in exposition order.
 DEVICE_METRICS: tuple[MetricSpec, ...] = (
@@ -127,6 +131,6 @@ EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST
 # Families the collector extensions of issue 4 produce (exporter/attribution.py, health_metrics.py, xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (
     ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, HEALTH_STATE, SPEED_MULTIPLIER,
-    AVAILABILITY_SCORE, POD_RESOURCES_UP,
+    AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
 )
 ALL_METRICS: tuple[MetricSpec, ...] = DEVICE_METRICS + EXPORTER_METRICS + EXTENSION_METRICS

@@ -1,4 +1,6 @@
 """NVML adapter: the only module that imports pynvml; it turns NVML answers into frozen snapshots.
+Its call helpers (optional / versioned calls, reason bits, static facts) live in exporter/nvml_calls.py,
+which calls NVML only through the module object handed over here.
 
 The adapter takes the NVML module-like object as a constructor argument (`pynvml` on a GPU node, a
 `exporter.simulated.SimulatedNvml` in the demo and the tests), so the same code runs on both. NVML errors are
@@ -14,12 +16,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pynvml
 
 from exporter.errors import NvmlEventError, NvmlUnavailableError
+from exporter.nvml_calls import (
+    CLOCKS_EVENT_CALLS,
+    CUDA_VERSION_CALLS,
+    PROCESS_CALLS,
+    NvmlCalls,
+    StaticInfo,
+    clocks_event_reasons,
+    format_cuda_version,
+    mhz,
+    text,
+)
 from exporter.snapshots import (
     DeviceSnapshot,
     NodeSnapshot,
@@ -30,33 +42,13 @@ from exporter.snapshots import (
 
 __all__ = [
     "CLOCKS_EVENT_REASONS", "DeviceSnapshot", "NodeSnapshot", "NvmlAdapter", "ProcessSnapshot",
-    "ProcessUtilizationSample", "XidEvent", "XidEventSet", "handle_key", "real_nvml",
+    "ProcessUtilizationSample", "XidEvent", "XidEventSet", "format_cuda_version", "handle_key", "real_nvml",
 ]
 
 log = logging.getLogger(__name__)
 
-# Bit of nvmlDeviceGetCurrentClocksEventReasons -> the `reason` label value.
-CLOCKS_EVENT_REASONS: tuple[tuple[str, int], ...] = (
-    ("gpu_idle", 0x1),
-    ("applications_clocks_setting", 0x2),
-    ("sw_power_cap", 0x4),
-    ("hw_slowdown", 0x8),
-    ("sync_boost", 0x10),
-    ("sw_thermal", 0x20),
-    ("hw_thermal", 0x40),
-    ("hw_power_brake", 0x80),
-    ("display_clock_setting", 0x100),
-)
-
-# Newer call first; older drivers raise FunctionNotFound / NVMLLibraryMismatchError and we try the next.
-PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
-                 "nvmlDeviceGetComputeRunningProcesses")
-CLOCKS_EVENT_CALLS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
-CUDA_VERSION_CALLS = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
-
-# Errors after which the whole library must be re-initialised, not just one GPU marked down.
-_LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLError_LibraryNotFound",
-                 "NVMLError_LibRmVersionMismatch")
+# The reason labels with pynvml's own bits (this pynvml's constants, literal fallback); see nvml_calls.py.
+CLOCKS_EVENT_REASONS: tuple[tuple[str, int], ...] = clocks_event_reasons(pynvml)
 
 MIB = 1024 * 1024
 NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId of an event that is not about a MIG instance
@@ -68,26 +60,6 @@ def real_nvml() -> Any:
     return pynvml
 
 
-@dataclass
-class _StaticInfo:
-    handle: Any
-    uuid: str
-    name: str
-    pci_bus_id: str
-    sm_clock_max_hertz: float | None
-    memory_clock_max_hertz: float | None
-    mig_uuids: tuple[str, ...] = ()
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def format_cuda_version(value: int) -> str:
-    """NVML's 12020 -> "12.2"."""
-    return f"{value // 1000}.{(value % 1000) // 10}"
-
-
 class NvmlAdapter:
     """Reads GPUs through an NVML module-like object; thread-safe for the scrape, PCIe and XID threads."""
 
@@ -97,18 +69,17 @@ class NvmlAdapter:
                 raise TypeError(f"NvmlAdapter needs a pynvml-like module; {nvml!r} has no {name}")
         self._nvml = nvml
         self._clock = clock
+        self._calls = NvmlCalls(nvml)
         self._error: type[Exception] = nvml.NVMLError
-        self._left_out: tuple[type[Exception], ...] = (
-            nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission, nvml.NVMLError_FunctionNotFound,
-            getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_FunctionNotFound))
-        self._fallback_errors: tuple[type[Exception], ...] = (
-            nvml.NVMLError_FunctionNotFound,
-            getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_FunctionNotFound))
-        self._library_wide = tuple(getattr(nvml, n) for n in _LIBRARY_WIDE if hasattr(nvml, n))
+        self._left_out = self._calls.left_out
+        self._library_wide = self._calls.library_wide
+        self._reasons = clocks_event_reasons(nvml)
         self._lock = threading.Lock()
-        self._resolved: dict[str, str] = {}
-        self._unsupported: set[tuple[int, str]] = set()
-        self._static: dict[int, _StaticInfo] = {}
+        self._optional = self._calls.optional
+        self._optional_versioned = self._calls.optional_versioned
+        self._versioned = self._calls.versioned
+        self._note_unsupported = self._calls.note_unsupported
+        self._static: dict[int, StaticInfo] = {}
         self._count = 0
         self._initialized = False
         self.generation = 0  # bumped by every successful init: handles of an older session are stale
@@ -118,9 +89,10 @@ class NvmlAdapter:
     # -- lifecycle ------------------------------------------------------------------------------------
     def init(self) -> None:
         """Load NVML and read the static facts once; raises NvmlUnavailableError with NVML's reason."""
+        self._calls.reset()  # a driver swapped while NVML was down may support other call names
         try:
             self._nvml.nvmlInit()
-            self.driver_version = _text(self._nvml.nvmlSystemGetDriverVersion())
+            self.driver_version = text(self._nvml.nvmlSystemGetDriverVersion())
             try:
                 self.cuda_version = format_cuda_version(int(self._versioned("cuda", CUDA_VERSION_CALLS)))
             except self._left_out:
@@ -175,7 +147,7 @@ class NvmlAdapter:
 
     def read_device(self, index: int) -> DeviceSnapshot:
         """One GPU; an error other than NotSupported gives a snapshot with up=False and the reason."""
-        static: _StaticInfo | None = None
+        static: StaticInfo | None = None
         try:
             static = self._static_info(index)
             return self._read_dynamic(index, static)
@@ -187,20 +159,20 @@ class NvmlAdapter:
             return DeviceSnapshot(index=index, uuid=static.uuid, name=static.name,
                                   pci_bus_id=static.pci_bus_id, up=False, error=reason)
 
-    def _static_info(self, index: int) -> _StaticInfo:
+    def _static_info(self, index: int) -> StaticInfo:
         info = self._static.get(index)
         if info is not None:
             return info
         nvml = self._nvml
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        info = _StaticInfo(
+        info = StaticInfo(
             handle=handle,
-            uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-            name=_text(nvml.nvmlDeviceGetName(handle)),
-            pci_bus_id=_text(self._optional(index, "nvmlDeviceGetPciInfo", handle, attr="busId") or ""),
-            sm_clock_max_hertz=self._mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
+            uuid=text(nvml.nvmlDeviceGetUUID(handle)),
+            name=text(nvml.nvmlDeviceGetName(handle)),
+            pci_bus_id=text(self._optional(index, "nvmlDeviceGetPciInfo", handle, attr="busId") or ""),
+            sm_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
                                                         nvml.NVML_CLOCK_SM)),
-            memory_clock_max_hertz=self._mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
+            memory_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
                                                             nvml.NVML_CLOCK_MEM)),
             mig_uuids=self._mig_uuids(index, handle),
         )
@@ -208,7 +180,7 @@ class NvmlAdapter:
             self._static[index] = info
         return info
 
-    def _read_dynamic(self, index: int, s: _StaticInfo) -> DeviceSnapshot:
+    def _read_dynamic(self, index: int, s: StaticInfo) -> DeviceSnapshot:
         nvml, h, opt = self._nvml, s.handle, self._optional
         util = opt(index, "nvmlDeviceGetUtilizationRates", h)
         memory = opt(index, "nvmlDeviceGetMemoryInfo", h)
@@ -231,14 +203,14 @@ class NvmlAdapter:
             power_watts=None if power is None else power / 1000.0,
             power_limit_watts=None if limit is None else limit / 1000.0,
             energy_joules=None if energy is None else energy / 1000.0,
-            sm_clock_hertz=self._mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)),
-            memory_clock_hertz=self._mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)),
+            sm_clock_hertz=mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)),
+            memory_clock_hertz=mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)),
             sm_clock_max_hertz=s.sm_clock_max_hertz,
             memory_clock_max_hertz=s.memory_clock_max_hertz,
             fan_speed_ratio=None if fan is None else fan / 100.0,
             performance_state=opt(index, "nvmlDeviceGetPerformanceState", h),
             clocks_event_reasons=None if reasons is None else tuple(
-                (label, bool(int(reasons) & bit)) for label, bit in CLOCKS_EVENT_REASONS),
+                (label, bool(int(reasons) & bit)) for label, bit in self._reasons),
             ecc_corrected=opt(index, "nvmlDeviceGetTotalEccErrors", h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
                               nvml.NVML_VOLATILE_ECC),
             ecc_uncorrected=opt(index, "nvmlDeviceGetTotalEccErrors", h,
@@ -333,63 +305,10 @@ class NvmlAdapter:
         for slot in range(int(self._optional(index, "nvmlDeviceGetMaxMigDeviceCount", handle) or 0)):
             try:
                 mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-                found.append(_text(nvml.nvmlDeviceGetUUID(mig)))
+                found.append(text(nvml.nvmlDeviceGetUUID(mig)))
             except self._error:  # NotFound: that slot holds no MIG device
                 continue
         return tuple(found)
-
-    # -- helpers --------------------------------------------------------------------------------------
-    def _optional(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
-        """Call NVML; None (logged once) when the call is not supported on this GPU or driver."""
-        try:
-            value = getattr(self._nvml, call)(*args)
-        except AttributeError as exc:
-            self._note_unsupported(index, call, exc)
-            return None
-        except self._left_out as exc:
-            self._note_unsupported(index, call, exc)
-            return None
-        return getattr(value, attr) if attr else value
-
-    def _optional_versioned(self, index: int, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
-        try:
-            return self._versioned(logical, calls, *args)
-        except self._left_out as exc:
-            self._note_unsupported(index, "/".join(calls), exc)
-            return None
-
-    def _versioned(self, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
-        """Try the newest call name first, fall back to older ones; remember the one that worked."""
-        resolved = self._resolved.get(logical)
-        if resolved is not None:
-            return getattr(self._nvml, resolved)(*args)
-        last: Exception = self._nvml.NVMLError_FunctionNotFound()
-        for name in calls:
-            fn = getattr(self._nvml, name, None)
-            if fn is None:
-                continue
-            try:
-                value = fn(*args)
-            except self._fallback_errors as exc:
-                log.debug("%s unavailable (%s); trying the older call", name, type(exc).__name__)
-                last = exc
-                continue
-            with self._lock:
-                self._resolved[logical] = name
-            return value
-        raise last
-
-    def _note_unsupported(self, index: int, call: str, exc: BaseException) -> None:
-        key = (index, call)
-        with self._lock:
-            if key in self._unsupported:
-                return
-            self._unsupported.add(key)
-        log.info("GPU %d: %s not supported (%s); its series are left out", index, call, type(exc).__name__)
-
-    @staticmethod
-    def _mhz(value: Any) -> float | None:
-        return None if value is None else float(value) * 1e6
 
 
 class XidEventSet:

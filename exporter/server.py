@@ -2,14 +2,20 @@
 JSON status API under /api/v1/ (answered by an injected `ApiHandler`, see exporter/status_service.py).
 
 /healthz is liveness: 200 while the process serves HTTP, whatever NVML does, so a node without a driver
-never crash-loops the DaemonSet. /readyz is 200 once NVML answers, 503 with the reason otherwise; /metrics
-keeps serving `gpu_exporter_nvml_up 0` either way.
+never crash-loops the DaemonSet. /readyz is 200 once the server serves and the first NVML init attempt has
+been made, whatever its outcome (the body says `nvml up` or `nvml down: <reason>`): a driverless node's pod
+must still become Ready, or scrapes through Service endpoints never collect its `gpu_exporter_nvml_up 0`.
+Alert on gpu_exporter_nvml_up, not on readiness.
+
+The listen address may be IPv4 or IPv6 (`::`, `::1`): the family comes from getaddrinfo. Each connection
+has a socket timeout, so an idle keep-alive client does not hold a handler thread forever.
 """
 
 from __future__ import annotations
 
 import gzip
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,9 +33,15 @@ ApiHandler = Callable[[str, str, str], tuple[int, dict[str, Any]]]
 log = logging.getLogger(__name__)
 
 
+DEFAULT_HANDLER_TIMEOUT_SECONDS = 30.0
+
+
 class Readiness(Protocol):
     @property
     def ready(self) -> bool: ...
+
+    @property
+    def init_attempted(self) -> bool: ...
 
     @property
     def nvml_error(self) -> str | None: ...
@@ -41,12 +53,22 @@ class _Server(ThreadingHTTPServer):
     registry: CollectorRegistry
     readiness: Readiness
     scrape_failures: int
+    failures_lock: threading.Lock
+    handler_timeout: float
     api: ApiHandler | None
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        self.timeout = self.server.handler_timeout  # read by StreamRequestHandler.setup: settimeout
+        super().setup()
 
     def do_GET(self) -> None:
         path, _, query = self.path.partition("?")
@@ -57,26 +79,33 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/healthz":
             self._send(200, b"ok\n", "text/plain; charset=utf-8")
         elif path == "/readyz":
-            readiness = self.server.readiness
-            if readiness.ready:
-                self._send(200, b"ready\n", "text/plain; charset=utf-8")
-            else:
-                reason = readiness.nvml_error or "NVML not answering"
-                self._send(503, f"not ready: {reason}\n".encode(), "text/plain; charset=utf-8")
+            self._readyz()
         elif path == "/":
             body = b"<html><body><h1>gpu-exporter</h1><a href='/metrics'>/metrics</a></body></html>\n"
             self._send(200, body, "text/html; charset=utf-8")
         else:
             self._send(404, b"not found\n", "text/plain; charset=utf-8")
 
+    def _readyz(self) -> None:
+        readiness = self.server.readiness
+        if not readiness.init_attempted:
+            self._send(503, b"not ready: NVML init not attempted yet\n", "text/plain; charset=utf-8")
+        elif readiness.ready:
+            self._send(200, b"ready: nvml up\n", "text/plain; charset=utf-8")
+        else:
+            reason = readiness.nvml_error or "NVML not answering"
+            self._send(200, f"ready: nvml down: {reason}\n".encode(), "text/plain; charset=utf-8")
+
     def _metrics(self) -> None:
         encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
         try:
             body = encoder(self.server.registry)
         except Exception:  # the one broad handler: a collector bug must not kill the server
-            self.server.scrape_failures += 1
-            if self.server.scrape_failures == 1 or self.server.scrape_failures % 100 == 0:
-                log.exception("scrape failed (%d so far)", self.server.scrape_failures)
+            with self.server.failures_lock:
+                self.server.scrape_failures += 1
+                failures = self.server.scrape_failures
+            if failures == 1 or failures % 100 == 0:
+                log.exception("scrape failed (%d so far)", failures)
             self._send(500, b"scrape failed; see the exporter log\n", "text/plain; charset=utf-8")
             return
         encoding = None
@@ -115,14 +144,23 @@ class ExporterServer:
     """Binds at construction (so a port in use fails before anything starts), serves in a thread."""
 
     def __init__(self, address: str, port: int, registry: CollectorRegistry, readiness: Readiness,
-                 api: ApiHandler | None = None) -> None:
+                 api: ApiHandler | None = None,
+                 handler_timeout_seconds: float = DEFAULT_HANDLER_TIMEOUT_SECONDS) -> None:
+        shown = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
         try:
-            server = _Server((address, port), _Handler)
+            family = socket.getaddrinfo(address or None, port, type=socket.SOCK_STREAM,
+                                        flags=socket.AI_PASSIVE)[0][0]
+            server_class = _Server6 if family == socket.AF_INET6 else _Server
+            server = server_class((address, port), _Handler)
+        except socket.gaierror as exc:
+            raise ServeError(f"cannot listen on {shown}: {exc.strerror or exc}") from exc
         except OSError as exc:
-            raise ServeError(f"cannot listen on {address}:{port}: {exc.strerror or exc}") from exc
+            raise ServeError(f"cannot listen on {shown}: {exc.strerror or exc}") from exc
         server.registry = registry
         server.readiness = readiness
         server.scrape_failures = 0
+        server.failures_lock = threading.Lock()
+        server.handler_timeout = handler_timeout_seconds
         server.api = api
         self._server = server
         self._thread: threading.Thread | None = None
@@ -131,6 +169,10 @@ class ExporterServer:
     @property
     def port(self) -> int:
         return int(self._server.server_address[1])
+
+    @property
+    def scrape_failures(self) -> int:
+        return self._server.scrape_failures
 
     @property
     def address(self) -> str:

@@ -36,20 +36,20 @@ class MigSurface:
     def _gpu(self, call: str, handle: Any) -> tuple[Any, float]:  # provided by SimulatedNvml
         raise NotImplementedError
 
-    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
+    def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
         with self._lock:
-            gpu, _ = self._gpu("nvmlDeviceGetMigMode", handle)
+            gpu, _ = self._gpu("nvmlDeviceGetMigMode", device)
             mode = NVML_DEVICE_MIG_ENABLE if gpu.spec.mig_devices else NVML_DEVICE_MIG_DISABLE
             return [mode, mode]
 
-    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+    def nvmlDeviceGetMaxMigDeviceCount(self, device: Any) -> int:
         with self._lock:
-            gpu, _ = self._gpu("nvmlDeviceGetMaxMigDeviceCount", handle)
+            gpu, _ = self._gpu("nvmlDeviceGetMaxMigDeviceCount", device)
             return 7 if gpu.spec.mig_devices else 0
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> SimMigHandle:
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> SimMigHandle:
         with self._lock:
-            gpu, _ = self._gpu("nvmlDeviceGetMigDeviceHandleByIndex", handle)
+            gpu, _ = self._gpu("nvmlDeviceGetMigDeviceHandleByIndex", device)
             if not gpu.spec.mig_devices:
                 raise self.NVMLError_NotSupported()  # type: ignore[attr-defined]
             if not 0 <= index < gpu.spec.mig_devices:

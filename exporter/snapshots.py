@@ -5,7 +5,18 @@ Re-exported from exporter.nvml, which produces them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+# Clocks-event reasons that lower clocks without anything being wrong: an idle GPU, clocks set by the
+# operator, the display clock. They stay on gpu_clocks_event_reason_active but are not "throttling" in the
+# JSON API or the status table.
+NOT_THROTTLING = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
+
+
+def throttle_reasons(reasons: Iterable[tuple[str, bool]] | None) -> list[str]:
+    """The active clocks-event reasons that are real throttles (see NOT_THROTTLING), in NVML's bit order."""
+    return [reason for reason, active in reasons or () if active and reason not in NOT_THROTTLING]
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@
     GET /api/v1/gpus/<index>/trend?minutes=5  -> <trend>                     (400 naming a bad parameter)
 
 `handle(path, query, snapshot_provider, history)` returns `(status, body)`; the HTTP server only encodes
-the body (`encode()`) and writes it. Errors are `{"error": "<message>", "parameter": "<name>"?}`.
-Unknown query parameters are ignored.
+the body (`encode()`) and writes it. Errors are `{"error": "<message>", "parameter": "<name>"?}`:
+an index that is not a plain decimal number (`abc`, `01`, `+1`) is 400 naming `index`; a query parameter
+the endpoint does not take is 400 naming it; NVML down is 503 with the reason. Numbers are rounded for
+people (percent and °C to 0.1, watts to 0.001, the score to 0.0001); /metrics keeps full precision.
 """
 
 from __future__ import annotations
@@ -14,12 +16,20 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from exporter.health import HealthState, HealthThresholds, assess, availability_score, memory_used_percent
+from exporter.health import (
+    DOWN_STATE,
+    HealthState,
+    HealthThresholds,
+    assess,
+    availability_score,
+    memory_used_percent,
+)
 from exporter.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
 from exporter.podresources.mapping import DeviceHolder
 
@@ -28,6 +38,7 @@ log = logging.getLogger(__name__)
 API_PREFIX = "/api/v1/"
 DEFAULT_TREND_MINUTES = 5.0
 DEFAULT_MAX_TREND_MINUTES = 60.0
+_INDEX = re.compile(r"^(0|[1-9][0-9]{0,5})$")  # ASCII digits, no sign, no leading zero
 
 
 @dataclass(frozen=True)
@@ -77,24 +88,27 @@ def build_gpu_status(
     xid_errors: Mapping[int, int] | None = None,
     thresholds: HealthThresholds | None = None,
 ) -> GpuStatus:
-    """Derive state, speed multiplier, memory percent and availability score from one GPU reading."""
+    """Derive state, speed multiplier, memory percent and availability score from one GPU reading.
+
+    A GPU that is down is `critical` with speed multiplier 0 and availability score 0 (as on /metrics).
+    """
     percent = memory_used_percent(memory_used_bytes, memory_total_bytes)
     health = assess(temperature_celsius, percent, thresholds) if up else None
+    state = health.state if health else (None if up else DOWN_STATE)
+    score = availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio) if up else 0.0
     return GpuStatus(
         index=index,
         uuid=uuid,
         name=name,
         up=up,
-        state=health.state if health else None,
+        state=state,
         temperature_celsius=temperature_celsius,
         utilization_percent=None if utilization_ratio is None else 100.0 * utilization_ratio,
         memory=MemoryStatus(memory_used_bytes, memory_total_bytes, percent),
         power_watts=power_watts,
-        throttling=ThrottlingStatus(tuple(throttle_reasons), health.speed_multiplier if health else None),
+        throttling=ThrottlingStatus(tuple(throttle_reasons), state.speed_multiplier if state else None),
         holders=tuple(holders),
-        availability_score=(
-            availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio) if up else None
-        ),
+        availability_score=score,
         xid_errors=dict(xid_errors or {}),
     )
 
@@ -129,16 +143,24 @@ def handle(
     except Exception as e:  # the request handler must answer, not die
         log.warning("GPU status unavailable: %s: %s", type(e).__name__, e)
         return _error(503, f"GPU status unavailable: {e}")
+    params = parse_qs(query, keep_blank_values=True)
+    allowed = ("minutes",) if len(parts) == 5 else ()
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        takes = f"; it takes: {', '.join(allowed)}" if allowed else "; it takes none"
+        return _error(400, f"{unknown[0]}: unknown query parameter{takes}", parameter=unknown[0])
     if len(parts) == 3:
         return 200, {"gpus": [gpu_json(gpu) for gpu in sorted(gpus, key=lambda g: g.index)]}
 
-    gpu = _find(gpus, parts[3])
+    if not _INDEX.match(parts[3]):
+        return _error(400, f"index: expected a GPU index such as 0 or 3 (got {parts[3]!r})",
+                      parameter="index")
+    gpu = next((g for g in gpus if g.index == int(parts[3])), None)
     if gpu is None:
         return _error(404, f"no GPU with index {parts[3]!r}", parameter="index")
     if len(parts) == 4:
         return 200, gpu_json(gpu)
 
-    params = parse_qs(query, keep_blank_values=True)
     minutes, problem = _minutes(params.get("minutes"), max_trend_minutes)
     if problem is not None:
         return _error(400, problem, parameter="minutes")
@@ -158,14 +180,14 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
         "name": gpu.name,
         "up": gpu.up,
         "state": gpu.state.value if gpu.state else None,
-        "temperature_celsius": gpu.temperature_celsius,
-        "utilization_percent": gpu.utilization_percent,
+        "temperature_celsius": _round(gpu.temperature_celsius, 1),
+        "utilization_percent": _round(gpu.utilization_percent, 1),
         "memory": {
             "used_bytes": gpu.memory.used_bytes,
             "total_bytes": gpu.memory.total_bytes,
-            "percent": gpu.memory.percent,
+            "percent": _round(gpu.memory.percent, 1),
         },
-        "power_watts": gpu.power_watts,
+        "power_watts": _round(gpu.power_watts, 3),
         "throttling": {
             "active": bool(gpu.throttling.reasons),
             "reasons": list(gpu.throttling.reasons),
@@ -182,7 +204,7 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
             for h in gpu.holders
         ],
         "shared": len({(h.namespace, h.pod, h.container) for h in gpu.holders}) > 1,
-        "availability_score": gpu.availability_score,
+        "availability_score": _round(gpu.availability_score, 4),
         "xid_errors": {str(code): count for code, count in sorted(gpu.xid_errors.items())},
     }
 
@@ -208,20 +230,20 @@ def trend_json(gpu: GpuStatus, minutes: float, trend: Trend | None, now: float |
 
 def _series(series: SeriesTrend) -> dict[str, Any]:
     return {
-        "current": series.current,
-        "avg": series.average,
-        "min": series.minimum,
-        "max": series.maximum,
-        "slope_per_minute": series.slope_per_minute,
+        "current": _round(series.current, 1),
+        "avg": _round(series.average, 1),
+        "min": _round(series.minimum, 1),
+        "max": _round(series.maximum, 1),
+        "slope_per_minute": _round(series.slope_per_minute, 3),
         "trend": series.trend.value,
     }
 
 
-def _find(gpus: Sequence[GpuStatus], text: str) -> GpuStatus | None:
-    if not text.isdigit():
-        return None
-    index = int(text)
-    return next((gpu for gpu in gpus if gpu.index == index), None)
+def _round(value: float | None, digits: int) -> float | None:
+    """Rounded for people reading the JSON; None and non-finite values pass through (encode() nulls them)."""
+    if value is None or not math.isfinite(value):
+        return value
+    return round(value, digits)
 
 
 def _minutes(values: list[str] | None, maximum: float) -> tuple[float, str | None]:

@@ -19,6 +19,7 @@ from exporter.health import HealthThresholds
 from exporter.nvml import NodeSnapshot, NvmlAdapter
 from exporter.podresources.client import PodResourcesClient, PodResourcesUnavailableError
 from exporter.podresources.mapping import DeviceHolder, build_holder_map
+from exporter.snapshots import throttle_reasons
 from exporter.status_api import GpuStatus, gpu_json
 from exporter.status_service import gpu_statuses
 
@@ -47,7 +48,8 @@ def read_holders(config: ExporterConfig, adapter: NvmlAdapter) -> tuple[Holders,
     """GPU uuid -> holders from one kubelet List; ({}, reason) when the kubelet cannot be read."""
     client = PodResourcesClient(config.pod_resources.client_settings())
     try:
-        holders = build_holder_map(client.list_allocations(), adapter.mig_parent)
+        holders = build_holder_map(client.list_allocations(), adapter.mig_parent,
+                                   config.pod_resources.resource_filter())
         return dict(by_uuid(holders, adapter.uuid_of)), None
     except PodResourcesUnavailableError as exc:
         return {}, str(exc)
@@ -97,7 +99,7 @@ def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = No
     gib = 1024**3
     for d in snapshot.devices:
         status = statuses[d.index]
-        active = [r for r, on in d.clocks_event_reasons or () if on]
+        active = throttle_reasons(d.clocks_event_reasons)
         rows.append((
             str(d.index), d.name or "?", d.uuid[:12] + "…" if len(d.uuid) > 13 else d.uuid or "?",
             "yes" if d.up else f"NO ({d.error})",

@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from exporter.errors import NvmlUnavailableError
 from exporter.health import HealthThresholds, memory_used_percent
 from exporter.history import GpuHistory, Sample, TrendThresholds
 from exporter.nvml import NodeSnapshot
 from exporter.podresources.mapping import DeviceHolder
+from exporter.snapshots import throttle_reasons
 from exporter.status_api import GpuStatus, build_gpu_status, handle
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ def gpu_statuses(snapshot: NodeSnapshot, holders_of: HoldersOf | None = None,
             utilization_ratio=d.utilization, memory_used_bytes=d.memory_used_bytes,
             memory_free_bytes=d.memory_free_bytes, memory_total_bytes=d.memory_total_bytes,
             power_watts=d.power_watts,
-            throttle_reasons=[r for r, active in d.clocks_event_reasons or () if active],
+            throttle_reasons=throttle_reasons(d.clocks_event_reasons),
             holders=holders_of(d.uuid) if holders_of else (),
             xid_errors=xid_counts(d.uuid) if xid_counts else None, thresholds=thresholds))
     return statuses
@@ -72,7 +74,12 @@ class StatusService:
         return snapshot
 
     def statuses(self) -> list[GpuStatus]:
-        return gpu_statuses(self._source.snapshot(), self._holders_of, self._xid_counts, self._thresholds)
+        """Raises NvmlUnavailableError while NVML is down (the API answers 503 with the reason), so an empty
+        GPU list always means a node without GPUs, never a node whose driver is missing."""
+        snapshot = self._source.snapshot()
+        if not snapshot.nvml_up:
+            raise NvmlUnavailableError(snapshot.nvml_error or "NVML is not answering")
+        return gpu_statuses(snapshot, self._holders_of, self._xid_counts, self._thresholds)
 
     def handle(self, path: str, query: str, method: str = "GET") -> tuple[int, dict[str, Any]]:
         return handle(path, query, self.statuses, self.history, method=method,

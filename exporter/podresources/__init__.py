@@ -20,6 +20,7 @@ from exporter.podresources.client import (
     allocations_from_response,
 )
 from exporter.podresources.mapping import (
+    DEFAULT_RESOURCE_NAMES,
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
     DeviceAllocation,
@@ -28,12 +29,14 @@ from exporter.podresources.mapping import (
     build_holder_map,
     is_gpu_resource,
     normalize_device_id,
+    resource_filter,
     single_holder,
 )
 
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES",
     "DEFAULT_REFRESH_INTERVAL_SECONDS",
+    "DEFAULT_RESOURCE_NAMES",
     "DEFAULT_SOCKET",
     "DEFAULT_TIMEOUT_SECONDS",
     "GPU_RESOURCE",
@@ -51,5 +54,6 @@ __all__ = [
     "build_holder_map",
     "is_gpu_resource",
     "normalize_device_id",
+    "resource_filter",
     "single_holder",
 ]

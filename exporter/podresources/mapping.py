@@ -19,7 +19,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# The device plugin's time-slicing / MPS with renameByDefault advertises shared GPUs under this name.
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+DEFAULT_RESOURCE_NAMES: tuple[str, ...] = (GPU_RESOURCE, SHARED_GPU_RESOURCE)
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # MIG resources (`nvidia.com/mig-1g.10gb`, `...gb.shared`) always
 
 _REPLICA_SUFFIX = re.compile(r"::\d+$")
 
@@ -48,9 +51,16 @@ class DeviceHolder:
     device_id: str  # normalized id the holder was granted: `GPU-<uuid>` or `MIG-<uuid>` (no `::<n>`)
 
 
+def resource_filter(names: Iterable[str] = DEFAULT_RESOURCE_NAMES) -> Callable[[str], bool]:
+    """A filter accepting the given resource names (like dcgm-exporter's --nvidia-resource-names) and every
+    MIG resource (`nvidia.com/mig-*`)."""
+    accepted = frozenset(names)
+    return lambda name: name in accepted or name.startswith(MIG_RESOURCE_PREFIX)
+
+
 def is_gpu_resource(resource_name: str) -> bool:
-    """True for the resources whose devices are NVIDIA GPUs or MIG slices."""
-    return resource_name == GPU_RESOURCE or resource_name.startswith(MIG_RESOURCE_PREFIX)
+    """True for the default resource names (whole and renamed shared GPUs) and MIG slices."""
+    return resource_name in DEFAULT_RESOURCE_NAMES or resource_name.startswith(MIG_RESOURCE_PREFIX)
 
 
 def normalize_device_id(device_id: str) -> str:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import socket
 import threading
 
 import pytest
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo.processes import promtool
 from exporter import metrics as m
+from exporter.server import ExporterServer
 from exporter.source import SourceSettings
 from tests.integration.exporter.conftest import StartExporter, get, wait_for
 
@@ -80,7 +83,7 @@ def test_openmetrics_and_gzip(start_exporter: StartExporter) -> None:
 def test_health_and_readiness(start_exporter: StartExporter) -> None:
     base, _, _ = start_exporter(gpus=1)
     assert get(base + "/healthz")[:2] == (200, b"ok\n")
-    assert get(base + "/readyz")[:2] == (200, b"ready\n")
+    assert get(base + "/readyz")[:2] == (200, b"ready: nvml up\n")
     assert get(base + "/nope")[0] == 404
 
 
@@ -92,8 +95,8 @@ def test_without_nvml_library_serves_nvml_up_zero_and_stays_alive(start_exporter
     assert samples["gpu_exporter_nvml_up"] == [({}, 0.0)]
     assert "gpu_up" not in samples
     assert get(base + "/healthz")[0] == 200
-    status, body, _ = get(base + "/readyz")
-    assert status == 503 and b"NVMLError_LibraryNotFound" in body
+    status, body, _ = get(base + "/readyz")  # Ready, so Service-endpoint scrapes collect nvml_up 0
+    assert status == 200 and body.startswith(b"ready: nvml down: ") and b"NVMLError_LibraryNotFound" in body
 
 
 def test_nvml_appearing_later_is_picked_up(start_exporter: StartExporter) -> None:
@@ -139,3 +142,76 @@ def test_concurrent_scrapes_are_all_complete(start_exporter: StartExporter) -> N
     for body in bodies:
         assert len(families(body)["gpu_up"]) == 8
     assert app.source.sweeps == 1  # 60 scrapes inside the minimum interval share one NVML sweep
+
+
+class _Readiness:
+    def __init__(self, attempted: bool) -> None:
+        self.init_attempted = attempted
+        self.ready = False
+        self.nvml_error = "NVML init failed: no driver"
+
+
+def _server(address: str = "127.0.0.1", attempted: bool = True, timeout: float = 30.0) -> ExporterServer:
+    server = ExporterServer(address, 0, CollectorRegistry(), _Readiness(attempted),
+                            handler_timeout_seconds=timeout)
+    server.start()
+    return server
+
+
+def test_readyz_waits_only_for_the_first_nvml_attempt() -> None:
+    readiness = _Readiness(attempted=False)
+    server = ExporterServer("127.0.0.1", 0, CollectorRegistry(), readiness)
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        assert get(base + "/readyz")[0] == 503
+        readiness.init_attempted = True
+        assert get(base + "/readyz")[:2] == (200, b"ready: nvml down: NVML init failed: no driver\n")
+        assert get(base + "/healthz")[0] == 200
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("address", ["::1", "::"])
+def test_ipv6_listen_addresses(address: str) -> None:
+    server = _server(address)
+    try:
+        assert get(f"http://[::1]:{server.port}/healthz")[:2] == (200, b"ok\n")
+    finally:
+        server.shutdown()
+
+
+def test_an_idle_keep_alive_connection_is_closed_after_the_handler_timeout() -> None:
+    server = _server(timeout=0.3)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
+            client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = client.recv(4096)
+            assert first.startswith(b"HTTP/1.1 200")
+            rest = b""  # then idle: the server must hang up by itself (recv returns b"" on close)
+            while chunk := client.recv(4096):
+                rest += chunk
+            assert rest == b"" or rest.endswith(b"ok\n")
+    finally:
+        server.shutdown()
+
+
+def test_scrape_failures_are_counted_exactly_under_concurrency() -> None:
+    class Broken:
+        def collect(self) -> list[object]:
+            raise RuntimeError("collector bug")
+
+    registry = CollectorRegistry()
+    registry.register(Broken())  # type: ignore[arg-type]
+    server = ExporterServer("127.0.0.1", 0, registry, _Readiness(True))
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        threads = [threading.Thread(target=lambda: [get(url) for _ in range(10)]) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert server.scrape_failures == 80
+    finally:
+        server.shutdown()

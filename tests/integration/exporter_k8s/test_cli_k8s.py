@@ -104,7 +104,9 @@ def test_simulate_without_a_kubelet_socket_serves_pod_resources_up_zero_and_logs
     base, proc = serve(processes, "--simulate", "2", "--config", files["config"],
                        "--pod-resources-socket", absent)
     wait_until(lambda: series(scrape(base), "gpu_exporter_pod_resources_up") == [({}, 0.0)])
-    time.sleep(0.5)  # five more failed refreshes
+    attempts = "gpu_exporter_pod_resources_refresh_attempts_total"
+    first = series(scrape(base), attempts)[0][1]
+    wait_until(lambda: series(scrape(base), attempts)[0][1] >= first + 5)  # five more failed refreshes
     text = scrape(base)
     assert all(labels["pod"] == "" for labels, _ in series(text, "gpu_up"))
     proc.send_signal(signal.SIGTERM)

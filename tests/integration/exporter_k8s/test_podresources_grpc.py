@@ -33,6 +33,7 @@ def client_for(server: KubeletServer, **kwargs: float | int) -> PodResourcesClie
 
 
 def cache_for(server: KubeletServer, **kwargs: object) -> PodResourcesCache:
+    kwargs.setdefault("stale_grace_intervals", 0)  # these tests check the empty mapping of a failed List
     return PodResourcesCache(client_for(server).list_allocations, **kwargs)  # type: ignore[arg-type]
 
 

@@ -128,7 +128,11 @@ def test_exclusive_gpu_gets_the_device_values_and_a_down_gpu_only_its_allocation
     assert {(s["gpu"], s["pod"], s["shared"]) for s, _ in samples["gpu_allocation_info"]} == {
         ("0", "a", "false"), ("1", "b", "false")}
     assert {s["gpu"]: s["pod"] for s, _ in samples["gpu_up"]} == {"0": "a", "1": "b"}
-    assert "1" not in {s["gpu"] for s, _ in samples["gpu_health_state"]}  # no state for a down GPU
+    # a down GPU is critical, speed 0, score 0: it leaves the pool instead of vanishing from it
+    states = {s["state"] for s, v in samples["gpu_health_state"] if s["gpu"] == "1" and v == 1.0}
+    assert states == {"critical"}
+    assert {s["gpu"]: v for s, v in samples["gpu_speed_multiplier"]}["1"] == 0.0
+    assert {s["gpu"]: v for s, v in samples["gpu_availability_score"]}["1"] == 0.0
 
 
 def test_kubelet_down_means_no_pod_series_and_up_zero(tmp_path: Path) -> None:

@@ -115,3 +115,33 @@ def test_shape_problems(text: str, expected: str) -> None:
 def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"missing\.yaml:1: \(file\): cannot read"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_pod_resources_names_grace_and_trend_sample_rules() -> None:
+    config = parse_config("""
+pod_resources:
+  stale_grace_intervals: 0
+  resource_names: [nvidia.com/gpu, example.com/vgpu]
+trend: {min_samples: 3, min_window_coverage: 0.25}
+""", "cfg.yaml")
+    assert config.pod_resources.stale_grace_intervals == 0
+    assert config.pod_resources.resource_names == ("nvidia.com/gpu", "example.com/vgpu")
+    accepts = config.pod_resources.resource_filter()
+    assert accepts("example.com/vgpu") and accepts("nvidia.com/mig-1g.10gb")
+    assert not accepts("nvidia.com/gpu.shared")
+    assert (config.trend.min_samples, config.trend.min_window_coverage) == (3, 0.25)
+    defaults = ExporterConfig().pod_resources
+    assert defaults.resource_names == ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+    assert defaults.stale_grace_intervals == 3
+
+
+def test_bad_resource_names_and_trend_rules_name_the_field() -> None:
+    with pytest.raises(ExporterConfigError) as caught:
+        parse_config("pod_resources:\n  resource_names: []\n  stale_grace_intervals: -1\n"
+                     "trend:\n  min_samples: 1\n  min_window_coverage: 2\n", "cfg.yaml")
+    text = str(caught.value)
+    for field in ("pod_resources.resource_names", "pod_resources.stale_grace_intervals", "trend.min_samples",
+                  "trend.min_window_coverage"):
+        assert "cfg.yaml:" in text and f"{field}: expected" in text, field
+    with pytest.raises(ExporterConfigError, match="resource_names: expected a non-empty list"):
+        parse_config("pod_resources:\n  resource_names: nvidia.com/gpu\n", "cfg.yaml")

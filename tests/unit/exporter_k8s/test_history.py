@@ -79,7 +79,7 @@ def test_trend_falling_and_explicit_now() -> None:
 
 def test_custom_thresholds_change_the_word() -> None:
     history = GpuHistory()
-    for minute in range(4):
+    for minute in range(5):
         history.record(U, sample(minute * 60, temp=60 + 0.3 * minute))
     assert history.trend(U, 5).trend is TrendWord.STABLE  # type: ignore[union-attr]
     sensitive = TrendThresholds(temperature_celsius_per_minute=0.2)
@@ -172,3 +172,32 @@ def test_concurrent_writers_and_readers_keep_the_bound() -> None:
         t.join(60)
     assert not errors
     assert all(len(history.samples(f"g{i}")) == 50 for i in range(4))
+
+
+@pytest.mark.parametrize(("seconds", "minutes", "word"), [
+    (range(0, 121, 30), 5, TrendWord.UNKNOWN),    # 5 samples over 2 of 5 minutes: too little of the window
+    (range(0, 151, 50), 5, TrendWord.UNKNOWN),    # 4 samples over 2.5 minutes: too few
+    (range(0, 151, 30), 5, TrendWord.RISING),     # 6 samples over 2.5 of 5 minutes: exactly enough
+    (range(0, 121, 30), 4, TrendWord.RISING),     # the same samples are half of a 4-minute window
+])
+def test_trend_word_needs_enough_samples_covering_half_the_window(
+        seconds: range, minutes: float, word: TrendWord) -> None:
+    history = GpuHistory()
+    for second in seconds:
+        history.record(U, sample(second, temp=50 + second / 10))  # a steep 6 °C/min rise
+    trend = history.trend(U, minutes, now=T0 + seconds[-1])
+    assert trend is not None and trend.temperature_celsius.slope_per_minute == pytest.approx(6.0)
+    assert trend.trend is word
+
+
+def test_trend_sample_rules_are_configurable() -> None:
+    history = GpuHistory()
+    for second in (0, 60):
+        history.record(U, sample(second, temp=50 + second / 10))
+    loose = TrendThresholds(min_samples=2, min_window_coverage=0.1)
+    assert history.trend(U, 5).trend is TrendWord.UNKNOWN  # type: ignore[union-attr]
+    assert history.trend(U, 5, thresholds=loose).trend is TrendWord.RISING  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="min_samples"):
+        TrendThresholds(min_samples=1)
+    with pytest.raises(ValueError, match="min_window_coverage"):
+        TrendThresholds(min_window_coverage=1.5)

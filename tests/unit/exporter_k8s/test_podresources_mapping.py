@@ -15,6 +15,7 @@ from exporter.podresources import (
     build_holder_map,
     is_gpu_resource,
     normalize_device_id,
+    resource_filter,
     single_holder,
 )
 
@@ -45,7 +46,7 @@ def test_normalize_device_id(raw: str, expected: str) -> None:
     [
         ("nvidia.com/gpu", True),
         ("nvidia.com/mig-1g.10gb", True),
-        ("nvidia.com/gpu.shared", False),
+        ("nvidia.com/gpu.shared", True),  # the device plugin's renameByDefault name for shared GPUs
         ("amd.com/gpu", False),
         ("example.com/nic", False),
     ],
@@ -100,7 +101,7 @@ def test_cache_failure_modes_log_once_and_empty_the_map(caplog: pytest.LogCaptur
         return reply  # type: ignore[return-value]
 
     clock_values = iter([100.0, 110.0, 120.0, 130.0])
-    cache = PodResourcesCache(lister, clock=lambda: next(clock_values))
+    cache = PodResourcesCache(lister, clock=lambda: next(clock_values), stale_grace_intervals=0)
     assert not cache.up and cache.snapshot().refreshed_at is None
     assert cache.refresh().up
     down = cache.refresh()
@@ -122,3 +123,47 @@ def test_client_settings_reject_nonsense(kwargs: dict[str, object]) -> None:
 def test_cache_rejects_non_positive_interval() -> None:
     with pytest.raises(ValueError, match="refresh_interval_seconds"):
         PodResourcesCache(list, refresh_interval_seconds=0)
+
+
+def test_a_failed_list_keeps_the_last_mapping_for_the_grace_then_empties(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="exporter.podresources.cache")
+    good = [DeviceAllocation("a", "p", "c", GPU, A)]
+    replies: list[object] = [good, *[PodResourcesUnavailableError("socket gone")] * 5, good]
+
+    def lister() -> list[DeviceAllocation]:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply  # type: ignore[return-value]
+
+    now = [0.0]
+    cache = PodResourcesCache(lister, refresh_interval_seconds=10, clock=lambda: now[0])  # grace 3 x 10 s
+    assert cache.attempts == 0 and cache.refresh().up and cache.attempts == 1
+    seen = []
+    for at in (10.0, 20.0, 30.0, 40.0, 50.0):
+        now[0] = at
+        snapshot = cache.refresh()
+        seen.append((snapshot.up, snapshot.stale, cache.single_holder(A) is not None))
+    # up goes to 0 at once; the labels stay for 30 s after the last good List, then go
+    assert seen == [(False, True, True), (False, True, True), (False, True, True),
+                    (False, False, False), (False, False, False)]
+    now[0] = 60.0
+    assert cache.refresh().up and cache.single_holder(A) is not None and cache.attempts == 7
+    assert [(r.levelname, r.getMessage().split(",")[0]) for r in caplog.records] == [
+        ("INFO", "kubelet pod-resources readable: 1 GPU devices allocated"),
+        ("WARNING", "kubelet pod-resources unavailable"),
+        ("INFO", "kubelet pod-resources still unavailable after 30s; pod labels are empty until it answers"),
+        ("INFO", "kubelet pod-resources readable: 1 GPU devices allocated")]
+
+
+def test_accepted_resource_names_are_configurable_and_mig_is_always_in() -> None:
+    allocations = [
+        DeviceAllocation("a", "p1", "c", "nvidia.com/gpu.shared", f"{A}::1"),
+        DeviceAllocation("b", "p2", "c", "example.com/vgpu", "GPU-b"),
+        DeviceAllocation("c", "p3", "c", "nvidia.com/mig-1g.10gb.shared", MIG),
+    ]
+    default = build_holder_map(allocations)
+    assert set(default) == {A, MIG} and default[A][0].resource == "nvidia.com/gpu.shared"
+    custom = build_holder_map(allocations, resource_filter=resource_filter(["example.com/vgpu"]))
+    assert set(custom) == {"GPU-b", MIG}

@@ -72,14 +72,14 @@ def test_build_gpu_status_derives_state_and_score() -> None:
     assert idle.state is HealthState.OPTIMAL and idle.availability_score == 1.0
 
 
-def test_lost_gpu_has_no_state_or_score() -> None:
+def test_lost_gpu_is_critical_with_zero_speed_and_score() -> None:
     lost = build_gpu_status(
         index=3, uuid="GPU-x", name="", up=False, temperature_celsius=None, utilization_ratio=None,
         memory_used_bytes=None, memory_free_bytes=None, memory_total_bytes=None, power_watts=None,
     )
     body = gpu_json(lost)
-    derived = (body["state"], body["availability_score"], body["throttling"]["speed_multiplier"])
-    assert derived == (None, None, None)
+    derived = (body["up"], body["state"], body["availability_score"], body["throttling"]["speed_multiplier"])
+    assert derived == (False, "critical", 0.0, 0.0)
 
 
 def test_list_sorted_by_index_with_every_field() -> None:
@@ -112,9 +112,33 @@ def test_list_sorted_by_index_with_every_field() -> None:
 def test_one_gpu_and_unknown_index() -> None:
     status, body = call("/api/v1/gpus/0")
     assert status == 200 and body["uuid"] == "GPU-a" and body["holders"] == [] and not body["shared"]
-    for bad in ("7", "-1", "abc", "1.0"):
+    status, body = call("/api/v1/gpus/7")
+    assert status == 404 and body["parameter"] == "index" and "7" in body["error"]
+    for bad in ("-1", "abc", "1.0", "01", "+1", "\u0661", "1e0"):  # "01" must not read as GPU 1
         status, body = call(f"/api/v1/gpus/{bad}")
-        assert status == 404 and body["parameter"] == "index" and bad in body["error"]
+        assert status == 400 and body["parameter"] == "index" and bad in body["error"], bad
+
+
+@pytest.mark.parametrize(("path", "query", "parameter"), [
+    ("/api/v1/gpus", "verbose=1", "verbose"),
+    ("/api/v1/gpus/0", "minutes=5", "minutes"),
+    ("/api/v1/gpus/0/trend", "minutes=5&window=2", "window"),
+])
+def test_unknown_query_parameters_are_400_naming_them(path: str, query: str, parameter: str) -> None:
+    status, body = call(path, query)
+    assert status == 400 and body["parameter"] == parameter and body["error"].startswith(f"{parameter}: ")
+
+
+def test_numbers_are_rounded_for_people() -> None:
+    odd = build_gpu_status(
+        index=0, uuid="GPU-r", name="", up=True, temperature_celsius=61.00000000001,
+        utilization_ratio=0.58, memory_used_bytes=1, memory_free_bytes=2, memory_total_bytes=3,
+        power_watts=123.456789)
+    body = gpu_json(odd)
+    assert body["utilization_percent"] == 58.0 and str(body["utilization_percent"]) == "58.0"
+    derived = (body["memory"]["percent"], body["temperature_celsius"], body["power_watts"])
+    assert derived == (33.3, 61.0, 123.457)
+    assert body["availability_score"] == 0.568  # 0.6 * 2/3 + 0.4 * 0.42, float noise rounded off
 
 
 def test_trend_default_window(history: GpuHistory) -> None:
@@ -130,7 +154,7 @@ def test_trend_default_window(history: GpuHistory) -> None:
 
 
 def test_trend_minutes_and_now(history: GpuHistory) -> None:
-    status, body = call("/api/v1/gpus/0/trend", "minutes=2.5&unknown=1", history, now=T0 + 300)
+    status, body = call("/api/v1/gpus/0/trend", "minutes=2.5", history, now=T0 + 300)
     assert status == 200 and body["samples"] == 3  # t = 150..300 s: samples at 180, 240, 300
     assert body["temperature_celsius"]["current"] == 55.0
 

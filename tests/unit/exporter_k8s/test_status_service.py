@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from exporter.history import GpuHistory, HistorySettings
 from exporter.nvml import DeviceSnapshot, NodeSnapshot
 from exporter.podresources import DeviceHolder
+from exporter.status_cli import status_table
 from exporter.status_service import StatusService
 
 GIB = 1024**3
@@ -41,11 +44,38 @@ def test_history_gets_one_sample_per_sweep_and_the_trend_reads_it() -> None:
     assert status == 200
     first, second = body["gpus"]
     assert first["holders"][0]["pod"] == "a" and first["state"] == "optimal"
-    assert first["availability_score"] == 0.6 * 0.75 + 0.4 * 0.5
-    assert second["up"] is False and second["state"] is None and second["xid_errors"] == {"79": 2}
+    assert first["availability_score"] == round(0.6 * 0.75 + 0.4 * 0.5, 4)
+    assert second["up"] is False and second["state"] == "critical" and second["xid_errors"] == {"79": 2}
 
-    status, trend = service.handle("/api/v1/gpus/0/trend", "minutes=10")
+    status, trend = service.handle("/api/v1/gpus/0/trend", "minutes=8")  # 4 minutes of samples: half
     assert status == 200 and trend["samples"] == 5 and trend["trend"] == "rising"
     assert trend["temperature_celsius"]["slope_per_minute"] == 2.0
     status, error = service.handle("/api/v1/gpus/0/trend", "minutes=11")  # longer than the 10 min kept
     assert status == 400 and error["parameter"] == "minutes"
+
+
+def test_idle_and_operator_clock_reasons_are_not_throttling() -> None:
+    reasons = (("gpu_idle", True), ("applications_clocks_setting", True), ("sw_thermal", True),
+               ("display_clock_setting", True), ("hw_slowdown", False))
+    calm = (("gpu_idle", True), ("applications_clocks_setting", True), ("display_clock_setting", True))
+    source = Source()
+    base = source.current.devices[0]
+    hot = dataclasses.replace(base, clocks_event_reasons=reasons)
+    idle = dataclasses.replace(base, index=1, uuid="GPU-1", clocks_event_reasons=calm)
+    source.current = dataclasses.replace(source.current, devices=(hot, idle))
+    _, body = StatusService(source, GpuHistory()).handle("/api/v1/gpus", "")
+    throttling = [gpu["throttling"] for gpu in body["gpus"]]
+    assert [(t["active"], t["reasons"]) for t in throttling] == [(True, ["sw_thermal"]), (False, [])]
+    table = status_table(source.current, "node-a")
+    assert "sw_thermal" in table and "gpu_idle" not in table and "applications_clocks" not in table
+
+
+def test_gpu_list_while_nvml_is_down_is_503_with_the_reason() -> None:
+    source = Source()
+    source.current = NodeSnapshot(nvml_up=False, driver_version="", cuda_version="", devices=(),
+                                  collected_at=1.0, duration_seconds=0.0, last_success=None,
+                                  nvml_error="NVML init failed: NVMLError_LibraryNotFound")
+    service = StatusService(source, GpuHistory())
+    for path in ("/api/v1/gpus", "/api/v1/gpus/0"):
+        status, body = service.handle(path, "")
+        assert status == 503 and "NVMLError_LibraryNotFound" in body["error"], (path, body)

@@ -1,0 +1,146 @@
+"""The NVML call helpers of the adapter (exporter/nvml.py): optional calls, newer-to-older call fallback,
+clocks-event reason bits, static per-GPU facts and unit helpers.
+
+Kept apart so nvml.py stays small. Nothing here imports pynvml: every call goes through the module-like
+object the adapter was given (`pynvml` or `SimulatedNvml`), so only the NVML side (nvml.py + this module)
+ever calls an NVML function.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("exporter.nvml")
+
+# `reason` label value -> (pynvml constant suffix, the bit as a fallback for a pynvml without the constant).
+# The constant is read as nvmlClocksEventReason<suffix>, else nvmlClocksThrottleReason<suffix> (older
+# pynvml), else the literal.
+CLOCKS_EVENT_REASON_NAMES: tuple[tuple[str, str, int], ...] = (
+    ("gpu_idle", "GpuIdle", 0x1),
+    ("applications_clocks_setting", "ApplicationsClocksSetting", 0x2),
+    ("sw_power_cap", "SwPowerCap", 0x4),
+    ("hw_slowdown", "HwSlowdown", 0x8),
+    ("sync_boost", "SyncBoost", 0x10),
+    ("sw_thermal", "SwThermalSlowdown", 0x20),
+    ("hw_thermal", "HwThermalSlowdown", 0x40),
+    ("hw_power_brake", "HwPowerBrakeSlowdown", 0x80),
+    ("display_clock_setting", "DisplayClockSetting", 0x100),
+)
+
+# Newer call first; older drivers raise FunctionNotFound / NVMLLibraryMismatchError and we try the next.
+PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+                 "nvmlDeviceGetComputeRunningProcesses")
+CLOCKS_EVENT_CALLS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+CUDA_VERSION_CALLS = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
+
+# Errors after which the whole library must be re-initialised, not just one GPU marked down.
+LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLError_LibraryNotFound",
+                "NVMLError_LibRmVersionMismatch")
+
+
+def clocks_event_reasons(nvml: Any) -> tuple[tuple[str, int], ...]:
+    """(label, bit) per reason, the bits read from the NVML module's own constants where it has them."""
+    found = []
+    for label, suffix, literal in CLOCKS_EVENT_REASON_NAMES:
+        bit = getattr(nvml, f"nvmlClocksEventReason{suffix}",
+                      getattr(nvml, f"nvmlClocksThrottleReason{suffix}", literal))
+        found.append((label, int(bit)))
+    return tuple(found)
+
+
+@dataclass
+class StaticInfo:
+    """What one GPU says once per NVML session."""
+
+    handle: Any
+    uuid: str
+    name: str
+    pci_bus_id: str
+    sm_clock_max_hertz: float | None
+    memory_clock_max_hertz: float | None
+    mig_uuids: tuple[str, ...] = ()
+
+
+def text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def format_cuda_version(value: int) -> str:
+    """NVML's 12020 -> "12.2"."""
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def mhz(value: Any) -> float | None:
+    return None if value is None else float(value) * 1e6
+
+
+class NvmlCalls:
+    """Optional and versioned NVML calls; thread-safe. `reset()` on every (re-)init forgets which call name
+    worked, since a new driver may have come with the new session."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        mismatch = getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_FunctionNotFound)
+        self.left_out: tuple[type[Exception], ...] = (
+            nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission, nvml.NVMLError_FunctionNotFound,
+            mismatch)
+        self.fallback_errors: tuple[type[Exception], ...] = (nvml.NVMLError_FunctionNotFound, mismatch)
+        self.library_wide = tuple(getattr(nvml, n) for n in LIBRARY_WIDE if hasattr(nvml, n))
+        self._lock = threading.Lock()
+        self.resolved: dict[str, str] = {}
+        self._unsupported: set[tuple[int, str]] = set()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.resolved.clear()
+
+    def optional(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
+        """Call NVML; None (logged once) when the call is not supported on this GPU or driver."""
+        try:
+            value = getattr(self.nvml, call)(*args)
+        except AttributeError as exc:
+            self.note_unsupported(index, call, exc)
+            return None
+        except self.left_out as exc:
+            self.note_unsupported(index, call, exc)
+            return None
+        return getattr(value, attr) if attr else value
+
+    def optional_versioned(self, index: int, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
+        try:
+            return self.versioned(logical, calls, *args)
+        except self.left_out as exc:
+            self.note_unsupported(index, "/".join(calls), exc)
+            return None
+
+    def versioned(self, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
+        """Try the newest call name first, fall back to older ones; remember the one that worked."""
+        resolved = self.resolved.get(logical)
+        if resolved is not None:
+            return getattr(self.nvml, resolved)(*args)
+        last: Exception = self.nvml.NVMLError_FunctionNotFound()
+        for name in calls:
+            fn = getattr(self.nvml, name, None)
+            if fn is None:
+                continue
+            try:
+                value = fn(*args)
+            except self.fallback_errors as exc:
+                log.debug("%s unavailable (%s); trying the older call", name, type(exc).__name__)
+                last = exc
+                continue
+            with self._lock:
+                self.resolved[logical] = name
+            return value
+        raise last
+
+    def note_unsupported(self, index: int, call: str, exc: BaseException) -> None:
+        key = (index, call)
+        with self._lock:
+            if key in self._unsupported:
+                return
+            self._unsupported.add(key)
+        log.info("GPU %d: %s not supported (%s); its series are left out", index, call, type(exc).__name__)
