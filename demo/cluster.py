@@ -1,0 +1,203 @@
+"""A simulated GPU Deployment: replicas that each hold one GPU of a pool and share the service's load.
+
+This is the world the benchmark and the demo scale. It models the three things that make GPU services hard to
+autoscale: a replica holds a whole GPU from the moment it is scheduled (GPU-hours are spent while it loads),
+it serves only after a start-up delay (model loading), and a pool has a fixed number of GPUs (a replica that
+finds none stays Pending). Scale-down removes replicas at once, in the ReplicaSet controller's order: Pending
+first, then still loading, then ready, newest first within each group.
+
+Load is in GPU-equivalents (see demo.traces): the ready replicas share it evenly, so each ready GPU is busy
+`load / ready` (capped at 1.0; demand above 1.0 queues). A loading replica's GPU shows `loading_utilization`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The simulated GPU pool and how its replicas start."""
+
+    nodes: int = 2
+    """GPU nodes in the pool (names gpu-node-0, gpu-node-1, ...)."""
+    gpus_per_node: int = 8
+    """GPUs per node: 8 like a DGX/HGX box."""
+    startup_delay_seconds: float = 120.0
+    """Seconds from getting a GPU to serving: pulling and loading a model takes minutes on real services."""
+    loading_utilization: float = 0.0
+    """GPU utilization (0..1) a replica shows while loading its model: copying weights keeps the SMs idle."""
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.gpus_per_node < 1:
+            raise ValueError(f"the pool needs >= 1 node and >= 1 GPU per node (got {self.nodes}, "
+                             f"{self.gpus_per_node})")
+        if self.startup_delay_seconds < 0:
+            raise ValueError(f"startup_delay_seconds must be >= 0 (got {self.startup_delay_seconds})")
+        if not 0.0 <= self.loading_utilization <= 1.0:
+            raise ValueError(f"loading_utilization must be in 0..1 (got {self.loading_utilization})")
+
+    @property
+    def gpu_count(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def node_of(self, gpu: int) -> str:
+        return f"gpu-node-{gpu // self.gpus_per_node}"
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One pod of the Deployment. `gpu` is None while Pending (no free GPU in the pool)."""
+
+    name: str
+    created_at: float
+    gpu: int | None
+    ready_at: float | None
+
+    def ready(self, now: float) -> bool:
+        return self.ready_at is not None and now >= self.ready_at
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU of the pool at one instant: who holds it and how busy it is (0..1)."""
+
+    index: int
+    node: str
+    replica: str | None
+    utilization: float
+    serving: bool
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """The Deployment under a given load at one instant, with what the autoscaler and the figures need."""
+
+    time: float
+    load: float
+    spec_replicas: int
+    ready: int
+    loading: int
+    pending: int
+    gpus: tuple[GpuState, ...]
+
+    @property
+    def demand_per_ready(self) -> float:
+        """Load per serving GPU (1.0 = every ready GPU exactly saturated); inf when load but none ready."""
+        if self.ready == 0:
+            return math.inf if self.load > 0 else 0.0
+        return self.load / self.ready
+
+    @property
+    def gpus_held(self) -> int:
+        """GPUs allocated to replicas (ready or loading): what GPU-hours are billed on."""
+        return self.ready + self.loading
+
+    def mean_utilization(self, include_loading: bool = True) -> float | None:
+        """Mean utilization (0..1) over the GPUs held by replicas, or by ready ones only; None when none."""
+        values = [g.utilization for g in self.gpus
+                  if g.replica is not None and (include_loading or g.serving)]
+        return sum(values) / len(values) if values else None
+
+    def overloaded(self, line: float) -> bool:
+        """True when the ready GPUs would need to be busier than `line` (0..1) to serve the load."""
+        return self.demand_per_ready > line
+
+
+class SimulatedDeployment:
+    """A GPU Deployment whose replica count is set by an autoscaler and whose clock is injected.
+
+    Safe to share between threads (the demo's controller patches it while its load driver reads it).
+    """
+
+    def __init__(self, namespace: str, name: str, replicas: int, clock: Callable[[], float],
+                 settings: ClusterSettings | None = None, start_ready: bool = True) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.settings = settings or ClusterSettings()
+        self._clock = clock
+        self._replicas: list[Replica] = []
+        self._sequence = 0
+        self._lock = threading.RLock()
+        if replicas < 0:
+            raise ValueError(f"replicas must be >= 0 (got {replicas})")
+        self._add(replicas, clock(), ready_now=start_ready)
+
+    @property
+    def spec_replicas(self) -> int:
+        with self._lock:
+            return len(self._replicas)
+
+    def replicas(self) -> tuple[Replica, ...]:
+        with self._lock:
+            self._schedule(self._clock())
+            return tuple(self._replicas)
+
+    def scale_to(self, replicas: int) -> None:
+        """Set the count now: new replicas start loading (or wait for a GPU), removed ones go at once."""
+        if replicas < 0:
+            raise ValueError(f"replicas must be >= 0 (got {replicas})")
+        with self._lock:
+            now = self._clock()
+            self._schedule(now)
+            if replicas > len(self._replicas):
+                self._add(replicas - len(self._replicas), now, ready_now=False)
+            elif replicas < len(self._replicas):
+                ranked = sorted(self._replicas, key=lambda r: self._deletion_rank(r, now))
+                keep = ranked[len(self._replicas) - replicas:]
+                self._replicas = sorted(keep, key=lambda r: (r.created_at, r.name))
+                self._schedule(now)
+
+    def snapshot(self, load: float) -> ClusterSnapshot:
+        """The state at the injected clock's now, with `load` shared among the ready replicas."""
+        with self._lock:
+            now = self._clock()
+            self._schedule(now)
+            replicas = tuple(self._replicas)
+        holders = {r.gpu: r for r in replicas if r.gpu is not None}
+        ready = sum(1 for r in holders.values() if r.ready(now))
+        per_gpu = min(1.0, load / ready) if ready else 0.0
+        gpus = []
+        for index in range(self.settings.gpu_count):
+            holder = holders.get(index)
+            serving = holder is not None and holder.ready(now)
+            utilization = per_gpu if serving else (self.settings.loading_utilization if holder else 0.0)
+            gpus.append(GpuState(index, self.settings.node_of(index), holder.name if holder else None,
+                                 utilization, serving))
+        return ClusterSnapshot(time=now, load=load, spec_replicas=len(replicas), ready=ready,
+                               loading=len(holders) - ready, pending=len(replicas) - len(holders),
+                               gpus=tuple(gpus))
+
+    def _add(self, count: int, now: float, ready_now: bool) -> None:
+        for _ in range(count):
+            self._sequence += 1
+            self._replicas.append(Replica(f"{self.name}-{self._sequence:04d}", now, None, None))
+        self._schedule(now, ready_now=ready_now)
+
+    def _schedule(self, now: float, ready_now: bool = False) -> None:
+        """Give free GPUs to Pending replicas, oldest first; their start-up delay starts then."""
+        used = {r.gpu for r in self._replicas if r.gpu is not None}
+        free = [g for g in range(self.settings.gpu_count) if g not in used]
+        if not free:
+            return
+        delay = 0.0 if ready_now else self.settings.startup_delay_seconds
+        updated = []
+        for replica in self._replicas:
+            if replica.gpu is None and free:
+                replica = Replica(replica.name, replica.created_at, free.pop(0), now + delay)
+            updated.append(replica)
+        self._replicas = updated
+
+    @staticmethod
+    def _deletion_rank(replica: Replica, now: float) -> tuple[int, float]:
+        """Lower ranks go first: Pending, then loading, then ready; newest first within a group."""
+        group = 0 if replica.gpu is None else (1 if not replica.ready(now) else 2)
+        return (group, -replica.created_at, _reverse(replica.name))
+
+
+def _reverse(name: str) -> tuple[int, ...]:
+    """Sort key putting later names (higher sequence numbers) first."""
+    return tuple(-ord(c) for c in name)

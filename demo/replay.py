@@ -1,0 +1,191 @@
+"""Replay a load trace through the policy engine in simulated time, and score the autoscaling it produced.
+
+No Prometheus, no Kubernetes, no wall clock: a virtual clock steps through the trace, the simulated Deployment
+(demo.cluster) serves the load, and every `sync_period_seconds` the rule's metrics are computed from the
+cluster as its queries would return them and handed to the same engine the controller uses
+(`autoscaler.policy.decide`, then `RuleHistory.with_scale` for every change applied). The benchmark of
+autoscaling quality runs this for each configuration on each trace.
+
+What the metrics return (the simulated answers to the rule's queries, by metric name):
+- `gpu_utilization`: mean GPU utilization in percent over every GPU held by a replica of the target, as
+  `100 * avg(gpu_utilization_ratio{pod=~"<target>-.*"})` returns it: replicas still loading their model hold
+  a GPU that reads ~0 %, so they pull the mean down while they start. That is the counterpart of the HPA
+  treating not-yet-ready pods as 0 % for scale-up, and it keeps an Average rule from piling more replicas on
+  while the first ones load; a scale-down window longer than the start-up delay keeps it from scaling down.
+- `requests_per_second`: the request rate the service receives (load x `requests_per_gpu_second`), as
+  `sum(rate(service_requests_total[1m]))` returns it. Unlike utilization it does not saturate at 100 %.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.policy import Decision, MetricObservation, RuleHistory, decide
+from autoscaler.rules import Rule
+from demo.cluster import ClusterSettings, ClusterSnapshot, SimulatedDeployment
+from demo.traces import Trace
+
+DecideFunction = Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, float], Decision]
+
+GPU_UTILIZATION = "gpu_utilization"
+REQUESTS_PER_SECOND = "requests_per_second"
+KNOWN_METRICS = (GPU_UTILIZATION, REQUESTS_PER_SECOND)
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """How the replay steps and what it counts as overload."""
+
+    sync_period_seconds: float = 15.0
+    """The controller's interval (the HPA's default --horizontal-pod-autoscaler-sync-period)."""
+    step_seconds: float = 5.0
+    """Resolution of the accounting (GPU-hours, overloaded minutes); divides the sync period."""
+    warmup_seconds: float = 3_600.0
+    """Played before t=0 and not scored, so every configuration starts settled in its own state. The warm-up
+    plays the trace mirrored (load(-t)), continuous at t=0 and with the same statistics."""
+    overload_line: float = 0.95
+    """Overloaded when the ready GPUs would need to be busier than this (0..1): near saturation inference
+    latency climbs steeply and requests queue."""
+    requests_per_gpu_second: float = 10.0
+    """Requests per second one GPU serves at 100 % utilization (scales the requests_per_second metric)."""
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+
+    def __post_init__(self) -> None:
+        ratio = self.sync_period_seconds / self.step_seconds if self.step_seconds > 0 else 0.0
+        if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
+            raise ValueError(f"step_seconds ({self.step_seconds}) must be > 0 and divide sync_period_seconds "
+                             f"({self.sync_period_seconds})")
+        if self.warmup_seconds < 0 or not 0 < self.overload_line <= 1:
+            raise ValueError("warmup_seconds must be >= 0 and overload_line in (0, 1]")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The cluster at one accounting step."""
+
+    t: float
+    load: float
+    replicas: int
+    gpus_held: int
+    """Replicas holding a GPU (ready or loading; not Pending): what GPU-hours count."""
+    ready: int
+    utilization: float | None
+    """Mean over GPUs held by replicas, 0..1 (the gpu_utilization metric / 100)."""
+    demand_per_ready: float
+    """Load per ready GPU; above 1.0 the service cannot keep up (inf with no replica ready)."""
+
+
+@dataclass(frozen=True)
+class SyncRecord:
+    """One sync of the engine: what it saw and what it decided."""
+
+    t: float
+    current: int
+    replicas: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The quality of one configuration on one trace, over the scored part (t >= 0)."""
+
+    gpu_hours: float
+    overloaded_minutes: float
+    not_ready_minutes: float
+    scale_changes: int
+    reversals: int
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    rule: str
+    trace: str
+    samples: tuple[Sample, ...]
+    syncs: tuple[SyncRecord, ...]
+    figures: Figures
+
+
+def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings) -> list[MetricObservation]:
+    """What each of the rule's queries would return for this cluster state (see the module docstring)."""
+    result = []
+    for metric in rule.metrics:
+        if metric.name == GPU_UTILIZATION:
+            mean = snapshot.mean_utilization(include_loading=True)
+            if mean is None:
+                result.append(MetricObservation(metric.name, None, "no GPU held by the target"))
+            else:
+                result.append(MetricObservation(metric.name, 100.0 * mean))
+        elif metric.name == REQUESTS_PER_SECOND:
+            result.append(MetricObservation(metric.name, snapshot.load * settings.requests_per_gpu_second))
+        else:
+            raise ValueError(f"rule {rule.name}: metric {metric.name!r} has no simulated signal; the replay "
+                             f"knows {', '.join(KNOWN_METRICS)}")
+    return result
+
+
+class _VirtualClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
+           decide_fn: DecideFunction = decide) -> ReplayResult:
+    """Play `trace` (after a mirrored warm-up) through `rule`; the Deployment starts at minReplicas, ready."""
+    settings = settings or ReplaySettings()
+    step = settings.step_seconds
+    steps_per_sync = round(settings.sync_period_seconds / step)
+    warmup_steps = math.ceil(settings.warmup_seconds / step)
+    total_steps = warmup_steps + int(trace.duration_seconds // step)
+    clock = _VirtualClock(-warmup_steps * step)
+    deployment = SimulatedDeployment(rule.target.namespace, rule.target.name, rule.min_replicas, clock,
+                                     settings.cluster)
+    history = RuleHistory()
+    samples: list[Sample] = []
+    syncs: list[SyncRecord] = []
+    for index in range(total_steps + 1):
+        now = (index - warmup_steps) * step
+        clock.now = now
+        load = trace(abs(now))
+        snapshot = deployment.snapshot(load)
+        if index % steps_per_sync == 0:
+            current = deployment.spec_replicas
+            decision = decide_fn(rule, current, observations(rule, snapshot, settings), history, now)
+            history = decision.history
+            if decision.replicas != current:
+                deployment.scale_to(decision.replicas)
+                history = history.with_scale(now, current, decision.replicas)
+                snapshot = deployment.snapshot(load)
+            if now >= 0:
+                syncs.append(SyncRecord(now, current, decision.replicas, str(decision.reason),
+                                        decision.message))
+        if now >= 0:
+            samples.append(Sample(now, load, snapshot.spec_replicas, snapshot.gpus_held, snapshot.ready,
+                                  snapshot.mean_utilization(include_loading=True), snapshot.demand_per_ready))
+    return ReplayResult(rule.name, trace.name, tuple(samples), tuple(syncs),
+                        score(samples, syncs, step, settings.overload_line))
+
+
+def score(samples: Sequence[Sample], syncs: Sequence[SyncRecord], step_seconds: float,
+          overload_line: float) -> Figures:
+    """GPU-hours (replicas hold their GPU while loading), overloaded and not-ready minutes, changes and
+    reversals (a change in the opposite direction of the previous change)."""
+    gpu_hours = sum(s.gpus_held for s in samples) * step_seconds / 3_600.0
+    overloaded = sum(1 for s in samples if s.demand_per_ready > overload_line) * step_seconds / 60.0
+    not_ready = sum(1 for s in samples if s.ready < s.replicas) * step_seconds / 60.0
+    changes = reversals = 0
+    last_direction = 0
+    for sync in syncs:
+        if sync.replicas == sync.current:
+            continue
+        changes += 1
+        direction = 1 if sync.replicas > sync.current else -1
+        if last_direction and direction != last_direction:
+            reversals += 1
+        last_direction = direction
+    return Figures(gpu_hours, overloaded, not_ready, changes, reversals)

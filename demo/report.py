@@ -1,0 +1,148 @@
+"""What the demo shows and leaves behind: one live line per sync, then timeline.csv, demo.png, summary.md.
+
+`DemoRecorder` is fed by the demo loop (every driver tick for the accounting, every sync for the decisions)
+and writes whatever it has when the run ends, however it ends (Ctrl-C included).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autoscaler.controller import RuleOutcome
+from autoscaler.rules import Rule
+from demo.cluster import ClusterSnapshot
+from demo.plots import DemoPoint, plot_demo
+
+OVERLOAD_LINE = 0.95
+
+
+@dataclass
+class ScaleChange:
+    t: float
+    from_replicas: int
+    to_replicas: int
+    reason: str
+    message: str
+
+
+@dataclass
+class DemoRecorder:
+    """Accumulates the run: per-sync points and decisions, and time-integrated figures per driver tick."""
+
+    rule: Rule
+    rules_path: str
+    startup_delay: float
+    interval: float
+    points: list[DemoPoint] = field(default_factory=list)
+    rows: list[dict[str, str]] = field(default_factory=list)
+    changes: list[ScaleChange] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+    failed_syncs: int = 0
+    gpu_seconds: float = 0.0
+    overloaded_seconds: float = 0.0
+    not_ready_seconds: float = 0.0
+    elapsed: float = 0.0
+    ended_by: str = "completed"
+    started_with: int | None = None
+    """Replicas before the first sync."""
+
+    @property
+    def plotted_metric(self) -> str:
+        """The metric drawn against its target: gpu_utilization when the rule has it, else its first."""
+        names = [m.name for m in self.rule.metrics]
+        return "gpu_utilization" if "gpu_utilization" in names else names[0]
+
+    def tick(self, snapshot: ClusterSnapshot, seconds: float) -> None:
+        self.gpu_seconds += snapshot.gpus_held * seconds
+        if snapshot.overloaded(OVERLOAD_LINE):
+            self.overloaded_seconds += seconds
+        if snapshot.ready < snapshot.spec_replicas:
+            self.not_ready_seconds += seconds
+
+    def sync(self, t: float, snapshot: ClusterSnapshot, outcome: RuleOutcome) -> str:
+        """Record one sync of the rule; returns the live line to print."""
+        self.elapsed = max(self.elapsed, t)
+        if self.started_with is None:
+            self.started_with = outcome.current if outcome.current is not None else snapshot.spec_replicas
+        values = {o.name: o.value for o in outcome.observations}
+        self.reasons[outcome.reason] += 1
+        if outcome.observations and all(v is None for v in values.values()):
+            self.failed_syncs += 1
+        replicas = snapshot.spec_replicas
+        if outcome.patched and outcome.current is not None and outcome.desired is not None:
+            replicas = outcome.desired
+            self.changes.append(ScaleChange(t, outcome.current, outcome.desired, outcome.reason,
+                                            outcome.message))
+        self.points.append(DemoPoint(t, snapshot.load, replicas, snapshot.ready, outcome.desired,
+                                     values.get(self.plotted_metric)))
+        row = {"t": f"{t:.2f}", "load": f"{snapshot.load:.3f}", "current": _num(outcome.current),
+               "desired": _num(outcome.desired), "ready": str(snapshot.ready), "reason": outcome.reason}
+        row.update({m.name: _num(values.get(m.name)) for m in self.rule.metrics})
+        self.rows.append(row)
+        metrics = "  ".join(f"{m.name} {_short(values.get(m.name))}/{m.target:g}" for m in self.rule.metrics)
+        arrow = f"{_num(outcome.current)} -> {_num(outcome.desired)}"
+        return (f"[{t:6.1f}s] load {snapshot.load:5.2f}  replicas {arrow:>8} (ready {snapshot.ready:2d})  "
+                f"{metrics}  {outcome.reason}: {outcome.message}")
+
+    def write(self, output: Path) -> list[Path]:
+        """timeline.csv, demo.png (when there are points) and summary.md; returns the paths written."""
+        output.mkdir(parents=True, exist_ok=True)
+        written = [self._write_csv(output / "timeline.csv")]
+        if self.points:
+            target = next(m.target for m in self.rule.metrics if m.name == self.plotted_metric)
+            png = output / "demo.png"
+            plot_demo(self.points, png, self.plotted_metric, target,
+                      f"gpu-autoscaler demo: {self.rule.name} ({self.rules_path})")
+            written.append(png)
+        summary = output / "summary.md"
+        summary.write_text(self.summary())
+        written.append(summary)
+        return written
+
+    def _write_csv(self, path: Path) -> Path:
+        columns = ["t", "load", "current", "desired", "ready", *[m.name for m in self.rule.metrics], "reason"]
+        with path.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        return path
+
+    def summary(self) -> str:
+        first = self.started_with
+        replicas = ([first] if first is not None else []) + [p.replicas for p in self.points]
+        ups = sum(1 for c in self.changes if c.to_replicas > c.from_replicas)
+        lines = [
+            "# gpu-autoscaler demo: summary", "",
+            f"- Rule `{self.rule.name}` from `{self.rules_path}`, scaling {self.rule.target} "
+            f"(min {self.rule.min_replicas}, max {self.rule.max_replicas}).",
+            f"- Ran {self.elapsed:.0f} s ({self.ended_by}), {len(self.points)} syncs every "
+            f"{self.interval:g} s; new replicas load their model for {self.startup_delay:g} s.",
+            f"- Replicas: started at {first if first is not None else '-'}, between "
+            f"{min(replicas, default=0)} and {max(replicas, default=0)}; {ups} scale-ups, "
+            f"{len(self.changes) - ups} scale-downs.",
+            f"- GPU time held: {self.gpu_seconds:.0f} GPU-seconds; overloaded (load per ready GPU above "
+            f"{OVERLOAD_LINE:.0%}): {self.overloaded_seconds:.0f} s; replicas still loading: "
+            f"{self.not_ready_seconds:.0f} s.",
+            f"- Syncs with every metric failed: {self.failed_syncs}.", "",
+            "| decision reason | syncs |", "|---|---:|",
+            *[f"| {reason} | {count} |" for reason, count in self.reasons.most_common()], "",
+            "## Scale changes", "",
+        ]
+        lines += [f"- {c.t:6.1f} s: {c.from_replicas} -> {c.to_replicas} ({c.reason}) {c.message}"
+                  for c in self.changes] or ["- none"]
+        lines += ["", "Files: `demo.png` (load, replicas, utilization vs target), `timeline.csv` (one row "
+                  "per sync).", ""]
+        return "\n".join(lines)
+
+
+def _num(value: float | int | None) -> str:
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:.3f}"
+
+
+def _short(value: float | None) -> str:
+    return "failed" if value is None else f"{value:.1f}"

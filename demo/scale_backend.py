@@ -1,0 +1,98 @@
+"""`InMemoryScaleBackend`: the controller's ScaleBackend over simulated Deployments instead of Kubernetes.
+
+The demo hands it to the real controller (autoscaler/controller.py), which reads and patches it exactly as it
+does the scale subresource: same calls, same errors (autoscaler.kube's), a resource version that moves
+on every change, annotations (pause), and Events kept in memory for the demo to print.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from autoscaler.kube import KubeApiError, NotFoundError, ScaleState
+from autoscaler.rules import TargetRef
+from demo.cluster import SimulatedDeployment
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """A Kubernetes Event the controller posted on a target."""
+
+    target: TargetRef
+    type: str
+    reason: str
+    message: str
+
+
+class InMemoryScaleBackend:
+    """Targets are simulated Deployments keyed by (kind, namespace, name); thread-safe."""
+
+    def __init__(self, on_event: Callable[[RecordedEvent], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._targets: dict[tuple[str, str, str], SimulatedDeployment] = {}
+        self._annotations: dict[tuple[str, str, str], dict[str, str]] = {}
+        self._versions: dict[tuple[str, str, str], int] = {}
+        self._events: list[RecordedEvent] = []
+        self._on_event = on_event
+        self.patches: list[tuple[TargetRef, int]] = []
+        """Every patch applied, in order (what a test asserts on)."""
+
+    @staticmethod
+    def _key(ref: TargetRef) -> tuple[str, str, str]:
+        return (ref.kind, ref.namespace, ref.name)
+
+    def add(self, ref: TargetRef, deployment: SimulatedDeployment,
+            annotations: Mapping[str, str] | None = None) -> None:
+        with self._lock:
+            key = self._key(ref)
+            self._targets[key] = deployment
+            self._annotations[key] = dict(annotations or {})
+            self._versions[key] = 1
+
+    def set_annotations(self, ref: TargetRef, annotations: Mapping[str, str]) -> None:
+        """Replace the target's annotations (e.g. gpu-autoscaler.io/paused), as `kubectl annotate` would."""
+        with self._lock:
+            key = self._existing(ref)
+            self._annotations[key] = dict(annotations)
+            self._versions[key] += 1
+
+    def events(self) -> tuple[RecordedEvent, ...]:
+        with self._lock:
+            return tuple(self._events)
+
+    def _existing(self, ref: TargetRef) -> tuple[str, str, str]:
+        key = self._key(ref)
+        if key not in self._targets:
+            raise NotFoundError(f"{ref.kind.lower()}s.apps {ref.name!r} not found in namespace "
+                                f"{ref.namespace!r}", status=404)
+        return key
+
+    # -- ScaleBackend ---------------------------------------------------------------------------------
+    def read_scale(self, ref: TargetRef) -> ScaleState:
+        with self._lock:
+            key = self._existing(ref)
+            deployment = self._targets[key]
+            replicas = deployment.spec_replicas
+            return ScaleState(spec_replicas=replicas, status_replicas=replicas,
+                              annotations=dict(self._annotations[key]),
+                              resource_version=str(self._versions[key]))
+
+    def patch_scale(self, ref: TargetRef, replicas: int) -> None:
+        if replicas < 0:  # the API server's validation answers 422
+            raise KubeApiError(f"spec.replicas: Invalid value: {replicas}: must be >= 0", status=422)
+        with self._lock:
+            key = self._existing(ref)
+            self._targets[key].scale_to(replicas)
+            self._versions[key] += 1
+            self.patches.append((ref, replicas))
+
+    def emit_event(self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str,
+                   message: str) -> None:
+        event = RecordedEvent(ref, type_, reason, message)
+        with self._lock:
+            self._events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)

@@ -1,0 +1,151 @@
+"""Load traces: the demand on a GPU service as a function of time, deterministic for a given seed.
+
+Load is measured in GPU-equivalents: a load of 3.2 is the work that keeps 3.2 GPUs 100 % busy. The benchmark
+of autoscaling quality replays these traces in simulated time and the demo plays the daily one compressed into
+a few minutes, so every trace is a pure function of time (no clock, no global random state): the same seed
+gives the same load at the same instant, however and however often it is sampled.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+DAY_SECONDS = 86_400.0
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A named load curve over [0, duration_seconds]; outside it the load holds its end values."""
+
+    name: str
+    description: str
+    duration_seconds: float
+    load: Callable[[float], float]
+
+    def __post_init__(self) -> None:
+        if not self.duration_seconds > 0:
+            raise ValueError(f"trace {self.name}: duration_seconds must be > 0 (got {self.duration_seconds})")
+
+    def __call__(self, t: float) -> float:
+        return max(0.0, self.load(min(max(t, 0.0), self.duration_seconds)))
+
+    def compressed(self, duration_seconds: float) -> Trace:
+        """The same curve played in `duration_seconds` (the demo plays a day in a few minutes)."""
+        factor = self.duration_seconds / duration_seconds
+        original = self.load
+        return Trace(
+            name=self.name,
+            description=f"{self.description} (compressed {factor:g}x)",
+            duration_seconds=duration_seconds,
+            load=lambda t: original(t * factor),
+        )
+
+
+@dataclass(frozen=True)
+class Burst:
+    """Extra load `height` from `start` for `length`, both as fractions of the trace's period."""
+
+    start: float
+    length: float
+    height: float
+
+
+class _SmoothNoise:
+    """Relative noise in [-amplitude, +amplitude]: seeded random knots every `period` seconds, linearly
+    interpolated so the load never jumps between two samples closer than a knot apart."""
+
+    def __init__(self, seed: int, amplitude: float, period: float, duration: float) -> None:
+        if amplitude < 0 or period <= 0:
+            raise ValueError(f"noise needs amplitude >= 0 and period > 0 (got {amplitude}, {period})")
+        rng = random.Random(seed)
+        count = math.ceil(duration / period) + 2
+        self._knots = [rng.uniform(-amplitude, amplitude) for _ in range(count)]
+        self._period = period
+
+    def __call__(self, t: float) -> float:
+        position = max(t, 0.0) / self._period
+        index = min(int(position), len(self._knots) - 2)
+        frac = min(position - index, 1.0)
+        return self._knots[index] * (1.0 - frac) + self._knots[index + 1] * frac
+
+
+def steady(level: float = 3.5, jitter: float = 0.05, duration_seconds: float = 7_200.0,
+           seed: int = 1) -> Trace:
+    """A constant load with the small jitter every real service has."""
+    noise = _SmoothNoise(seed, jitter, 60.0, duration_seconds)
+    return Trace("steady", f"{level:g} GPU-equivalents, jitter +/-{jitter:.0%}", duration_seconds,
+                 lambda t: level * (1.0 + noise(t)))
+
+
+DEFAULT_BURSTS = (Burst(start=10.5 / 24, length=0.25 / 24, height=2.5),
+                  Burst(start=16.0 / 24, length=0.20 / 24, height=2.0),
+                  Burst(start=21.0 / 24, length=0.30 / 24, height=3.0))
+
+
+def daily(trough: float = 1.2, peak: float = 6.0, trough_hour: float = 4.0,
+          bursts: Sequence[Burst] = DEFAULT_BURSTS, jitter: float = 0.03, period_seconds: float = DAY_SECONDS,
+          seed: int = 2) -> Trace:
+    """One day: a cosine from `trough` (at `trough_hour`) to `peak` twelve hours later, plus short bursts.
+
+    `period_seconds` compresses the whole day, bursts included, into a shorter run (the demo's minutes).
+    """
+    noise = _SmoothNoise(seed, jitter, period_seconds / 1_440.0, period_seconds)
+    trough_phase = trough_hour / 24.0
+
+    def load(t: float) -> float:
+        phase = t / period_seconds
+        base = trough + (peak - trough) * 0.5 * (1.0 - math.cos(2.0 * math.pi * (phase - trough_phase)))
+        extra = sum(b.height for b in bursts if b.start <= phase < b.start + b.length)
+        return (base + extra) * (1.0 + noise(t))
+
+    return Trace("daily", f"daily curve {trough:g}..{peak:g} with {len(bursts)} bursts", period_seconds, load)
+
+
+def sudden_burst(base: float = 2.5, peak: float = 7.0, start_seconds: float = 1_800.0,
+                 length_seconds: float = 1_200.0, duration_seconds: float = 7_200.0) -> Trace:
+    """A quiet service hit by a sudden burst (a batch job, a launch) that ends as suddenly."""
+    end = start_seconds + length_seconds
+    return Trace("burst", f"{base:g} -> {peak:g} for {length_seconds / 60:g} min", duration_seconds,
+                 lambda t: peak if start_seconds <= t < end else base)
+
+
+def slow_ramp(start: float = 1.5, end: float = 7.5, ramp_seconds: float = 7_200.0,
+              hold_seconds: float = 1_800.0) -> Trace:
+    """Load growing linearly for two hours (a region failing over, a morning), then holding."""
+    return Trace("ramp", f"{start:g} -> {end:g} over {ramp_seconds / 3600:g} h", ramp_seconds + hold_seconds,
+                 lambda t: start + (end - start) * min(t / ramp_seconds, 1.0))
+
+
+def noisy(level: float = 4.0, swell: float = 0.25, swell_period_seconds: float = 300.0,
+          jitter: float = 0.15, jitter_period_seconds: float = 30.0, duration_seconds: float = 7_200.0,
+          seed: int = 3) -> Trace:
+    """A flat mean that wanders: swells over minutes plus fast jitter, the trace that tempts flapping."""
+    slow = _SmoothNoise(seed, swell, swell_period_seconds, duration_seconds)
+    fast = _SmoothNoise(seed + 1, jitter, jitter_period_seconds, duration_seconds)
+    return Trace("noisy", f"{level:g}, swells +/-{swell:.0%} over {swell_period_seconds / 60:g} min, "
+                 f"jitter +/-{jitter:.0%} every {jitter_period_seconds:g} s", duration_seconds,
+                 lambda t: level * (1.0 + slow(t) + fast(t)))
+
+
+DEMO_BURSTS = (Burst(start=0.42, length=0.10, height=3.0), Burst(start=0.78, length=0.08, height=2.5))
+
+
+def demo_day(duration_seconds: float) -> Trace:
+    """The demo's day: the daily curve with two bursts wide enough to watch in a run of a few minutes."""
+    return daily(bursts=DEMO_BURSTS, period_seconds=duration_seconds)
+
+
+def benchmark_traces() -> tuple[Trace, ...]:
+    """The five traces of the autoscaling-quality benchmark, fixed once for every configuration."""
+    return (steady(), daily(), sudden_burst(), slow_ramp(), noisy())
+
+
+def sample(trace: Trace, step_seconds: float) -> list[tuple[float, float]]:
+    """(t, load) every `step_seconds` over the whole trace, both ends included."""
+    if step_seconds <= 0:
+        raise ValueError(f"step_seconds must be > 0 (got {step_seconds})")
+    count = int(trace.duration_seconds // step_seconds)
+    return [(i * step_seconds, trace(i * step_seconds)) for i in range(count + 1)]

@@ -1,0 +1,157 @@
+"""The demo's simulated world: GPU nodes with real exporters, and the inference service's request counter.
+
+Each node is a `SimulatedNvml` (exporter/simulated.py) behind a real `ExporterApp` serving /metrics on
+127.0.0.1; its GPUs are driven through the simulated NVML's load driver from the cluster model
+(demo.cluster): a ready replica's GPU runs at the service's load share, a loading replica's GPU holds its
+model's memory at ~0 % utilization, an unallocated GPU idles with no process. The exporters label each GPU
+with the pod holding it (an `Attribution` answered from the cluster model, where a cluster has the kubelet's
+pod-resources API), so a rule selects its GPUs with `pod=~"<name>-.*"` exactly as in a cluster.
+
+The service itself exposes `service_requests_total{namespace,service}` (requests it received) on a third
+endpoint, as an inference server or its gateway would; demand-based rules query its rate.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from demo.cluster import ClusterSnapshot, SimulatedDeployment
+from exporter.app import ExporterApp
+from exporter.collector import PodRef
+from exporter.simconfig import GIB, default_config
+from exporter.simphysics import gpu_uuid
+from exporter.simulated import SimulatedNvml
+from exporter.source import SourceSettings
+
+MODEL_MEMORY_BYTES = 38 * GIB
+"""GPU memory one replica's model holds once loaded (loading replicas fill it up gradually)."""
+FIRST_PID = 40_000
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    nvml: SimulatedNvml
+    exporter: ExporterApp
+
+
+class _ClusterAttribution:
+    """Answers the exporter's Attribution protocol from the last published cluster state (no blocking)."""
+
+    def __init__(self) -> None:
+        self.by_uuid: Mapping[str, Sequence[PodRef]] = {}
+        self.by_pid: Mapping[int, PodRef] = {}
+
+    def holders(self) -> Mapping[str, Sequence[PodRef]]:
+        return self.by_uuid
+
+    def pod_of_pid(self, pid: int) -> PodRef | None:
+        return self.by_pid.get(pid)
+
+
+class _RequestCounter:
+    """service_requests_total for the simulated service: integrated from the load at every driver tick."""
+
+    def __init__(self, namespace: str, service: str) -> None:
+        self._labels = [namespace, service]
+        self._lock = threading.Lock()
+        self._total = 0.0
+
+    def add(self, requests: float) -> None:
+        with self._lock:
+            self._total += requests
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily("service_requests", "Requests the inference service received.",
+                                     labels=["namespace", "service"])
+        with self._lock:
+            family.add_metric(self._labels, self._total)
+        yield family
+
+
+class SimulatedWorld:
+    """Starts the exporters and the service endpoint; `drive()` pushes the cluster state into them."""
+
+    def __init__(self, deployment: SimulatedDeployment, requests_per_gpu_second: float,
+                 sweep_interval: float = 0.5) -> None:
+        settings = deployment.settings
+        self.deployment = deployment
+        self.requests_per_gpu_second = requests_per_gpu_second
+        self.attributions: list[_ClusterAttribution] = []
+        self.nodes: list[Node] = []
+        for n in range(settings.nodes):
+            config = default_config(settings.gpus_per_node, seed=n + 1)
+            nvml = SimulatedNvml(config)
+            for index in range(settings.gpus_per_node):
+                nvml.set_utilization(index, 0.0)
+                nvml.set_processes(index, [])
+            attribution = _ClusterAttribution()
+            exporter = ExporterApp(nvml, settings.node_of(n * settings.gpus_per_node),
+                                   SourceSettings(min_interval=sweep_interval), attribution=attribution)
+            self.attributions.append(attribution)
+            self.nodes.append(Node(settings.node_of(n * settings.gpus_per_node), nvml, exporter))
+        self._uuids = [gpu_uuid(n + 1, i)
+                       for n in range(settings.nodes) for i in range(settings.gpus_per_node)]
+        self._counter = _RequestCounter(deployment.namespace, deployment.name)
+        self._registry = CollectorRegistry()
+        self._registry.register(self._counter)
+        self._service_server: WSGIServer | None = None
+        self.exporter_ports: list[int] = []
+        self.service_port = 0
+        self._pids: dict[str, int] = {}
+
+    def start(self) -> None:
+        for node in self.nodes:
+            self.exporter_ports.append(node.exporter.start("127.0.0.1", 0).port)
+        server, _thread = start_http_server(0, addr="127.0.0.1", registry=self._registry)
+        self._service_server = server
+        self.service_port = int(server.server_address[1])
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.exporter.stop()
+        server = self._service_server
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self._service_server = None
+
+    def drive(self, load: float, elapsed_seconds: float) -> ClusterSnapshot:
+        """Set every GPU from the cluster state under `load`; count the requests of `elapsed_seconds`."""
+        snapshot = self.deployment.snapshot(load)
+        settings = self.deployment.settings
+        replicas = {r.name: r for r in self.deployment.replicas()}
+        by_uuid: list[dict[str, list[PodRef]]] = [{} for _ in self.nodes]
+        by_pid: list[dict[int, PodRef]] = [{} for _ in self.nodes]
+        for gpu in snapshot.gpus:
+            node_index, local = divmod(gpu.index, settings.gpus_per_node)
+            nvml = self.nodes[node_index].nvml
+            nvml.set_utilization(local, round(gpu.utilization, 4))
+            if gpu.replica is None:
+                nvml.set_processes(local, [])
+                continue
+            pid = self._pids.setdefault(gpu.replica, FIRST_PID + len(self._pids))
+            replica = replicas.get(gpu.replica)
+            progress = 1.0
+            if replica is not None and replica.ready_at is not None and not gpu.serving:
+                delay = settings.startup_delay_seconds
+                progress = 1.0 - (replica.ready_at - snapshot.time) / delay if delay > 0 else 1.0
+            nvml.set_processes(local, [(pid, int(MODEL_MEMORY_BYTES * min(max(progress, 0.02), 1.0)))])
+            pod = PodRef(self.deployment.namespace, gpu.replica, "server")
+            by_uuid[node_index][self._uuids[gpu.index]] = [pod]
+            by_pid[node_index][pid] = pod
+        for attribution, uuids, pids in zip(self.attributions, by_uuid, by_pid, strict=True):
+            attribution.by_uuid, attribution.by_pid = uuids, pids  # swapped whole: scrapes see one state
+        self._counter.add(load * self.requests_per_gpu_second * elapsed_seconds)  # received, served or not
+        return snapshot
+
+    def scrape_targets(self) -> dict[str, list[str]]:
+        """Prometheus jobs -> host:port targets."""
+        return {"gpu-exporter": [f"127.0.0.1:{p}" for p in self.exporter_ports],
+                "inference-service": [f"127.0.0.1:{self.service_port}"]}

@@ -1,0 +1,147 @@
+"""`python -m demo` end to end: real exporters, real Prometheus, the real controller, a simulated cluster.
+
+Each run plays the compressed day in 40 s (3 s model loading, a sync per second) and must leave nothing
+running behind it, whether it ends by itself or by SIGINT / SIGTERM.
+"""
+
+from __future__ import annotations
+
+import csv
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+FAST = ["--startup-delay", "3", "--interval", "1"]
+
+
+class DemoProcess:
+    """`python -m demo` in a subprocess; its output lines collected by a thread as they come."""
+
+    def __init__(self, output: Path, *flags: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "demo", "--output", str(output), *FAST, *flags],
+                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_for_line(self, pattern: str, timeout: float) -> str:
+        """The first new line matching `pattern` within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+        raise AssertionError(f"no line matching {pattern!r} in {timeout}s:\n{''.join(self.seen)}")
+
+    def finish(self, timeout: float) -> tuple[int, str]:
+        """Exit code and the whole output; stops the demo if it does not end in time (the test then fails)."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:  # a failing test: still let the demo stop its Prometheus
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
+            self._reader.join(timeout=10)
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return code, "".join(self.seen)
+
+
+def prometheus_port(output: str) -> int:
+    match = re.search(r"Prometheus at http://127\.0\.0\.1:(\d+)", output)
+    assert match, output
+    return int(match.group(1))
+
+
+def processes_listening_on(port: int) -> list[int]:
+    """PIDs whose command line names 127.0.0.1:<port> (Prometheus' --web.listen-address)."""
+    found = []
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            cmdline = (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"127.0.0.1:{port}" in cmdline and "prometheus" in cmdline:
+            found.append(int(proc_dir.name))
+    return found
+
+
+def assert_nothing_left(port: int) -> None:
+    """No Prometheus of this run is left (checked by command line: a free port may be reused by others)."""
+    assert processes_listening_on(port) == []
+
+
+def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
+    code, output = DemoProcess(tmp_path, "--duration", "40").finish(timeout=100)
+    assert code == 0, output
+    for name in ("demo.png", "summary.md", "timeline.csv"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
+    assert len(rows) >= 30  # about one sync per second for 40 s
+    desired = [int(r["desired"]) for r in rows if r["desired"]]
+    assert desired[0] <= 3 and max(desired) >= 6, desired  # the day's peak and its bursts need 6+ replicas
+    ups = [r for r in rows if r["desired"] and int(r["desired"]) > int(r["current"])]
+    assert ups and all(float(r["requests_per_second"] or 0) > 9 * int(r["current"]) * 1.02 or
+                       float(r["gpu_utilization"] or 0) > 90 for r in ups), ups
+    assert any(float(r["load"]) > 6 for r in rows)  # a burst happened ...
+    assert max(float(r["load"]) for r in rows if int(r["current"]) >= 6) > 5  # ... and was met with replicas
+    summary = (tmp_path / "summary.md").read_text()
+    assert "(completed)" in summary and "scale-ups" in summary
+    assert_nothing_left(prometheus_port(output))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_stops_everything_and_still_writes_what_it_has(tmp_path: Path, sig: signal.Signals) -> None:
+    demo = DemoProcess(tmp_path, "--duration", "120")
+    try:
+        demo.wait_for_line(r"^\[\s*\d+\.\d+s\]", timeout=60)  # the first sync
+        demo.wait_for_line(r"^\[\s*[3-9]\.\d+s\]", timeout=30)  # a few more
+        demo.proc.send_signal(sig)
+    finally:
+        code, output = demo.finish(timeout=60)  # stop Prometheus, draw the plot
+    assert code == 128 + sig.value, output
+    assert f"stopped by {sig.name}" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "demo.png").stat().st_size > 0
+    assert len((tmp_path / "timeline.csv").read_text().splitlines()) >= 4
+    assert_nothing_left(prometheus_port(output))
+
+
+def test_a_users_rules_file_runs_unchanged_against_its_own_target(tmp_path: Path) -> None:
+    """--rules with the README's example: its queries find the simulated pods and service by their labels."""
+    example = ROOT / "examples" / "gpu-inference-rules.yaml"
+    code, output = DemoProcess(tmp_path, "--duration", "15", "--rules", str(example)).finish(timeout=80)
+    assert code == 0, output
+    assert "embedding-service scales Deployment/medical-kg/embedding-service" in output
+    rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
+    later = rows[len(rows) // 2:]  # once Prometheus has two samples for rate()
+    assert later and all(r["requests_per_second"] and r["gpu_utilization"] for r in later), later
+    assert all(float(r["gpu_utilization"]) > 0 for r in later)
+    assert_nothing_left(prometheus_port(output))

@@ -1,0 +1,76 @@
+"""The demo's simulated world served for real: exporters label GPUs with the replicas holding them and show
+the cluster model's utilization; the service endpoint counts the requests of the load."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from demo.cluster import ClusterSettings, SimulatedDeployment
+from demo.world import SimulatedWorld
+
+pytestmark = pytest.mark.integration
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[SimulatedWorld, Clock]]:
+    clock = Clock()
+    deployment = SimulatedDeployment("demo", "inference", 2, clock,
+                                     ClusterSettings(nodes=2, gpus_per_node=2, startup_delay_seconds=30))
+    world = SimulatedWorld(deployment, requests_per_gpu_second=10.0, sweep_interval=0.0)
+    world.start()
+    try:
+        yield world, clock
+    finally:
+        world.stop()
+
+
+def test_gpus_carry_their_replica_and_its_share_of_the_load(world: tuple[SimulatedWorld, Clock]) -> None:
+    sim, clock = world
+    sim.deployment.scale_to(3)  # inference-0003 loads on node 1
+    sim.drive(1.5, 0.0)
+    node0, node1 = (scrape(port) for port in sim.exporter_ports)
+    util0 = {labels["pod"]: value for labels, value in node0["gpu_utilization_ratio"]}
+    share = pytest.approx(0.75, abs=0.011)  # NVML reports whole percents
+    assert util0 == {"inference-0001": share, "inference-0002": share}
+    util1 = {labels["pod"]: value for labels, value in node1["gpu_utilization_ratio"]}
+    assert util1 == {"inference-0003": pytest.approx(0.0, abs=0.011), "": pytest.approx(0.0, abs=0.011)}
+    assert {labels["namespace"] for labels, _ in node0["gpu_utilization_ratio"]} == {"demo"}
+    assert {labels["node"] for labels, _ in node1["gpu_utilization_ratio"]} == {"gpu-node-1"}
+    processes = node1.get("gpu_process_memory_used_bytes", [])
+    assert len(processes) == 1  # the loading replica's model, the idle GPU runs nothing
+    clock.now += 30
+    sim.drive(1.5, 0.0)
+    util1 = {labels["pod"]: value for labels, value in scrape(sim.exporter_ports[1])["gpu_utilization_ratio"]}
+    assert util1["inference-0003"] == pytest.approx(0.5, abs=0.011)
+
+
+def test_the_service_counts_the_requests_it_receives(world: tuple[SimulatedWorld, Clock]) -> None:
+    sim, _ = world
+    sim.drive(2.0, 3.0)  # 2 GPUs of work at 10 req/s per GPU for 3 s
+    sim.drive(5.0, 1.0)  # demand beyond capacity still arrives
+    [(labels, value)] = scrape(sim.service_port)["service_requests_total"]
+    assert labels == {"namespace": "demo", "service": "inference"}
+    assert value == pytest.approx(60.0 + 50.0)
+    assert set(sim.scrape_targets()) == {"gpu-exporter", "inference-service"}

@@ -1,0 +1,98 @@
+"""The autoscaling-quality benchmark: its configurations, the README's claims about them, its outputs."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from autoscaler.rules import DEFAULT_BEHAVIOR, ScalingPolicy, load_rules
+from benchmarks import autoscaling_quality as bench
+from demo.replay import KNOWN_METRICS, ReplaySettings
+from demo.traces import benchmark_traces
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("path", ["examples/gpu-inference-rules.yaml",
+                                  "examples/gpu-utilization-only-rules.yaml", "demo/demo-rules.yaml"])
+def test_shipped_rules_files_load_and_use_signals_the_replay_and_demo_provide(path: str) -> None:
+    rules = load_rules(ROOT / path)
+    assert len(rules.rules) == 1
+    assert {m.name for m in rules.rules[0].metrics} <= set(KNOWN_METRICS)
+
+
+def test_configuration_a_is_the_set_up_our_users_run() -> None:
+    users = bench.configurations()[0].rule
+    assert (users.min_replicas, users.max_replicas) == (2, 10)
+    assert [(m.name, m.type, m.target) for m in users.metrics] == [("gpu_utilization", "Average", 80)]
+    up, down = users.behavior.scale_up, users.behavior.scale_down
+    assert (up.stabilization_window_seconds, up.policies) == (300, (ScalingPolicy("Percent", 100, 60),))
+    assert (down.stabilization_window_seconds, down.policies) == (600, (ScalingPolicy("Percent", 50, 60),))
+
+
+def test_configuration_b_is_the_hpa_default_behavior_on_the_same_metric() -> None:
+    users, defaults, _ = (c.rule for c in bench.configurations())
+    assert defaults.behavior == DEFAULT_BEHAVIOR
+    assert (defaults.metrics, defaults.min_replicas, defaults.max_replicas) == (
+        users.metrics, users.min_replicas, users.max_replicas)
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> list[bench.TraceOutcome]:
+    return bench.run(bench.configurations(), benchmark_traces(), ReplaySettings())
+
+
+@pytest.mark.parametrize("trace", ["steady", "daily", "burst", "ramp"])
+def test_recommended_spends_fewer_gpu_hours_with_no_more_overload(outcomes: list[bench.TraceOutcome],
+                                                                 trace: str) -> None:
+    [outcome] = [o for o in outcomes if o.trace.name == trace]
+    assert outcome.target_met, bench.verdict([outcome])
+
+
+def test_on_the_noisy_trace_recommended_halves_overload_for_a_few_more_gpu_hours(
+        outcomes: list[bench.TraceOutcome]) -> None:
+    """The one trace where the target is not met (see docs/readme/demo.md): (a) never moves there."""
+    [outcome] = [o for o in outcomes if o.trace.name == "noisy"]
+    a, c = outcome.results["a"].figures, outcome.results["c"].figures
+    assert a.scale_changes == 0
+    assert c.overloaded_minutes <= a.overloaded_minutes / 2
+    assert c.gpu_hours <= a.gpu_hours * 1.12
+
+
+def test_markdown_table_has_a_row_per_trace_and_configuration(outcomes: list[bench.TraceOutcome]) -> None:
+    table = bench.markdown_table(bench.configurations(), outcomes).splitlines()
+    assert table[0].startswith("| trace | configuration | GPU-hours | vs (a) |")
+    assert len(table) == 2 + 5 * 3
+    assert all(row.count("|") == 9 for row in table)
+    assert "| burst | (a) users' HPA |" in "\n".join(table) and " 1.00x " in table[2]
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()[:24]
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_main_prints_the_table_and_writes_one_small_png_per_trace(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--images", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| noisy | (c) recommended |" in out and "Target," in out
+    pngs = sorted(tmp_path.glob("*.png"))
+    assert [p.name for p in pngs] == [f"quality-{n}.png" for n in sorted(["steady", "daily", "burst", "ramp",
+                                                                          "noisy"])]
+    for png in pngs:
+        assert _png_size(png) == (900, 450)
+        assert png.stat().st_size < 150_000
+
+
+def test_main_reports_a_bad_rules_file_with_its_line(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n  - name: x\n    maxReplicas: 0\n")
+    assert bench.main(["--rules", str(bad), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:" in err and "maxReplicas" in err

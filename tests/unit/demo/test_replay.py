@@ -1,0 +1,123 @@
+"""The replay in simulated time: what the metrics return, the sync cadence, the figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from autoscaler.policy import Decision, MetricObservation, Reason, RuleHistory
+from autoscaler.rules import Rule, parse_rules
+from demo.cluster import ClusterSettings, SimulatedDeployment
+from demo.replay import ReplaySettings, Sample, SyncRecord, observations, replay, score
+from demo.traces import Trace, sudden_burst
+
+
+def rule_with(metrics: str, behavior: str = "", min_replicas: int = 1, max_replicas: int = 10) -> Rule:
+    text = f"""
+rules:
+  - name: r
+    target: {{kind: Deployment, namespace: ns, name: svc}}
+    minReplicas: {min_replicas}
+    maxReplicas: {max_replicas}
+    metrics: {metrics}
+{behavior}
+"""
+    return parse_rules(text, "r.yaml").rules[0]
+
+
+UTIL = "[{name: gpu_utilization, query: q, type: Average, target: 50}]"
+REQUESTS = "[{name: requests_per_second, query: q, type: Total, target: 5}]"
+
+
+def constant(load: float, duration: float = 3_600.0) -> Trace:
+    return Trace("constant", f"{load}", duration, lambda t: load)
+
+
+def test_gpu_utilization_counts_loading_replicas_at_their_idle_utilization() -> None:
+    clock = lambda: 0.0  # noqa: E731
+    deployment = SimulatedDeployment("ns", "svc", 2, clock, ClusterSettings(startup_delay_seconds=60))
+    deployment.scale_to(4)
+    [obs] = observations(rule_with(UTIL), deployment.snapshot(1.0), ReplaySettings())
+    assert obs == MetricObservation("gpu_utilization", 25.0)  # (50 + 50 + 0 + 0) / 4
+
+
+def test_requests_per_second_is_demand_and_does_not_saturate() -> None:
+    deployment = SimulatedDeployment("ns", "svc", 2, lambda: 0.0)
+    settings = ReplaySettings(requests_per_gpu_second=10.0)
+    [obs] = observations(rule_with(REQUESTS), deployment.snapshot(7.0), settings)
+    assert obs == MetricObservation("requests_per_second", 70.0)
+
+
+def test_an_unknown_metric_name_is_refused_naming_the_known_ones() -> None:
+    deployment = SimulatedDeployment("ns", "svc", 2, lambda: 0.0)
+    rule = rule_with("[{name: queue_depth, query: q, type: Total, target: 5}]")
+    with pytest.raises(ValueError, match=r"queue_depth.*gpu_utilization, requests_per_second"):
+        observations(rule, deployment.snapshot(1.0), ReplaySettings())
+
+
+def test_with_no_replica_the_utilization_metric_fails() -> None:
+    deployment = SimulatedDeployment("ns", "svc", 0, lambda: 0.0)
+    [obs] = observations(rule_with(UTIL, min_replicas=0), deployment.snapshot(1.0), ReplaySettings())
+    assert obs.value is None and obs.error
+
+
+def test_the_engine_is_asked_every_sync_period_with_the_virtual_time() -> None:
+    calls: list[tuple[int, float]] = []
+
+    def fake_decide(rule: Rule, current: int, obs: Sequence[MetricObservation], history: RuleHistory,
+                    now: float) -> Decision:
+        calls.append((current, now))
+        return Decision(current, current, current, Reason.WithinTolerance, "hold", (), history)
+
+    settings = ReplaySettings(warmup_seconds=60.0)
+    result = replay(rule_with(UTIL), constant(1.0, 300.0), settings, decide_fn=fake_decide)
+    assert [now for _, now in calls] == [float(t) for t in range(-60, 301, 15)]
+    assert len(result.syncs) == 21  # scored syncs: t = 0 .. 300
+    assert result.samples[0].t == 0.0 and result.samples[-1].t == 300.0
+
+
+def test_a_constant_load_settles_where_the_engine_puts_it() -> None:
+    result = replay(rule_with(UTIL), constant(3.0))  # 3 GPUs of work at a 50 % target: 6 replicas
+    assert {s.replicas for s in result.samples} == {6}
+    assert result.figures.gpu_hours == pytest.approx(6.0, rel=0.01)
+    assert result.figures.overloaded_minutes == 0.0
+    assert result.figures.scale_changes == 0
+
+
+def test_a_burst_is_overloaded_until_the_new_replicas_have_loaded() -> None:
+    trace = sudden_burst(base=1.0, peak=4.0, start_seconds=600.0, length_seconds=1_200.0,
+                         duration_seconds=3_600.0)
+    fast = replay(rule_with(REQUESTS), trace,
+                  ReplaySettings(cluster=ClusterSettings(startup_delay_seconds=0)))
+    slow = replay(rule_with(REQUESTS), trace,
+                  ReplaySettings(cluster=ClusterSettings(startup_delay_seconds=300)))
+    assert max(s.replicas for s in slow.samples) == 8  # 40 req/s at 5 per replica
+    assert slow.figures.overloaded_minutes >= 5.0  # at least the start-up delay
+    assert fast.figures.overloaded_minutes < slow.figures.overloaded_minutes
+    assert slow.figures.not_ready_minutes >= 5.0
+    changes = [(s.current, s.replicas) for s in slow.syncs if s.replicas != s.current]
+    assert changes == [(2, 6), (6, 8), (8, 2)]  # HPA default rate: +4 pods or +100 % per 15 s
+    assert slow.figures.scale_changes == 3 and slow.figures.reversals == 1
+
+
+def test_score_counts_gpu_hours_overload_not_ready_changes_and_reversals() -> None:
+    samples = [Sample(t * 60.0, 1.0, replicas, held, ready, None, demand)
+               for t, (replicas, held, ready, demand) in enumerate(
+                   [(2, 2, 2, 0.5), (4, 4, 2, 1.0), (4, 4, 4, 0.5), (3, 3, 3, math.inf)])]
+    syncs = [SyncRecord(0, 2, 4, "x", ""), SyncRecord(60, 4, 4, "x", ""), SyncRecord(120, 4, 3, "x", ""),
+             SyncRecord(180, 3, 2, "x", ""), SyncRecord(240, 2, 5, "x", "")]
+    figures = score(samples, syncs, 60.0, 0.95)
+    assert figures.gpu_hours == pytest.approx(13 / 60)
+    assert figures.overloaded_minutes == 2.0
+    assert figures.not_ready_minutes == 1.0
+    assert (figures.scale_changes, figures.reversals) == (4, 2)
+
+
+@pytest.mark.parametrize("changes", [{"step_seconds": 4.0}, {"step_seconds": 0.0}, {"overload_line": 0.0},
+                                     {"warmup_seconds": -1.0}], ids=lambda c: next(iter(c)))
+def test_bad_settings_are_refused(changes: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        dataclasses.replace(ReplaySettings(), **changes)

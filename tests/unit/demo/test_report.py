@@ -1,0 +1,75 @@
+"""What the demo prints and writes: the live line, timeline.csv, demo.png and summary.md."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from autoscaler.controller import RuleOutcome
+from autoscaler.policy import MetricObservation
+from autoscaler.rules import load_rules
+from demo.cluster import SimulatedDeployment
+from demo.report import DemoRecorder
+
+ROOT = Path(__file__).resolve().parents[3]
+RULE = load_rules(ROOT / "demo" / "demo-rules.yaml").rules[0]
+
+
+def outcome(current: int, desired: int, patched: bool, util: float | None, reason: str = "DesiredWithinRange",
+            rps: float | None = 30.0) -> RuleOutcome:
+    observations = (MetricObservation("requests_per_second", rps, None if rps is not None else "NoSeries: x"),
+                    MetricObservation("gpu_utilization", util, None if util is not None else "NoSeries: x"))
+    return RuleOutcome(RULE, current, desired, reason, f"scale {current} -> {desired}", observations,
+                       patched=patched, ok=True)
+
+
+def recorder_with_a_run() -> DemoRecorder:
+    recorder = DemoRecorder(RULE, "demo/demo-rules.yaml", startup_delay=10.0, interval=2.0)
+    deployment = SimulatedDeployment("demo", "inference", 2, lambda: 0.0)
+    snap = deployment.snapshot(3.0)
+    recorder.tick(snap, 2.0)  # 2 ready under 3 GPUs of work: overloaded
+    recorder.sync(0.0, snap, outcome(2, 4, True, 100.0))
+    deployment.scale_to(4)
+    snap = deployment.snapshot(3.0)
+    recorder.tick(snap, 2.0)  # 2 of 4 loading
+    recorder.sync(2.0, snap, outcome(4, 4, False, None, "MetricsFailed", rps=None))
+    recorder.sync(4.0, snap, outcome(4, 3, True, 40.0, "ScaleDownLimit"))
+    return recorder
+
+
+def test_the_live_line_shows_time_load_replicas_metrics_against_targets_and_the_reason() -> None:
+    recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0)
+    snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
+    line = recorder.sync(12.0, snap, outcome(2, 3, True, 75.0, "ScaleUpLimit"))
+    for part in ("[  12.0s]", "load  1.50", "2 -> 3", "(ready  2)", "requests_per_second 30.0/9",
+                 "gpu_utilization 75.0/90", "ScaleUpLimit: scale 2 -> 3"):
+        assert part in line
+
+
+def test_figures_accumulate_per_tick() -> None:
+    recorder = recorder_with_a_run()
+    assert recorder.gpu_seconds == 2 * 2 + 4 * 2
+    assert recorder.overloaded_seconds == 4.0  # 3 GPUs of work on 2 ready GPUs, both ticks
+    assert recorder.not_ready_seconds == 2.0
+    assert recorder.failed_syncs == 1
+    assert [(c.from_replicas, c.to_replicas) for c in recorder.changes] == [(2, 4), (4, 3)]
+
+
+def test_write_leaves_timeline_plot_and_summary(tmp_path: Path) -> None:
+    written = recorder_with_a_run().write(tmp_path / "out")
+    assert sorted(p.name for p in written) == ["demo.png", "summary.md", "timeline.csv"]
+    rows = list(csv.DictReader((tmp_path / "out" / "timeline.csv").read_text().splitlines()))
+    assert [(r["current"], r["desired"], r["reason"]) for r in rows] == [
+        ("2", "4", "DesiredWithinRange"), ("4", "4", "MetricsFailed"), ("4", "3", "ScaleDownLimit")]
+    assert rows[1]["gpu_utilization"] == ""  # a failed query is empty, never 0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "between 2 and 4; 1 scale-ups, 1 scale-downs" in summary
+    assert "Syncs with every metric failed: 1" in summary
+    assert "| MetricsFailed | 1 |" in summary
+
+
+def test_an_interrupted_run_with_no_sync_still_writes_a_summary(tmp_path: Path) -> None:
+    recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0, ended_by="stopped by SIGINT")
+    written = recorder.write(tmp_path)
+    assert sorted(p.name for p in written) == ["summary.md", "timeline.csv"]
+    assert "stopped by SIGINT" in (tmp_path / "summary.md").read_text()

@@ -1,0 +1,136 @@
+"""InMemoryScaleBackend: the contract's ScaleBackend over simulated Deployments, under the real controller."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import pytest
+
+from autoscaler.controller import Controller
+from autoscaler.kube import KubeApiError, NotFoundError, ScaleBackend
+from autoscaler.prometheus import QueryResult
+from autoscaler.rules import RuleSet, TargetRef, parse_rules
+from demo.cluster import ClusterSettings, SimulatedDeployment
+from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
+
+REF = TargetRef("Deployment", "demo", "inference")
+T0 = 1_700_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def backend_with(replicas: int = 2) -> tuple[InMemoryScaleBackend, SimulatedDeployment, Clock]:
+    clock = Clock()
+    deployment = SimulatedDeployment("demo", "inference", replicas, clock,
+                                     ClusterSettings(startup_delay_seconds=30))
+    backend = InMemoryScaleBackend()
+    backend.add(REF, deployment)
+    return backend, deployment, clock
+
+
+def test_it_satisfies_the_scale_backend_protocol() -> None:
+    backend: ScaleBackend = InMemoryScaleBackend()
+    assert callable(backend.read_scale) and callable(backend.patch_scale) and callable(backend.emit_event)
+
+
+def test_read_then_patch_scales_the_deployment_and_moves_the_version() -> None:
+    backend, deployment, _ = backend_with(2)
+    before = backend.read_scale(REF)
+    assert (before.spec_replicas, before.status_replicas) == (2, 2)
+    backend.patch_scale(REF, 5)
+    after = backend.read_scale(REF)
+    assert after.spec_replicas == deployment.spec_replicas == 5
+    assert after.resource_version != before.resource_version
+    assert backend.patches == [(REF, 5)]
+
+
+def test_unknown_target_is_not_found_like_the_api() -> None:
+    backend, _, _ = backend_with()
+    other = TargetRef("Deployment", "demo", "missing")
+    with pytest.raises(NotFoundError, match="missing"):
+        backend.read_scale(other)
+    with pytest.raises(NotFoundError):
+        backend.patch_scale(other, 3)
+    with pytest.raises(NotFoundError):
+        backend.read_scale(TargetRef("StatefulSet", "demo", "inference"))  # same name, other kind
+
+
+def test_negative_replicas_are_rejected_as_the_api_server_would() -> None:
+    backend, deployment, _ = backend_with(2)
+    with pytest.raises(KubeApiError) as info:
+        backend.patch_scale(REF, -1)
+    assert info.value.status == 422
+    assert deployment.spec_replicas == 2
+
+
+def test_events_are_kept_and_passed_on() -> None:
+    seen: list[RecordedEvent] = []
+    backend = InMemoryScaleBackend(on_event=seen.append)
+    backend.emit_event(REF, "Normal", "ScaledUp", "2 -> 4")
+    assert backend.events() == (RecordedEvent(REF, "Normal", "ScaledUp", "2 -> 4"),)
+    assert seen == list(backend.events())
+
+
+def test_annotations_are_read_back() -> None:
+    backend, _, _ = backend_with()
+    backend.set_annotations(REF, {"gpu-autoscaler.io/paused": "true"})
+    assert backend.read_scale(REF).annotations == {"gpu-autoscaler.io/paused": "true"}
+
+
+class FixedMetrics:
+    """A MetricsSource answering every query with one value."""
+
+    def __init__(self, value: float | None) -> None:
+        self.value = value
+
+    def run_queries(self, queries: Collection[str]) -> Mapping[str, QueryResult]:
+        if self.value is None:
+            return {q: QueryResult(None, "NoSeries", "no series") for q in queries}
+        return {q: QueryResult(self.value) for q in queries}
+
+
+RULES = """
+rules:
+  - name: inference
+    target: {kind: Deployment, namespace: demo, name: inference}
+    minReplicas: 2
+    maxReplicas: 10
+    metrics:
+      - {name: requests_per_second, query: 'sum(rate(service_requests_total[10s]))', type: Total, target: 9}
+"""
+
+
+def test_the_real_controller_scales_the_simulated_deployment() -> None:
+    backend, deployment, clock = backend_with(2)
+    metrics = FixedMetrics(45.0)  # 45 req/s at 9 per replica: 5 replicas
+    controller = Controller(backend, metrics, parse_rules(RULES, "rules.yaml"), clock)
+    try:
+        report = controller.sync_once()
+        assert report.outcomes[0].patched
+        assert deployment.spec_replicas == 5
+        assert deployment.snapshot(4.5).loading == 3  # the new replicas load their model first
+        assert [e.reason for e in backend.events()] == ["ScaledUp"]
+        clock.now += 15
+        metrics.value = None  # every metric failed: the controller holds, the Deployment keeps its count
+        controller.sync_once()
+        assert deployment.spec_replicas == 5
+    finally:
+        controller.close()
+
+
+def test_paused_annotation_freezes_the_simulated_deployment() -> None:
+    backend, deployment, clock = backend_with(2)
+    backend.set_annotations(REF, {"gpu-autoscaler.io/paused": "true"})
+    controller = Controller(backend, FixedMetrics(90.0), RuleSet("r", parse_rules(RULES, "r").rules), clock)
+    try:
+        controller.sync_once()
+        assert deployment.spec_replicas == 2
+        assert backend.patches == []
+    finally:
+        controller.close()
