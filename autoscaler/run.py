@@ -21,6 +21,7 @@ from typing import Any
 
 from kubernetes import client
 
+from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_cluster_arguments
 from autoscaler.controller import Controller, ControllerSettings, SyncReport
 from autoscaler.errors import AutoscalerError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, load_api_client
@@ -35,7 +36,6 @@ from autoscaler.server import MetricsServer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PROMETHEUS = "http://localhost:9090"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -82,13 +82,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "with the "
         "HPA algorithm and patch the scale subresource when the count changes.",
     )
-    p.add_argument("--rules", required=True, metavar="FILE", help="rules file (reloaded when it changes)")
-    p.add_argument(
-        "--prometheus",
-        default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS),
-        metavar="URL",
-        help="Prometheus base URL (default: $PROMETHEUS_URL or %(default)s)",
-    )
+    add_cluster_arguments(p, rules_help="rules file (reloaded when it changes)")
     p.add_argument(
         "--interval",
         type=parse_duration,
@@ -98,11 +92,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="decide and report, never patch")
     p.add_argument("--once", action="store_true", help="run one sync and exit (0 if every rule synced)")
-    p.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig file (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)",
-    )
     p.add_argument(
         "--metrics-port",
         type=int,

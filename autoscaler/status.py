@@ -8,7 +8,6 @@ the scale-down window until the controller has watched that long).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -16,13 +15,13 @@ from typing import Any
 
 from kubernetes import client
 
+from autoscaler.cli_args import add_cluster_arguments
 from autoscaler.controller import Controller, ControllerSettings, RuleOutcome
 from autoscaler.errors import AutoscalerError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, load_api_client
 from autoscaler.plan import describe_metrics
 from autoscaler.prometheus import PromQLRunner, PromQLSettings
 from autoscaler.rules import load_rules
-from autoscaler.run import DEFAULT_PROMETHEUS
 
 WHY = {
     "AboveMaxReplicas": "above max",
@@ -55,18 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "rule, target, "
         "current, desired, each metric's value/target, and why. Never patches, posts no events.",
     )
-    p.add_argument("--rules", required=True, metavar="FILE", help="rules file")
-    p.add_argument(
-        "--prometheus",
-        default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS),
-        metavar="URL",
-        help="Prometheus base URL (default: $PROMETHEUS_URL or %(default)s)",
-    )
-    p.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig file (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)",
-    )
+    add_cluster_arguments(p)
     p.set_defaults(handler=main)
     return p
 

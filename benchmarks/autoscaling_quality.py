@@ -24,6 +24,7 @@ from pathlib import Path
 
 from autoscaler.errors import RulesError
 from autoscaler.rules import Rule, load_rules, parse_rules
+from benchmarks.example_rules import embedding_service_rules
 from demo.cluster import ClusterSettings
 from demo.replay import Figures, ReplayResult, ReplaySettings, replay
 from demo.traces import Trace, benchmark_traces, daily, noisy, steady
@@ -31,32 +32,17 @@ from demo.traces import Trace, benchmark_traces, daily, noisy, steady
 ROOT = Path(__file__).resolve().parent.parent
 RECOMMENDED_RULES = ROOT / "examples" / "gpu-inference-rules.yaml"
 
-_TARGET = """
-    target: {kind: Deployment, namespace: medical-kg, name: embedding-service}
-    minReplicas: 2
-    maxReplicas: 10
-    metrics:
-      - name: gpu_utilization
-        query: 100 * avg(gpu_utilization_ratio{namespace="medical-kg", pod=~"embedding-service-.*"})
-        type: Average
-        target: 80
-"""
-
-USERS_HPA = f"""
-rules:
-  - name: users-hpa{_TARGET}
+USERS_HPA = embedding_service_rules(name="users-hpa", behavior="""\
     behavior:
       scaleUp:
         stabilizationWindowSeconds: 300
-        policies: [{{type: Percent, value: 100, periodSeconds: 60}}]
+        policies: [{type: Percent, value: 100, periodSeconds: 60}]
       scaleDown:
         stabilizationWindowSeconds: 600
-        policies: [{{type: Percent, value: 50, periodSeconds: 60}}]
-"""
+        policies: [{type: Percent, value: 50, periodSeconds: 60}]
+""")
 
-HPA_DEFAULTS = f"""
-rules:
-  - name: hpa-defaults{_TARGET}"""
+HPA_DEFAULTS = embedding_service_rules(name="hpa-defaults")
 
 
 @dataclass(frozen=True)

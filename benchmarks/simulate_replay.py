@@ -25,23 +25,19 @@ from pathlib import Path
 
 from autoscaler.rules import load_rules
 from autoscaler.simulate import read_trace, replay, write_output
+from benchmarks.example_rules import embedding_service_rules
 
 SYNC_SECONDS = 15
 MONTH_ROWS = 172_800  # 30 days of 15-second syncs
 
-RULES = """\
-rules:
-  - name: embedding-service
-    target: {kind: Deployment, namespace: medical-kg, name: embedding-service}
-    minReplicas: 2
-    maxReplicas: 10
-    metrics:
+RULES = embedding_service_rules(metrics="""\
       - {name: gpu_utilization, query: 'avg(x)', type: Average, target: 80}
       - {name: queue, query: 'sum(q)', type: Total, target: 50}
+""", behavior="""\
     behavior:
       scaleUp: {stabilizationWindowSeconds: 60, policies: [{type: Percent, value: 100, periodSeconds: 60}]}
       scaleDown: {stabilizationWindowSeconds: 300, policies: [{type: Percent, value: 50, periodSeconds: 60}]}
-"""
+""")
 
 
 def write_trace(path: Path, rows: int, seed: int = 7) -> None:

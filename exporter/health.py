@@ -140,5 +140,38 @@ def availability_score(
     return min(max(0.6 * free + 0.4 * idle, 0.0), 1.0)
 
 
+@dataclass(frozen=True)
+class DeviceHealth:
+    """The derived values of one GPU reading, the same on /metrics and in the status API."""
+
+    state: HealthState | None  # None: the GPU answers but neither temperature nor memory is readable
+    availability_score: float | None  # None: free memory, total memory or utilization unknown
+    memory_used_percent: float | None
+
+    @property
+    def speed_multiplier(self) -> float | None:
+        return None if self.state is None else self.state.speed_multiplier
+
+
+def device_health(
+    *,
+    up: bool,
+    temperature_celsius: float | None,
+    utilization_ratio: float | None,
+    memory_used_bytes: int | None,
+    memory_free_bytes: int | None,
+    memory_total_bytes: int | None,
+    thresholds: HealthThresholds | None = None,
+) -> DeviceHealth:
+    """A GPU that is down is DOWN_STATE (speed 0) with availability score 0: it must be seen leaving the
+    pool, not vanish from it."""
+    percent = memory_used_percent(memory_used_bytes, memory_total_bytes)
+    if not up:
+        return DeviceHealth(DOWN_STATE, 0.0, percent)
+    health = assess(temperature_celsius, percent, thresholds)
+    score = availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio)
+    return DeviceHealth(health.state if health else None, score, percent)
+
+
 def _known(value: float | None) -> bool:
     return value is not None and math.isfinite(value)

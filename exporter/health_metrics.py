@@ -17,14 +17,7 @@ from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.collector import ScrapeContext, new_family
-from exporter.health import (
-    DOWN_STATE,
-    HealthState,
-    HealthThresholds,
-    assess,
-    availability_score,
-    memory_used_percent,
-)
+from exporter.health import HealthState, HealthThresholds, device_health
 from exporter.nvml import NodeSnapshot
 
 STATES: tuple[HealthState, ...] = tuple(HealthState)
@@ -41,22 +34,17 @@ class HealthMetrics:
                                (m.HEALTH_STATE, m.SPEED_MULTIPLIER, m.AVAILABILITY_SCORE))
         for device in snapshot.devices:
             labels = context.device_labels(device)
-            if not device.up:
-                for candidate in STATES:
-                    state.add_metric([*labels, candidate.value], 1.0 if candidate is DOWN_STATE else 0.0)
-                speed.add_metric(labels, DOWN_STATE.speed_multiplier)
-                score.add_metric(labels, 0.0)
-                continue
-            percent = memory_used_percent(device.memory_used_bytes, device.memory_total_bytes)
-            health = assess(device.temperature_celsius, percent, self.thresholds)
-            if health is not None:
+            health = device_health(
+                up=device.up, temperature_celsius=device.temperature_celsius,
+                utilization_ratio=device.utilization, memory_used_bytes=device.memory_used_bytes,
+                memory_free_bytes=device.memory_free_bytes,
+                memory_total_bytes=device.memory_total_bytes, thresholds=self.thresholds)
+            if health.state is not None:
                 for candidate in STATES:
                     state.add_metric([*labels, candidate.value], 1.0 if candidate is health.state else 0.0)
-                speed.add_metric(labels, health.speed_multiplier)
-            value = availability_score(device.memory_free_bytes, device.memory_total_bytes,
-                                       device.utilization)
-            if value is not None:
-                score.add_metric(labels, value)
+                speed.add_metric(labels, health.state.speed_multiplier)
+            if health.availability_score is not None:
+                score.add_metric(labels, health.availability_score)
         for family in (state, speed, score):
             if family.samples:
                 yield family

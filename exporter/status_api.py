@@ -22,14 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from exporter.health import (
-    DOWN_STATE,
-    HealthState,
-    HealthThresholds,
-    assess,
-    availability_score,
-    memory_used_percent,
-)
+from exporter.health import HealthState, HealthThresholds, device_health
 from exporter.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
 from exporter.podresources.mapping import DeviceHolder
 
@@ -92,23 +85,23 @@ def build_gpu_status(
 
     A GPU that is down is `critical` with speed multiplier 0 and availability score 0 (as on /metrics).
     """
-    percent = memory_used_percent(memory_used_bytes, memory_total_bytes)
-    health = assess(temperature_celsius, percent, thresholds) if up else None
-    state = health.state if health else (None if up else DOWN_STATE)
-    score = availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio) if up else 0.0
+    health = device_health(
+        up=up, temperature_celsius=temperature_celsius, utilization_ratio=utilization_ratio,
+        memory_used_bytes=memory_used_bytes, memory_free_bytes=memory_free_bytes,
+        memory_total_bytes=memory_total_bytes, thresholds=thresholds)
     return GpuStatus(
         index=index,
         uuid=uuid,
         name=name,
         up=up,
-        state=state,
+        state=health.state,
         temperature_celsius=temperature_celsius,
         utilization_percent=None if utilization_ratio is None else 100.0 * utilization_ratio,
-        memory=MemoryStatus(memory_used_bytes, memory_total_bytes, percent),
+        memory=MemoryStatus(memory_used_bytes, memory_total_bytes, health.memory_used_percent),
         power_watts=power_watts,
-        throttling=ThrottlingStatus(tuple(throttle_reasons), state.speed_multiplier if state else None),
+        throttling=ThrottlingStatus(tuple(throttle_reasons), health.speed_multiplier),
         holders=tuple(holders),
-        availability_score=score,
+        availability_score=health.availability_score,
         xid_errors=dict(xid_errors or {}),
     )
 

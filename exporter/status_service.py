@@ -10,11 +10,11 @@ history has samples whether or not Prometheus scrapes (the sweep is shared with 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from exporter.background import BackgroundLoop
 from exporter.errors import NvmlUnavailableError
 from exporter.health import HealthThresholds, memory_used_percent
 from exporter.history import GpuHistory, Sample, TrendThresholds
@@ -60,8 +60,8 @@ class StatusService:
         self._thresholds = thresholds
         self._trend_thresholds = trend_thresholds
         self._clock = clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = BackgroundLoop(self._run, "gpu-history")
+        self._stop = self._loop.stopping
 
     def record(self, snapshot: NodeSnapshot) -> NodeSnapshot:
         """Sweep hook: one history sample per GPU that answered."""
@@ -88,17 +88,10 @@ class StatusService:
 
     # --- the history sampler ---
     def start(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="gpu-history", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+    def stop(self, timeout: float = 5.0) -> bool:
+        return self._loop.stop(timeout)
 
     def _run(self) -> None:
         while not self._stop.wait(self.history.settings.sample_interval_seconds):

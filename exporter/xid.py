@@ -23,6 +23,7 @@ from types import MappingProxyType
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
+from exporter.background import BackgroundLoop
 from exporter.collector import ScrapeContext, new_family
 from exporter.errors import NvmlEventError
 from exporter.nvml import NodeSnapshot, NvmlAdapter, XidEventSet
@@ -72,8 +73,8 @@ class XidWatcher:
         self._down: dict[str, tuple[float, int]] = {}
         self._registered: frozenset[str] = frozenset()
         self._unattributed = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = BackgroundLoop(self._run, "xid-watcher")
+        self._stop = self._loop.stopping
         self._last_error: str | None = None
 
     # --- reading (any thread) ---
@@ -113,7 +114,7 @@ class XidWatcher:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._loop.running
 
     # --- recovery ---
     def note_answered(self, uuid: str, answered_at: float) -> bool:
@@ -150,20 +151,11 @@ class XidWatcher:
     # --- lifecycle ---
     def start(self) -> None:
         """Start the waiting thread; idempotent."""
-        if self.running:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="xid-watcher", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 5.0) -> bool:
         """End the thread (it notices within wait_timeout_ms) and free the event set; True when it ended."""
-        self._stop.set()
-        thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return self._loop.stop(timeout)
 
     def _run(self) -> None:
         event_set: XidEventSet | None = None

@@ -10,7 +10,7 @@ selectPolicy Max takes the policy allowing the largest change, Min the smallest,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.types import Reason, RuleHistory, ScaleEvent, Stage
@@ -32,31 +32,36 @@ def period_start_replicas(current: int, history: RuleHistory, period_seconds: fl
 def scale_up_limit(current: int, rules: ScalingRules, history: RuleHistory, now: float,
                    ) -> tuple[int, ScalingPolicy | None]:
     """The highest count the policies allow now, and the policy that sets it (None when Disabled)."""
-    if rules.select_policy == "Disabled":
-        return current, None
-    chosen: tuple[int, ScalingPolicy | None] | None = None
-    for policy in rules.policies:
-        start = period_start_replicas(current, history, policy.period_seconds, now)
-        if policy.type == "Pods":
-            proposed = start + policy.value
-        else:
-            proposed = math.ceil(start * (1 + policy.value / 100))
-        if chosen is None or (proposed > chosen[0] if rules.select_policy == "Max" else proposed < chosen[0]):
-            chosen = (proposed, policy)
-    return chosen if chosen is not None else (current, None)
+    return _select(current, rules, history, now, _up_to, direction=1)
 
 
 def scale_down_limit(current: int, rules: ScalingRules, history: RuleHistory, now: float,
                      ) -> tuple[int, ScalingPolicy | None]:
     """The lowest count the policies allow now, and the policy that sets it (None when Disabled)."""
+    return _select(current, rules, history, now, _down_to, direction=-1)
+
+
+def _up_to(start: int, policy: ScalingPolicy) -> int:
+    return start + policy.value if policy.type == "Pods" else math.ceil(start * (1 + policy.value / 100))
+
+
+def _down_to(start: int, policy: ScalingPolicy) -> int:
+    # Percent: truncation toward zero, as Go's int32(float64)
+    return start - policy.value if policy.type == "Pods" else int(start * (1 - policy.value / 100))
+
+
+def _select(current: int, rules: ScalingRules, history: RuleHistory, now: float,
+            limit_of: Callable[[int, ScalingPolicy], int], direction: int,
+            ) -> tuple[int, ScalingPolicy | None]:
+    """Each policy's limit from the count at the start of its period; Max keeps the one going furthest in
+    `direction` (+1 up, -1 down), Min the least far, the first policy winning a tie."""
     if rules.select_policy == "Disabled":
         return current, None
     chosen: tuple[int, ScalingPolicy | None] | None = None
     for policy in rules.policies:
-        start = period_start_replicas(current, history, policy.period_seconds, now)
-        # Percent: truncation toward zero, as Go's int32(float64)
-        proposed = start - policy.value if policy.type == "Pods" else int(start * (1 - policy.value / 100))
-        if chosen is None or (proposed < chosen[0] if rules.select_policy == "Max" else proposed > chosen[0]):
+        proposed = limit_of(period_start_replicas(current, history, policy.period_seconds, now), policy)
+        further = direction * (proposed - chosen[0]) if chosen is not None else 0
+        if chosen is None or (further > 0 if rules.select_policy == "Max" else further < 0):
             chosen = (proposed, policy)
     return chosen if chosen is not None else (current, None)
 

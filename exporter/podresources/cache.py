@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from exporter.background import BackgroundLoop
 from exporter.podresources.client import PodResourcesUnavailableError
 from exporter.podresources.mapping import (
     DeviceAllocation,
@@ -87,8 +88,8 @@ class PodResourcesCache:
         self._refresh_lock = threading.Lock()
         self._snapshot = HolderSnapshot(holders=_EMPTY, up=False, refreshed_at=None)
         self._logged: str | None = None  # state last logged ("up", "stale", "down"); None = nothing yet
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = BackgroundLoop(self._run, "pod-resources-refresh")
+        self._stop = self._loop.stopping
 
     # --- reading (scrape path: no I/O, no waiting on the kubelet) ---
     def snapshot(self) -> HolderSnapshot:
@@ -163,21 +164,12 @@ class PodResourcesCache:
 
     def start(self) -> None:
         """Refresh now in the background, then every interval, until `stop()`. Idempotent."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="pod-resources-refresh", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Ask the thread to end and wait up to `timeout` s; True when it ended (a List in flight is bounded
         by the client's own timeout)."""
-        self._stop.set()
-        thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return self._loop.stop(timeout)
 
     def _run(self) -> None:
         while not self._stop.is_set():

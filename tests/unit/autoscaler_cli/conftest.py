@@ -9,30 +9,23 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.example_rules import GPU_UTILIZATION_METRIC, embedding_service_rules
+
 CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
 
-VALID_RULES = """\
-rules:
-  - name: embedding-service
-    target: {kind: Deployment, namespace: medical-kg, name: embedding-service}
-    minReplicas: 2
-    maxReplicas: 10
-    metrics:
-      - name: gpu_utilization
-        query: 100 * avg(gpu_utilization_ratio{namespace="medical-kg", pod=~"embedding-service-.*"})
-        type: Average
-        target: 80
+VALID_RULES = embedding_service_rules(GPU_UTILIZATION_METRIC + """\
       - name: queue
         query: sum(inference_queue_depth{service="embedding"})
         type: Total
         target: 50
+""", behavior="""\
     behavior:
       scaleUp:   {stabilizationWindowSeconds: 0, selectPolicy: Max, tolerance: 0.1,
                   policies: [{type: Pods, value: 4, periodSeconds: 15},
                              {type: Percent, value: 100, periodSeconds: 15}]}
       scaleDown: {stabilizationWindowSeconds: 300, selectPolicy: Max, tolerance: 0.1,
                   policies: [{type: Percent, value: 100, periodSeconds: 15}]}
-"""
+""")
 
 SECOND_RULE = """\
   - name: reranker
