@@ -1,8 +1,8 @@
 """The simulated GPU fleet's configuration: GPU models, load patterns, processes and injected faults.
 
 `--simulate N` uses `default_config(N)`; `--simulate-config FILE` reads the YAML format documented in
-docs/readme/exporter.md. Validation gathers every problem and raises one ConfigError naming the file and
-the field of each.
+README.md ("The simulated backend and --simulate-config"). Validation gathers every problem and raises one
+ConfigError naming the file and the field of each.
 """
 
 from __future__ import annotations

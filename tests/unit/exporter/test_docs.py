@@ -1,4 +1,4 @@
-"""The README fragment's metrics reference matches exporter/metrics.py, the one place naming metrics."""
+"""The README's metrics reference matches exporter/metrics.py, the one place naming metrics."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 from exporter import metrics as m
 
-FRAGMENT = Path(__file__).resolve().parents[3] / "docs" / "readme" / "exporter.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def test_metrics_reference_lists_every_metric_with_its_type_and_help() -> None:
     rows = {}
-    for line in FRAGMENT.read_text().splitlines():
+    for line in README.read_text().splitlines():
         match = re.match(r"\| `(gpu_[a-z_]+)` \| (gauge|counter) \| ([^|]+) \| (.+) \|$", line)
         if match:
             rows[match.group(1)] = (match.group(2), match.group(3).strip(), match.group(4).strip())
