@@ -12,7 +12,10 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 
 def test_metrics_reference_lists_every_metric_with_its_type_and_help() -> None:
     rows = {}
-    for line in README.read_text().splitlines():
+    text = README.read_text()
+    start = text.index("### Metrics reference")
+    section = text[start:text.index("\n### ", start + 1)]
+    for line in section.splitlines():
         match = re.match(r"\| `(gpu_[a-z_]+)` \| (gauge|counter) \| ([^|]+) \| (.+) \|$", line)
         if match:
             rows[match.group(1)] = (match.group(2), match.group(3).strip(), match.group(4).strip())
