@@ -79,16 +79,17 @@ def substitute(expr: str) -> str:
     return re.sub(r"\$\{?(\w+)\}?", lambda m: VARIABLES[m.group(1)], expr)
 
 
-def cli_supports(*argv: str) -> bool:
+def cli_help(*argv: str) -> str:
+    """`argv --help`; a missing command or flag is a regression the fixture must report, not skip."""
     result = subprocess.run([str(BIN / argv[0]), *argv[1:], "--help"], capture_output=True, text=True,
                             timeout=60, check=False)
-    return result.returncode == 0
+    assert result.returncode == 0, f"`{' '.join(argv)} --help` failed: {result.stderr.strip()}"
+    return result.stdout
 
 
 @dataclass
 class Stack:
     prometheus: ManagedProcess
-    autoscaler_running: bool
 
 
 def _popen(stack: contextlib.ExitStack, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -109,11 +110,8 @@ def _popen(stack: contextlib.ExitStack, argv: list[str], log: Path) -> subproces
 
 
 def _start_kubelet(stack: contextlib.ExitStack) -> list[str]:
-    """A fake kubelet pod-resources server holding holders(), as exporter flags; [] if the CLI lacks them."""
-    help_text = subprocess.run([str(BIN / "gpu-exporter"), "--help"], capture_output=True, text=True,
-                               timeout=60, check=False).stdout
-    if "--pod-resources-socket" not in help_text:
-        return []
+    """A fake kubelet pod-resources server holding holders(), as exporter flags."""
+    assert "--pod-resources-socket" in cli_help("gpu-exporter"), "gpu-exporter lacks --pod-resources-socket"
     from tests.integration.exporter_k8s.conftest import KubeletServer
 
     socket_dir = tempfile.mkdtemp(prefix="podres-", dir="/tmp")  # unix socket paths are short
@@ -125,10 +123,9 @@ def _start_kubelet(stack: contextlib.ExitStack) -> list[str]:
     return ["--pod-resources-socket", kubelet.socket_path]
 
 
-def _start_autoscaler(stack: contextlib.ExitStack, work: Path, prometheus_url: str, port: int) -> bool:
-    """`gpu-autoscaler run --dry-run` against the controller tests' fake API server; False if unavailable."""
-    if not cli_supports("gpu-autoscaler", "run"):
-        return False
+def _start_autoscaler(stack: contextlib.ExitStack, work: Path, prometheus_url: str, port: int) -> None:
+    """`gpu-autoscaler run --dry-run` against the controller tests' fake API server."""
+    cli_help("gpu-autoscaler", "run")
     from tests.integration.controller.fake_apiserver import FakeApiServer
 
     apiserver = FakeApiServer().start()
@@ -140,7 +137,6 @@ def _start_autoscaler(stack: contextlib.ExitStack, work: Path, prometheus_url: s
                    "--prometheus", prometheus_url, "--interval", "1s", "--dry-run",
                    "--kubeconfig", str(work / "kubeconfig"), "--metrics-port", str(port)],
            work / "autoscaler.log")
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -165,17 +161,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ]}
         rule_files = {path.name: path.read_text() for path in RULE_FILES}
         prometheus = cleanup.enter_context(running(start_prometheus(config, rule_files=rule_files)))
-        autoscaler_running = _start_autoscaler(cleanup, work, prometheus.url, autoscaler_port)
+        _start_autoscaler(cleanup, work, prometheus.url, autoscaler_port)
 
         def has(expr: str) -> list[dict[str, object]]:
             return query(prometheus.url, expr)
 
         wait_for(lambda: has("node:gpu_utilization_ratio:avg"), 60, "recorded node series")
         wait_for(lambda: has("count_over_time(gpu_up[1m]) > 4"), 60, "several scrapes")
-        if autoscaler_running:
-            wait_for(lambda: has("increase(gpu_autoscaler_sync_duration_seconds_count[1m]) > 1"), 60,
-                     "autoscaler syncs scraped twice")
-        yield Stack(prometheus, autoscaler_running)
+        wait_for(lambda: has("increase(gpu_autoscaler_sync_duration_seconds_count[1m]) > 1"), 60,
+                 "autoscaler syncs scraped twice")
+        wait_for(lambda: has("gpu_allocation_info"), 60, "GPUs attributed to the kubelet's pods")
+        yield Stack(prometheus)
 
 
 def panels() -> list[tuple[str, dict[str, object]]]:
@@ -211,15 +207,11 @@ def test_fleet_main_panels_have_data(stack: Stack) -> None:
 
 
 def test_autoscaler_main_panels_have_data(stack: Stack) -> None:
-    if not stack.autoscaler_running:
-        pytest.skip("`gpu-autoscaler run` is not available: autoscaler panels only checked for query errors")
     _check_main_panels(stack, "gpu-autoscaler.json")
 
 
 def test_workload_main_panels_have_data(stack: Stack) -> None:
-    if not query(stack.prometheus.url, "gpu_allocation_info"):
-        pytest.skip("the simulated exporter attributes no GPU to a pod here (no kubelet): workload panels "
-                    "only checked for query errors")
+    assert query(stack.prometheus.url, "gpu_allocation_info"), "no GPU attributed to the kubelet's pods"
     _check_main_panels(stack, "gpu-workloads.json")
 
 
@@ -251,8 +243,7 @@ def test_recording_rules_aggregate_the_real_exporter(stack: Stack) -> None:
                 float(s["value"][1]) for s in query(stack.prometheus.url, expr)}
 
     assert values("node:gpus:count") == {NODE: 3}
-    if not query(stack.prometheus.url, "gpu_allocation_info"):
-        pytest.skip("no pod attribution from the exporter here: per-namespace rules not checked")
+    assert query(stack.prometheus.url, "gpu_allocation_info"), "no GPU attributed to the kubelet's pods"
     assert values("node:gpus_allocated:count") == {NODE: 2}  # the shared GPU counts once
     assert values("namespace:gpus_allocated:count") == {"ml": 2, "research": 1}
     workloads = set(values("namespace_workload:gpus_allocated:count"))

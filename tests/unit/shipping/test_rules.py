@@ -1,6 +1,6 @@
 """rules/: promtool accepts the rule files and their unit tests pass; every alert is complete, documented in
-the runbook and unit-tested both firing and silent; recording rules never collide with scraped series; the
-PrometheusRule of the operator overlay is generated from the same source."""
+the runbook and in the README's alert table, and unit-tested both firing and silent; recording rules never
+collide with scraped series; the PrometheusRule of the operator overlay is generated from the same source."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from tests.unit.shipping.promql_names import (
 
 RULE_TESTS = sorted((ROOT / "rules" / "tests").glob("*.test.yaml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"
+README_FRAGMENT = ROOT / "docs" / "readme" / "shipping.md"
 RUNBOOK_URL = "https://github.com/gpu-autoscaler/gpu-autoscaler/blob/main/docs/runbook.md#"
 SEVERITIES = {"critical", "warning", "info"}
 COMPAT_NAMES = {"gpu_utilization_percent", "gpu_memory_usage_mb", "gpu_memory_total_mb", "gpu_memory_free_mb"}
@@ -123,6 +124,13 @@ def test_runbook_has_a_section_per_alert() -> None:
         anchor = url[len(RUNBOOK_URL):]
         assert anchor == alert["alert"].lower(), url
         assert anchor in headings, f"{alert['alert']}: no runbook section {anchor}"
+
+
+def test_readme_alert_table_lists_every_alert_with_its_severity_and_for() -> None:
+    rows = re.findall(r"^\| `(\w+)` \| (\w+) \| (\w+) \|", README_FRAGMENT.read_text(), re.MULTILINE)
+    table = {name: (severity, for_) for name, severity, for_ in rows}
+    shipped = {a["alert"]: (a["labels"]["severity"], a.get("for", "0s")) for a in alerts()}
+    assert table == shipped
 
 
 @pytest.mark.parametrize(("name", "expected"), SEED_ALERTS.items())
