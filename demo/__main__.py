@@ -4,7 +4,8 @@ A simulated GPU Deployment (demo.cluster) serves a day of load compressed into a
 GPUs live in simulated NVML nodes served by real exporters (demo.world); a real Prometheus scrapes them; the
 real controller (autoscaler.controller) runs the rule's PromQL and scales the Deployment through an in-memory
 scale backend (demo.scale_backend), exactly as it patches Kubernetes. One line per sync on stdout; at the
-end (or on Ctrl-C / SIGTERM, after stopping everything it started) timeline.csv, demo.png and summary.md.
+end (or on Ctrl-C / SIGTERM / SIGHUP, after stopping everything it started) timeline.csv, demo.png and
+summary.md.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -89,10 +90,13 @@ def _query(url: str, promql: str) -> list[dict[str, object]]:
         return list(json.load(response)["data"]["result"])
 
 
-def wait_for_scrapes(url: str, targets: int, stop: threading.Event, timeout: float) -> bool:
-    """Until every target was scraped once (bounded), so the first syncs see data."""
+def wait_for_scrapes(url: str, targets: int, stop: threading.Event, timeout: float,
+                     between: Callable[[], object] = lambda: None) -> bool:
+    """Until every target was scraped once (bounded), so the first syncs see data; `between` runs before
+    every poll (the demo keeps its load flowing)."""
     deadline = time.monotonic() + timeout
     while not stop.is_set() and time.monotonic() < deadline:
+        between()
         try:
             result = _query(url, "count(up == 1)")
             if result and int(float(result[0]["value"][1])) >= targets:  # type: ignore[index]
@@ -103,6 +107,31 @@ def wait_for_scrapes(url: str, targets: int, stop: threading.Event, timeout: flo
     return False
 
 
+def wait_for_series(url: str, queries: Sequence[str], stop: threading.Event, timeout: float,
+                    between: Callable[[], object] = lambda: None) -> list[str]:
+    """Until each query returns a series (bounded); the queries that still return none. `between` runs
+    before every poll, as for wait_for_scrapes.
+
+    One scrape is not enough: rate() needs two samples in its window, so the first sync would report the
+    request metric failed (and post a FailedGetMetrics event) although nothing is wrong.
+    """
+    deadline = time.monotonic() + timeout
+    pending = list(dict.fromkeys(queries))
+    while pending and not stop.is_set() and time.monotonic() < deadline:
+        between()
+        still = []
+        for promql in pending:
+            try:
+                if not _query(url, promql):
+                    still.append(promql)
+            except (urllib.error.URLError, OSError, ValueError, KeyError):
+                still.append(promql)
+        pending = still
+        if pending:
+            stop.wait(0.2)
+    return pending
+
+
 def install_signal_handlers(stop: threading.Event, received: list[int]) -> None:
     def handle(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
@@ -110,6 +139,8 @@ def install_signal_handlers(stop: threading.Event, received: list[int]) -> None:
 
     signal.signal(signal.SIGINT, handle)
     signal.signal(signal.SIGTERM, handle)
+    if hasattr(signal, "SIGHUP"):  # the terminal closed: stop as cleanly as on Ctrl-C (not on Windows)
+        signal.signal(signal.SIGHUP, handle)
 
 
 def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: threading.Event) -> None:
@@ -144,11 +175,26 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
         stack.callback(prometheus.stop)
         print(f"demo: exporters on ports {world.exporter_ports}, service on {world.service_port}, "
               f"Prometheus at {prometheus.url}, controller metrics on {metrics_server.port}", flush=True)
-        world.drive(trace(0.0), 0.0)
+        last_drive = [time.monotonic()]
+
+        def keep_load_flowing() -> None:
+            """The scenario's first load while waiting, so the first rate() Prometheus computes is the real
+            one, not the zero of an idle counter."""
+            now = time.monotonic()
+            world.drive(trace(0.0), now - last_drive[0])
+            last_drive[0] = now
+
+        keep_load_flowing()
         targets = sum(len(t) for t in jobs.values())
-        if not wait_for_scrapes(prometheus.url, targets, stop, READY_TIMEOUT_SECONDS):
+        if not wait_for_scrapes(prometheus.url, targets, stop, READY_TIMEOUT_SECONDS, keep_load_flowing):
             print("demo: warning: Prometheus has not scraped every target yet; first syncs may fail",
                   flush=True)
+        else:
+            queries = [m.query for m in rule.metrics]
+            for promql in wait_for_series(prometheus.url, queries, stop, READY_TIMEOUT_SECONDS,
+                                          keep_load_flowing):
+                print(f"demo: warning: no series yet for {promql}; the first syncs may report it failed",
+                      flush=True)
         runner = PromQLRunner(PromQLSettings(prometheus.url, query_timeout=max(args.interval / 2, 0.5),
                                              budget=max(args.interval * 0.6, 0.5), max_attempts=2))
         stack.callback(runner.close)

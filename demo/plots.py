@@ -80,7 +80,8 @@ class DemoPoint:
     ready: int
     desired: int | None
     utilization: float | None
-    """The rule's metric as the controller read it from Prometheus (percent), None when it failed."""
+    """The plotted metric as the engine compares it with its target (a Total one per replica), None when it
+    failed."""
 
 
 def plot_demo(points: Sequence[DemoPoint], path: Path, metric_name: str, target: float | None,

@@ -7,15 +7,19 @@ port, a private data directory, a bounded wait for readiness, and a stop that ne
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,8 +30,38 @@ PROMTOOL_BINARY = "promtool"
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
 
 
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal the kernel sends a child when the thread that forked it dies (Linux only)."""
+
+
 class ProcessError(RuntimeError):
     """A server binary is missing, or did not become ready in time."""
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn making the child get SIGTERM when its parent dies (even by SIGKILL), or None where prctl
+    is unavailable (not Linux). The servers run in their own session so a terminal's Ctrl-C reaches only the
+    demo, which stops them in order; this covers the demo being killed or crashing without its cleanup.
+
+    libc and prctl are looked up here, in the parent: the child only calls them between fork and exec.
+    The kernel signals when the forking *thread* exits, so callers start servers from a long-lived thread
+    (the demo and the test fixtures use the main thread).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect: no signal will come
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def free_port() -> int:
@@ -101,7 +135,7 @@ def _start(
     log_path = workdir / f"{name}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent())
     managed = ManagedProcess(name, url, workdir, proc, log_path, owned)
     try:
         wait_http_ok(url + ready_path, timeout, proc)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autoscaler.controller import RuleOutcome
-from autoscaler.rules import Rule
+from autoscaler.rules import MetricSpec, Rule
 from demo.cluster import ClusterSnapshot
 from demo.plots import DemoPoint, plot_demo
 
@@ -76,13 +76,15 @@ class DemoRecorder:
             replicas = outcome.desired
             self.changes.append(ScaleChange(t, outcome.current, outcome.desired, outcome.reason,
                                             outcome.message))
+        plotted = next(m for m in self.rule.metrics if m.name == self.plotted_metric)
         self.points.append(DemoPoint(t, snapshot.load, replicas, snapshot.ready, outcome.desired,
-                                     values.get(self.plotted_metric)))
+                                     _against_target(plotted, values.get(plotted.name), outcome.current)))
         row = {"t": f"{t:.2f}", "load": f"{snapshot.load:.3f}", "current": _num(outcome.current),
                "desired": _num(outcome.desired), "ready": str(snapshot.ready), "reason": outcome.reason}
         row.update({m.name: _num(values.get(m.name)) for m in self.rule.metrics})
         self.rows.append(row)
-        metrics = "  ".join(f"{m.name} {_short(values.get(m.name))}/{m.target:g}" for m in self.rule.metrics)
+        metrics = "  ".join(_shown_against_target(m, values.get(m.name), outcome.current)
+                            for m in self.rule.metrics)
         arrow = f"{_num(outcome.current)} -> {_num(outcome.desired)}"
         return (f"[{t:6.1f}s] load {snapshot.load:5.2f}  replicas {arrow:>8} (ready {snapshot.ready:2d})  "
                 f"{metrics}  {outcome.reason}: {outcome.message}")
@@ -92,9 +94,10 @@ class DemoRecorder:
         output.mkdir(parents=True, exist_ok=True)
         written = [self._write_csv(output / "timeline.csv")]
         if self.points:
-            target = next(m.target for m in self.rule.metrics if m.name == self.plotted_metric)
+            plotted = next(m for m in self.rule.metrics if m.name == self.plotted_metric)
+            label = f"{plotted.name} per replica" if plotted.type == "Total" else plotted.name
             png = output / "demo.png"
-            plot_demo(self.points, png, self.plotted_metric, target,
+            plot_demo(self.points, png, label, plotted.target,
                       f"gpu-autoscaler demo: {self.rule.name} ({self.rules_path})")
             written.append(png)
         summary = output / "summary.md"
@@ -136,6 +139,24 @@ class DemoRecorder:
         lines += ["", "Files: `demo.png` (load, replicas, utilization vs target), `timeline.csv` (one row "
                   "per sync).", ""]
         return "\n".join(lines)
+
+
+def _against_target(metric: MetricSpec, value: float | None, replicas: int | None) -> float | None:
+    """The value the engine compares with the target: a Total metric's service-wide value is divided by the
+    current replicas (its target is per replica), an Average metric's value is already per replica."""
+    if value is None or metric.type != "Total":
+        return value
+    return value / replicas if replicas else None
+
+
+def _shown_against_target(metric: MetricSpec, value: float | None, replicas: int | None) -> str:
+    """`gpu_utilization 75.0/90`; a Total metric per replica, `requests_per_second 8.2/9 per replica`, so
+    57.3 req/s on 7 replicas does not read as six times the target (total alone when no replica runs)."""
+    if metric.type != "Total" or value is None:
+        return f"{metric.name} {_short(value)}/{metric.target:g}"
+    if not replicas:
+        return f"{metric.name} {value:.1f} total/{metric.target:g} per replica"
+    return f"{metric.name} {value / replicas:.1f}/{metric.target:g} per replica"
 
 
 def _num(value: float | int | None) -> str:

@@ -1,7 +1,7 @@
 """`python -m demo` end to end: real exporters, real Prometheus, the real controller, a simulated cluster.
 
 Each run plays the compressed day in 40 s (3 s model loading, a sync per second) and must leave nothing
-running behind it, whether it ends by itself or by SIGINT / SIGTERM.
+running behind it, whether it ends by itself, by SIGINT / SIGTERM / SIGHUP (a closed terminal), or is killed.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,7 +119,7 @@ def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
     assert_nothing_left(prometheus_port(output))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_signal_stops_everything_and_still_writes_what_it_has(tmp_path: Path, sig: signal.Signals) -> None:
     demo = DemoProcess(tmp_path, "--duration", "120")
     try:
@@ -131,6 +132,37 @@ def test_a_signal_stops_everything_and_still_writes_what_it_has(tmp_path: Path, 
     assert f"stopped by {sig.name}" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "demo.png").stat().st_size > 0
     assert len((tmp_path / "timeline.csv").read_text().splitlines()) >= 4
+    assert_nothing_left(prometheus_port(output))
+
+
+def test_a_killed_demo_takes_its_prometheus_with_it(tmp_path: Path) -> None:
+    """SIGKILL skips every cleanup: Prometheus (own session, so Ctrl-C reaches only the demo) goes because the
+    kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG)."""
+    demo = DemoProcess(tmp_path, "--duration", "120")
+    try:
+        port = prometheus_port(demo.wait_for_line(r"Prometheus at http://", timeout=60))
+        [pid] = processes_listening_on(port)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        [config] = [a.removeprefix("--config.file=") for a in cmdline if a.startswith("--config.file=")]
+        demo.proc.kill()
+    finally:
+        demo.finish(timeout=30)
+    deadline = time.monotonic() + 20
+    while processes_listening_on(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert_nothing_left(port)
+    shutil.rmtree(Path(config).parent, ignore_errors=True)  # the temp dir the killed demo could not remove
+
+
+def test_the_first_sync_already_reads_every_metric(tmp_path: Path) -> None:
+    """The demo waits until each query returns a series (rate() needs two scrapes): no FailedGetMetrics."""
+    code, output = DemoProcess(tmp_path, "--duration", "6").finish(timeout=80)
+    assert code == 0, output
+    first = next(line for line in output.splitlines() if re.match(r"^\[\s*\d+\.\d+s\]", line))
+    assert "failed" not in first and "requests_per_second" in first and "per replica" in first, first
+    assert "FailedGetMetrics" not in output and "no series yet" not in output, output
+    rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
+    assert float(rows[0]["requests_per_second"]) > 0, rows[0]  # the real rate, not an idle counter's zero
     assert_nothing_left(prometheus_port(output))
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from autoscaler.controller import RuleOutcome
 from autoscaler.policy import MetricObservation
-from autoscaler.rules import load_rules
+from autoscaler.rules import load_rules, parse_rules
 from demo.cluster import SimulatedDeployment
 from demo.report import DemoRecorder
 
@@ -41,7 +43,7 @@ def test_the_live_line_shows_time_load_replicas_metrics_against_targets_and_the_
     recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
     line = recorder.sync(12.0, snap, outcome(2, 3, True, 75.0, "ScaleUpLimit"))
-    for part in ("[  12.0s]", "load  1.50", "2 -> 3", "(ready  2)", "requests_per_second 30.0/9",
+    for part in ("[  12.0s]", "load  1.50", "2 -> 3", "(ready  2)", "requests_per_second 15.0/9 per replica",
                  "gpu_utilization 75.0/90", "ScaleUpLimit: scale 2 -> 3"):
         assert part in line
 
@@ -73,3 +75,25 @@ def test_an_interrupted_run_with_no_sync_still_writes_a_summary(tmp_path: Path) 
     written = recorder.write(tmp_path)
     assert sorted(p.name for p in written) == ["summary.md", "timeline.csv"]
     assert "stopped by SIGINT" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_total_metric_is_shown_and_plotted_per_replica_against_its_per_replica_target() -> None:
+    """57.3 req/s on 7 replicas against 9 per replica is 8.2 each, not six times the target."""
+    rule = parse_rules("""\
+rules:
+  - name: r
+    target: {kind: Deployment, namespace: demo, name: inference}
+    minReplicas: 1
+    maxReplicas: 10
+    metrics:
+      - {name: requests_per_second, query: x, type: Total, target: 9}
+""", "r.yaml").rules[0]
+    recorder = DemoRecorder(rule, "r.yaml", 10.0, 2.0)
+    snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.7)
+    observed = (MetricObservation("requests_per_second", 57.3),)
+    line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
+    assert "requests_per_second 8.2/9 per replica" in line and "57.3/9" not in line
+    assert recorder.points[-1].utilization == pytest.approx(57.3 / 7)
+    line = recorder.sync(2.0, snap, RuleOutcome(rule, 0, 1, "DesiredWithinRange", "", observed, ok=True))
+    assert "requests_per_second 57.3 total/9 per replica" in line
+    assert recorder.points[-1].utilization is None
