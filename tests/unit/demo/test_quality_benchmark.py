@@ -53,7 +53,7 @@ def test_recommended_spends_fewer_gpu_hours_with_no_more_overload(outcomes: list
 
 def test_on_the_noisy_trace_recommended_halves_overload_for_a_few_more_gpu_hours(
         outcomes: list[bench.TraceOutcome]) -> None:
-    """The one trace where the target is not met, as docs/readme/demo.md says (if a retuned (c) meets it, this
+    """The one trace where the target is not met, as README.md says (if a retuned (c) meets it, this
     fails so that the README's verdict and this test are updated together): (a) never moves there."""
     [outcome] = [o for o in outcomes if o.trace.name == "noisy"]
     assert not outcome.target_met, bench.verdict([outcome])

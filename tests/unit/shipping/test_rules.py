@@ -29,7 +29,7 @@ from tests.unit.shipping.promql_names import (
 
 RULE_TESTS = sorted((ROOT / "rules" / "tests").glob("*.test.yaml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"
-README_FRAGMENT = ROOT / "docs" / "readme" / "shipping.md"
+README = ROOT / "README.md"
 RUNBOOK_URL = "https://github.com/gpu-autoscaler/gpu-autoscaler/blob/main/docs/runbook.md#"
 SEVERITIES = {"critical", "warning", "info"}
 COMPAT_NAMES = {"gpu_utilization_percent", "gpu_memory_usage_mb", "gpu_memory_total_mb", "gpu_memory_free_mb"}
@@ -127,7 +127,10 @@ def test_runbook_has_a_section_per_alert() -> None:
 
 
 def test_readme_alert_table_lists_every_alert_with_its_severity_and_for() -> None:
-    rows = re.findall(r"^\| `(\w+)` \| (\w+) \| (\w+) \|", README_FRAGMENT.read_text(), re.MULTILINE)
+    text = README.read_text()
+    start = text.index("### Alerting rules")
+    section = text[start:text.index("\n### ", start + 1)]
+    rows = re.findall(r"^\| `(\w+)` \| (\w+) \| (\w+) \|", section, re.MULTILINE)
     table = {name: (severity, for_) for name, severity, for_ in rows}
     shipped = {a["alert"]: (a["labels"]["severity"], a.get("for", "0s")) for a in alerts()}
     assert table == shipped
