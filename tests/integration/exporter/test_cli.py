@@ -7,43 +7,29 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from demo.processes import free_port, wait_http_ok
 from tests.integration.exporter.conftest import get
+from tests.integration.exporter_process import run_exporter, start_exporter, stop_all
 
 pytestmark = pytest.mark.integration
 
-EXPORTER = str(Path(sys.executable).parent / "gpu-exporter")
-
-
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXPORTER, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    return run_exporter(*args, timeout=timeout)
 
 
 @pytest.fixture
 def serve() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=10)
+    stop_all(started)
 
 
 def start(started: list[subprocess.Popen[str]], *args: str) -> tuple[str, subprocess.Popen[str]]:
-    port = free_port()
-    proc = subprocess.Popen([EXPORTER, "--address", "127.0.0.1", "--port", str(port), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "NODE_NAME": "cli-node"})
-    started.append(proc)
-    base = f"http://127.0.0.1:{port}"
-    wait_http_ok(base + "/healthz", timeout=30, proc=proc)  # type: ignore[arg-type]
-    return base, proc
+    return start_exporter(started, *args, env={**os.environ, "NODE_NAME": "cli-node"})
 
 
 def test_serves_simulated_gpus_and_stops_cleanly_on_sigterm(serve: list[subprocess.Popen[str]]) -> None:

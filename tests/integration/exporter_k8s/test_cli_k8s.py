@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,17 +14,17 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from demo.processes import free_port, promtool, wait_http_ok
+from demo.processes import promtool
 from tests.integration.exporter_k8s.conftest import NODE_YAML, KubeletServer, node_pods
+from tests.integration.exporter_process import run_exporter, start_exporter, stop_all
 
 pytestmark = pytest.mark.integration
 
-EXPORTER = str(Path(sys.executable).parent / "gpu-exporter")
 FAST_CONFIG = "pod_resources: {refresh_interval_seconds: 0.1}\n"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXPORTER, *args], capture_output=True, text=True, timeout=60, check=False)
+    return run_exporter(*args)
 
 
 @pytest.fixture
@@ -41,21 +40,12 @@ def files(tmp_path: Path) -> dict[str, str]:
 def processes() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=10)
+    stop_all(started)
 
 
 def serve(started: list[subprocess.Popen[str]], *args: str) -> tuple[str, subprocess.Popen[str]]:
-    port = free_port()
-    proc = subprocess.Popen([EXPORTER, "--address", "127.0.0.1", "--port", str(port), "--min-interval", "0",
-                             "--node-name", "node-a", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    started.append(proc)
-    base = f"http://127.0.0.1:{port}"
-    wait_http_ok(base + "/readyz", timeout=30, proc=proc)  # type: ignore[arg-type]
-    return base, proc
+    return start_exporter(started, "--min-interval", "0", "--node-name", "node-a", *args,
+                          ready_path="/readyz")
 
 
 def scrape(base: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +23,7 @@ import pytest
 import yaml
 
 from demo.processes import free_port, running, start_alertmanager, start_prometheus, wait_http_ok
+from tests.integration.exporter_process import EXPORTER
 from tests.integration.shipping.conftest import wait_for
 from tests.unit.shipping.promql_names import RULE_FILES
 from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs
@@ -41,7 +41,6 @@ faults:
   - {{type: gpu_lost, gpu: {LOST_GPU}, at: 0}}
 """
 FAST_FOR = "1s"
-EXPORTER = str(Path(sys.executable).parent / "gpu-exporter")
 
 
 class Webhook:
