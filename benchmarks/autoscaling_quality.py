@@ -1,6 +1,7 @@
 """Benchmark of autoscaling quality: three configurations replayed on five load traces, in simulated time.
 
     .venv/bin/python -m benchmarks.autoscaling_quality [--images DIR] [--startup-delay 120] [--seeds 5]
+                                                       [--noisy-levels 3,3.5,4.5]
 
 Every configuration is a rules file parsed by the real rules loader and decided by the real engine
 (`autoscaler.policy.decide`), replayed by `demo.replay` against the simulated GPU Deployment of
@@ -25,6 +26,7 @@ from pathlib import Path
 from autoscaler.errors import RulesError
 from autoscaler.rules import Rule, load_rules, parse_rules
 from benchmarks.example_rules import embedding_service_rules
+from demo.clairvoyant import Bound, min_gpu_hours
 from demo.cluster import ClusterSettings
 from demo.replay import Figures, ReplayResult, ReplaySettings, replay
 from demo.traces import Trace, benchmark_traces, daily, noisy, steady
@@ -66,6 +68,9 @@ def configurations(recommended: Path = RECOMMENDED_RULES) -> tuple[Configuration
 class TraceOutcome:
     trace: Trace
     results: dict[str, ReplayResult]
+    bounds: dict[str, Bound] = dataclasses.field(default_factory=dict)
+    """Per configuration: the fewest GPU-hours any policy (even a clairvoyant one) could spend on the trace
+    while overloaded for no longer than that configuration (demo.clairvoyant)."""
 
     @property
     def target_met(self) -> bool:
@@ -74,10 +79,16 @@ class TraceOutcome:
         return c.gpu_hours < a.gpu_hours and c.overloaded_minutes <= a.overloaded_minutes
 
 
-def run(configs: Sequence[Configuration], traces: Sequence[Trace],
-        settings: ReplaySettings) -> list[TraceOutcome]:
-    return [TraceOutcome(trace, {c.key: replay(c.rule, trace, settings) for c in configs})
-            for trace in traces]
+def run(configs: Sequence[Configuration], traces: Sequence[Trace], settings: ReplaySettings,
+        with_bounds: bool = True) -> list[TraceOutcome]:
+    outcomes = []
+    for trace in traces:
+        results = {c.key: replay(c.rule, trace, settings) for c in configs}
+        bounds = {c.key: min_gpu_hours(trace, results[c.key].figures.overloaded_minutes, c.rule.min_replicas,
+                                       c.rule.max_replicas, settings)
+                  for c in configs} if with_bounds else {}
+        outcomes.append(TraceOutcome(trace, results, bounds))
+    return outcomes
 
 
 def _ratio(value: float, baseline: float) -> str:
@@ -85,15 +96,19 @@ def _ratio(value: float, baseline: float) -> str:
 
 
 def markdown_table(configs: Sequence[Configuration], outcomes: Sequence[TraceOutcome]) -> str:
-    """One row per trace and configuration; GPU-hours also as a ratio to (a) of the same trace."""
-    lines = ["| trace | configuration | GPU-hours | vs (a) | overloaded min | not-ready min | scale changes "
-             "| reversals |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    """One row per trace and configuration; GPU-hours also as a ratio to (a) of the same trace and to the
+    fewest any policy could spend with no more overloaded minutes (when the outcome has its bounds)."""
+    lines = ["| trace | configuration | GPU-hours | vs (a) | vs fewest possible | overloaded min "
+             "| not-ready min | scale changes | reversals |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for outcome in outcomes:
         base = outcome.results["a"].figures
         for config in configs:
             f: Figures = outcome.results[config.key].figures
+            bound = outcome.bounds.get(config.key)
             lines.append(f"| {outcome.trace.name} | {config.label} | {f.gpu_hours:.2f} | "
-                         f"{_ratio(f.gpu_hours, base.gpu_hours)} | {f.overloaded_minutes:.1f} | "
+                         f"{_ratio(f.gpu_hours, base.gpu_hours)} | "
+                         f"{_ratio(f.gpu_hours, bound.gpu_hours) if bound else '-'} | "
+                         f"{f.overloaded_minutes:.1f} | "
                          f"{f.not_ready_minutes:.1f} | {f.scale_changes} | {f.reversals} |")
     return "\n".join(lines)
 
@@ -103,9 +118,14 @@ def verdict(outcomes: Sequence[TraceOutcome]) -> str:
     for outcome in outcomes:
         a, c = outcome.results["a"].figures, outcome.results["c"].figures
         mark = "met" if outcome.target_met else "NOT met"
-        lines.append(f"- {outcome.trace.name}: {mark}: GPU-hours {c.gpu_hours:.2f} vs {a.gpu_hours:.2f} "
-                     f"({_ratio(c.gpu_hours, a.gpu_hours)}), overloaded minutes "
-                     f"{c.overloaded_minutes:.1f} vs {a.overloaded_minutes:.1f}")
+        line = (f"- {outcome.trace.name}: {mark}: GPU-hours {c.gpu_hours:.2f} vs {a.gpu_hours:.2f} "
+                f"({_ratio(c.gpu_hours, a.gpu_hours)}), overloaded minutes "
+                f"{c.overloaded_minutes:.1f} vs {a.overloaded_minutes:.1f}")
+        if "a" in outcome.bounds:
+            line += (f"; no policy, even knowing the trace in advance, spends fewer than "
+                     f"{outcome.bounds['a'].gpu_hours:.2f} with at most {a.overloaded_minutes:.1f} "
+                     f"overloaded minutes")
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -119,14 +139,40 @@ def reseeded_traces(seeds: Sequence[int]) -> list[Trace]:
     return traces
 
 
+def noisy_levels(levels: Sequence[float]) -> list[Trace]:
+    """The noisy trace around other mean loads: is (a)'s fixed count cheap only where it happens to fit?"""
+    traces = []
+    for level in levels:
+        trace = noisy(level=level)
+        traces.append(dataclasses.replace(trace, name=f"{trace.name} (level {level:g})"))
+    return traces
+
+
 def robustness_table(outcomes: Sequence[TraceOutcome]) -> str:
-    lines = ["| trace | (c) GPU-hours vs (a) | overloaded min (c) / (a) | target |", "|---|---:|---:|---|"]
+    """(c) against (a) per trace; with the bounds, also how far each is from the fewest possible GPU-hours."""
+    with_bounds = all(outcome.bounds for outcome in outcomes)
+    extra = (" (a) / (c) vs fewest possible |", "---:|") if with_bounds else ("", "")
+    lines = [f"| trace | (c) GPU-hours vs (a) | overloaded min (c) / (a) |{extra[0]} target |",
+             f"|---|---:|---:|{extra[1]}---|"]
     for outcome in outcomes:
         a, c = outcome.results["a"].figures, outcome.results["c"].figures
+        bounds = (f" {_ratio(a.gpu_hours, outcome.bounds['a'].gpu_hours)} / "
+                  f"{_ratio(c.gpu_hours, outcome.bounds['c'].gpu_hours)} |") if with_bounds else ""
         lines.append(f"| {outcome.trace.name} | {_ratio(c.gpu_hours, a.gpu_hours)} | "
-                     f"{c.overloaded_minutes:.1f} / {a.overloaded_minutes:.1f} | "
+                     f"{c.overloaded_minutes:.1f} / {a.overloaded_minutes:.1f} |{bounds} "
                      f"{'met' if outcome.target_met else 'not met'} |")
     return "\n".join(lines)
+
+
+def _levels(text: str) -> tuple[float, ...]:
+    try:
+        levels = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated loads such as 3,4.5 (got {text!r})") \
+            from None
+    if not all(level > 0 for level in levels):
+        raise argparse.ArgumentTypeError(f"loads must be > 0 (got {text!r})")
+    return levels
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=0, metavar="N",
                         help="also replay the random traces with N other seeds (11, 12, ...) and print "
                              "the verdicts")
+    parser.add_argument("--noisy-levels", type=_levels, default=(), metavar="L1,L2,...",
+                        help="also replay the noisy trace around these mean loads (GPUs' worth) and print "
+                             "the verdicts, e.g. 3,3.5,4.5")
     args = parser.parse_args(argv)
     if args.seeds < 0:
         parser.error(f"--seeds: expected a count >= 0 (got {args.seeds})")
@@ -168,7 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds:
         print()
         print(f"The random traces with {args.seeds} other seed(s):")
-        print(robustness_table(run(configs, reseeded_traces(range(11, 11 + args.seeds)), settings)))
+        print(robustness_table(run(configs, reseeded_traces(range(11, 11 + args.seeds)), settings,
+                                   with_bounds=False)))
+    if args.noisy_levels:
+        print()
+        print("The noisy trace around other mean loads:")
+        print(robustness_table(run(configs, noisy_levels(args.noisy_levels), settings)))
     if not args.no_plots:
         from demo.plots import plot_comparison  # matplotlib only when plotting
 

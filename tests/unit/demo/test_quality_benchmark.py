@@ -63,12 +63,26 @@ def test_on_the_noisy_trace_recommended_halves_overload_for_a_few_more_gpu_hours
     assert c.gpu_hours <= a.gpu_hours * 1.12
 
 
+def test_on_the_noisy_trace_no_policy_could_save_more_than_a_few_percent_over_a(
+        outcomes: list[bench.TraceOutcome]) -> None:
+    """README.md: even a policy that knows the whole trace in advance needs at least 97 % of (a)'s GPU-hours
+    to be overloaded no longer than (a), whereas on burst and daily (a) wastes over a tenth."""
+    by_name = {o.trace.name: o for o in outcomes}
+    noisy_a = by_name["noisy"].results["a"].figures
+    assert by_name["noisy"].bounds["a"].gpu_hours >= 0.97 * noisy_a.gpu_hours
+    for name in ("burst", "daily"):
+        assert by_name[name].bounds["a"].gpu_hours < 0.9 * by_name[name].results["a"].figures.gpu_hours
+    for outcome in outcomes:
+        for key, result in outcome.results.items():
+            assert outcome.bounds[key].gpu_hours <= result.figures.gpu_hours + 1e-9
+
+
 def test_markdown_table_has_a_row_per_trace_and_configuration(outcomes: list[bench.TraceOutcome]) -> None:
     table = bench.markdown_table(bench.configurations(), outcomes).splitlines()
-    assert table[0].startswith("| trace | configuration | GPU-hours | vs (a) |")
+    assert table[0].startswith("| trace | configuration | GPU-hours | vs (a) | vs fewest possible |")
     assert len(table) == 2 + 5 * 3
-    assert all(row.count("|") == 9 for row in table)
-    assert "| burst | (a) users' HPA |" in "\n".join(table) and " 1.00x " in table[2]
+    assert all(row.count("|") == 10 for row in table)
+    assert "| burst | (a) users' HPA |" in "\n".join(table) and " 1.00x | 1.05x |" in table[2]
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -98,3 +112,24 @@ def test_main_reports_a_bad_rules_file_with_its_line(tmp_path: Path,
     assert bench.main(["--rules", str(bad), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:" in err and "maxReplicas" in err
+
+
+def test_noisy_levels_back_the_readme_on_where_a_fixed_count_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    """README.md: at 3.6 (c) is the cheaper one; at 4.4, where (a)'s fixed count does not fit the load, (a) is
+    overloaded for over three times as long as (c) and further from the fewest possible."""
+    assert bench.main(["--no-plots", "--noisy-levels", "3.6,4.4"]) == 0
+    out = capsys.readouterr().out
+    assert "| noisy (level 3.6) | 0.98x |" in out and "| noisy (level 4.4) |" in out
+    fits, misfits = bench.run(bench.configurations(), bench.noisy_levels([3.6, 4.4]), ReplaySettings())
+    assert fits.results["c"].figures.gpu_hours < fits.results["a"].figures.gpu_hours
+    a, c = misfits.results["a"].figures, misfits.results["c"].figures
+    assert a.overloaded_minutes > 3 * c.overloaded_minutes
+    assert a.gpu_hours / misfits.bounds["a"].gpu_hours > 1.05
+
+
+@pytest.mark.parametrize("value", ["3,x", "0,4", ""])
+def test_noisy_levels_must_be_positive_loads(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--no-plots", "--noisy-levels", value])
+    assert exit_info.value.code == 2
+    assert "--noisy-levels" in capsys.readouterr().err
