@@ -164,7 +164,8 @@ WORKLOADS = Dashboard(
               (q(f"sum(namespace:gpu_memory_used_bytes:sum{{{NS_SEL}}})"),),
               width=6, height=4),
         Panel("Allocated GPUs idle for an hour", "stat", "short",
-              (q(f"count({IDLE_ALLOCATED}) or vector(0)"),), width=6, height=4),
+              (q(f"count(count by (node, uuid) ({IDLE_ALLOCATED})) or vector(0)"),), width=6, height=4,
+              description="Distinct GPUs: a GPU time-sliced between several holders counts once."),
         Panel("GPUs busy by namespace", "timeseries", "short",
               (q(f"namespace:gpu_utilization_ratio:sum{{{NS_SEL}}}", "{{namespace}}"),)),
         Panel("GPUs allocated by namespace", "timeseries", "short",
@@ -187,8 +188,10 @@ WORKLOADS = Dashboard(
               description="Each GPU's power (from its per-device energy counter) split evenly between the "
                           "holders gpu_allocation_info lists at each evaluation."),
         Panel("Energy by namespace over the time range", "bargauge", "joule",
-              (q(f"avg_over_time(namespace:gpu_energy_consumption_joules:rate5m{{{NS_SEL}}}[$__range])"
-                 " * $__range_s", "{{namespace}}"),)),
+              (q(f"sum_over_time(namespace:gpu_energy_consumption_joules:rate5m{{{NS_SEL}}}[$__range:1m])"
+                 " * 60", "{{namespace}}"),),
+              description="The namespace's watts sampled every minute of the range, times 60 s: only the "
+                          "minutes in which it held GPUs count."),
     ),
 )
 
