@@ -4,11 +4,12 @@ It owns the clock, the sleeping and the retries; the engine stays pure. One `now
 the engine's history and the count of consecutive syncs in which every metric failed (for the fallback). A
 broad `except` sits only around each rule's sync, so one bad rule never stops the others.
 
-A sync is *successful* (the liveness definition behind /healthz and the last-successful-sync gauges) when it
-completed and the Kubernetes side answered for at least one rule (or no rule is loaded). A rule's sync
-succeeds when its scale was read and no patch it needed failed, whatever the metrics did: a Prometheus outage
-holds the counts (or triggers the fallback) and is reported through metric_up, query_errors_total and the
-FailedGetMetrics event; restarting the controller would not fix it and would wipe the history.
+A sync is *successful* (the last-successful-sync gauges and alerts) when it completed and the Kubernetes side
+answered for at least one rule (or no rule is loaded). A rule's sync succeeds when its scale was read and no
+patch it needed failed, whatever the metrics did: a Prometheus outage holds the counts (or triggers the
+fallback) and is reported through metric_up, query_errors_total and the FailedGetMetrics event. Liveness
+(/healthz) asks less: that the loop is alive and completing syncs (`LoopProgress`), so a missing target or a
+failing API never makes Kubernetes restart the controller, which would fix nothing and wipe the history.
 """
 
 from __future__ import annotations
@@ -21,22 +22,27 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from autoscaler.decision_log import log_decision, ref_text, scale_message
+from autoscaler.decision_log import decision_fields, log_decision, ref_text, scale_message
 from autoscaler.errors import ConflictError, KubeError
 from autoscaler.kube import ScaleBackend, ScaleState
 from autoscaler.metrics import ControllerMetrics
-from autoscaler.outcome import RuleOutcome, ShuttingDown, SyncReport
+from autoscaler.outcome import Health, LoopProgress, RuleOutcome, ShuttingDown, SyncReport
 from autoscaler.plan import Plan, count_all_failed, plan_rule
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
 from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
 from autoscaler.rules import Rule, RuleSet, TargetRef
 
-__all__ = ["Controller", "ControllerSettings", "RuleOutcome", "ShuttingDown", "SyncReport", "scale_message"]
+__all__ = [
+    "Controller", "ControllerSettings", "Health", "RuleOutcome", "ShuttingDown", "SyncReport",
+    "scale_message",
+]
 
 log = logging.getLogger(__name__)
 
 WARNING_EVENT_REPEAT_SECONDS = 300.0
 """An identical Warning event (same rule, reason, message) is posted again only after this long."""
+SYNC_ERROR = "Error"
+"""Decision reason of a rule whose sync raised an unexpected exception (a bug): its Event is FailedSync."""
 
 
 @dataclass(frozen=True)
@@ -98,11 +104,15 @@ class Controller:
         self._pool = ThreadPoolExecutor(max_workers=self.settings.workers, thread_name_prefix="kube")
         self.stopping = threading.Event()
         """Set to abandon the current sync: no patch starts after it is set."""
-        self.last_success_monotonic: float | None = None
+        self.progress = LoopProgress(monotonic)
         self.set_rules(rules)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def last_success_monotonic(self) -> float | None:
+        return self.progress.last_success
 
     @property
     def rules(self) -> RuleSet:
@@ -134,7 +144,9 @@ class Controller:
         now = self.clock()
         leader = self.is_leader()
         self.metrics.leader = leader
+        self.progress.sync_started(leader)
         if not leader:
+            self.progress.sync_done(ok=False)  # a standby's loop is alive too
             return SyncReport(now, self._monotonic() - started, (), acted=False)
         with self._lock:
             states = list(self._states.values())
@@ -152,8 +164,7 @@ class Controller:
         outcomes = tuple(f.result() for f in futures)
         duration = self._monotonic() - started
         report = SyncReport(now, duration, outcomes, acted=True)
-        if report.ok:
-            self.last_success_monotonic = self._monotonic()
+        self.progress.sync_done(report.ok)
         self.metrics.sync_finished(duration, now if report.ok else None)
         return report
 
@@ -161,7 +172,10 @@ class Controller:
         """A queued read starts only while not stopping, so SIGTERM during a slow sync exits quickly."""
         if self.stopping.is_set():
             raise ShuttingDown("shutting down: scale not read")
-        return self.backend.read_scale(ref)
+        try:
+            return self.backend.read_scale(ref)
+        finally:
+            self.progress.tick()
 
     def _run_queries(self, queries: set[str]) -> Mapping[str, QueryResult]:
         try:
@@ -179,8 +193,29 @@ class Controller:
         try:
             return self._sync_rule(state, scale, results, now)
         except Exception as e:  # the one broad except: a bug or surprise in one rule never stops the others
-            log.exception("rule %s: sync failed", state.rule.name)
-            return RuleOutcome(state.rule, None, None, "Error", f"sync failed: {e}", error=str(e))
+            return self._sync_error(state, e, now)
+        finally:
+            self.progress.tick()
+
+    def _sync_error(self, state: _RuleState, error: Exception, now: float) -> RuleOutcome:
+        """A rule whose sync raised: told like any failed decision (metric, Event, structured log line)."""
+        rule = state.rule
+        message = f"sync failed: {type(error).__name__}: {error}"
+        log.error(
+            "rule %s: %s",
+            rule.name,
+            message,
+            exc_info=error,
+            extra={"fields": decision_fields(rule, None, None, SYNC_ERROR, message, "failed",
+                                             self.settings.dry_run, error=str(error),
+                                             error_reason=type(error).__name__)},
+        )
+        try:
+            self.metrics.record_decision(rule, None, None, SYNC_ERROR, {})
+            self._warn(state, "FailedSync", message, now)
+        except Exception:  # reporting must not take the other rules down either
+            log.exception("rule %s: cannot report the failed sync", rule.name)
+        return RuleOutcome(rule, None, None, SYNC_ERROR, message, error=str(error))
 
     def _sync_rule(
         self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[str, QueryResult], now: float
@@ -189,6 +224,8 @@ class Controller:
         observations = tuple(self._observe(rule, m.name, m.query, results) for m in rule.metrics)
         state.all_failed_syncs = count_all_failed(state.all_failed_syncs, observations)
         if isinstance(scale, Exception):
+            if not isinstance(scale, KubeError):
+                raise scale  # a bug in a backend, not an API answer: reported as a failed sync
             return self._scale_read_failed(state, scale, observations, now)
         failures = [o for o in observations if o.value is None]
         if failures:
@@ -201,16 +238,7 @@ class Controller:
             if plan.replicas == plan.current or self.settings.dry_run:
                 return self._finish(state, plan, observations, patched=False, now=now)
             if self.stopping.is_set() or not self.is_leader():
-                log.warning(
-                    "rule %s: not patching %d -> %d: %s",
-                    rule.name,
-                    plan.current,
-                    plan.replicas,
-                    "shutting down" if self.stopping.is_set() else "lost leadership",
-                )
-                return RuleOutcome(
-                    rule, plan.current, plan.replicas, plan.reason, "abandoned", observations, ok=True
-                )
+                return self._abandon(state, plan, observations)
             try:
                 self.backend.patch_scale(rule.target, plan.replicas)
             except ConflictError as e:
@@ -242,6 +270,28 @@ class Controller:
                 scale_message(plan, observations, rule),
             )
             return self._finish(state, plan, observations, patched=True, now=now)
+
+    def _abandon(
+        self, state: _RuleState, plan: Plan, observations: tuple[MetricObservation, ...]
+    ) -> RuleOutcome:
+        """No patch after SIGTERM or once leadership is lost; no Event either: this replica must not write to
+        the cluster any more, and the next leader decides again."""
+        rule = state.rule
+        why = "shutting down" if self.stopping.is_set() else "lost leadership"
+        self.metrics.record_decision(
+            rule, plan.current, plan.replicas, plan.reason, {o.name: o.value for o in observations}
+        )
+        log.warning(
+            "rule %s: not patching %s %d -> %d: %s",
+            rule.name,
+            ref_text(rule.target),
+            plan.current,
+            plan.replicas,
+            why,
+            extra={"fields": decision_fields(rule, plan.current, plan.replicas, plan.reason, plan.message,
+                                             "abandoned", self.settings.dry_run, observations, error=why)},
+        )
+        return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, "abandoned", observations, ok=True)
 
     def _observe(
         self, rule: Rule, metric: str, query: str, results: Mapping[str, QueryResult]
@@ -282,7 +332,15 @@ class Controller:
         self.metrics.record_decision(
             rule, None, None, "FailedGetScale", {o.name: o.value for o in observations}
         )
-        log.warning("rule %s: cannot read the scale of %s: %s", rule.name, ref_text(rule.target), error)
+        log.warning(
+            "rule %s: cannot read the scale of %s: %s",
+            rule.name,
+            ref_text(rule.target),
+            error,
+            extra={"fields": decision_fields(rule, None, None, "FailedGetScale", str(error), "failed",
+                                             self.settings.dry_run, observations, error=str(error),
+                                             error_reason=reason)},
+        )
         self._warn(state, "FailedGetScale", str(error), now)
         return RuleOutcome(rule, None, None, "FailedGetScale", str(error), observations, error=str(error))
 
@@ -307,6 +365,9 @@ class Controller:
             plan.replicas,
             error.reason_label,
             error,
+            extra={"fields": decision_fields(rule, plan.current, plan.replicas, plan.reason, plan.message,
+                                             "failed", self.settings.dry_run, observations, error=str(error),
+                                             error_reason=error.reason_label)},
         )
         self._warn(state, "FailedScale", f"failed to scale {plan.current} -> {plan.replicas}: {error}", now)
         return RuleOutcome(
@@ -330,12 +391,6 @@ class Controller:
         except Exception as e:  # events are best effort: a failed one is logged, the sync goes on
             log.warning("cannot post event %s on %s: %s", reason, ref_text(ref), e)
 
-    def healthy(self, interval: float, started: float) -> tuple[bool, str]:
-        """/healthz: fails when no sync succeeded (SyncReport.ok) for 3 intervals; a standby is healthy."""
-        if not self.is_leader():
-            return True, "standby (not the leader)"
-        since = self.last_success_monotonic if self.last_success_monotonic is not None else started
-        age = self._monotonic() - since
-        if age > 3 * interval:
-            return False, f"no successful sync for {age:.0f}s (3 intervals = {3 * interval:g}s)"
-        return True, "ok"
+    def health(self, interval: float) -> Health:
+        """/healthz and /readyz: see LoopProgress (the loop alive; a first sync completed)."""
+        return self.progress.health(interval)

@@ -1,4 +1,5 @@
-"""How a decision is told: the ScaledUp/ScaledDown event message and the one log line per decision."""
+"""How a decision is told: the ScaledUp/ScaledDown event message, the one log line per decision and the
+structured fields that decision and failure lines carry (so `--log-format json` can be filtered by rule)."""
 
 from __future__ import annotations
 
@@ -23,21 +24,39 @@ def scale_message(plan: Plan, observations: tuple[MetricObservation, ...], rule:
     )
 
 
+def decision_fields(
+    rule: Rule,
+    current: int | None,
+    desired: int | None,
+    reason: str,
+    message: str,
+    action: str,
+    dry_run: bool,
+    observations: tuple[MetricObservation, ...] = (),
+    **extra: object,
+) -> dict[str, object]:
+    """The structured fields of a decision line (top-level keys with --log-format json), failures included."""
+    return {
+        "rule": rule.name,
+        "target": ref_text(rule.target),
+        "current": current,
+        "desired": desired,
+        "reason": str(reason),
+        "message": message,
+        "dry_run": dry_run,
+        "action": action,
+        "metrics": {o.name: o.value for o in observations},
+        "metric_errors": {o.name: o.error for o in observations if o.error},
+        **extra,
+    }
+
+
 def log_decision(
     rule: Rule, plan: Plan, observations: tuple[MetricObservation, ...], verb: str, dry_run: bool
 ) -> None:
-    fields = {
-        "rule": rule.name,
-        "target": ref_text(rule.target),
-        "current": plan.current,
-        "desired": plan.replicas,
-        "reason": str(plan.reason),
-        "message": plan.message,
-        "dry_run": dry_run,
-        "action": verb,
-        "metrics": {o.name: (o.value if o.value is not None else None) for o in observations},
-        "metric_errors": {o.name: o.error for o in observations if o.error},
-    }
+    fields = decision_fields(
+        rule, plan.current, plan.replicas, plan.reason, plan.message, verb, dry_run, observations
+    )
     log.info(
         "rule %s: %s %s %d -> %d: %s: %s [%s]",
         rule.name,

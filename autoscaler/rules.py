@@ -176,8 +176,18 @@ def _parse_root(reader: NodeReader, root: Node) -> list[Rule]:
         reader.problem(line_of(top["rules"]), "rules", "expected at least one rule (got an empty list)")
     rules: list[Rule] = []
     seen: dict[str, int] = {}
+    targets: dict[TargetRef, tuple[str, int]] = {}
     for index, node in enumerate(items):
-        rule, name = _parse_rule(reader, node, f"rules[{index}]")
+        rule, name, target = _parse_rule(reader, node, f"rules[{index}]")
+        if target is not None:
+            if target.ref in targets:  # the HPA sets AmbiguousSelector, KEDA's webhook refuses the second
+                first, line = targets[target.ref]
+                reader.problem(target.line, f"rules[{index}].target",
+                               f"{target.ref} is already the target of rule {first!r} (line {line}): two "
+                               "rules on one workload would take turns scaling it")
+                rule = None
+            else:
+                targets[target.ref] = (name or f"rules[{index}]", line_of(node))
         if name is not None:
             if name in seen:
                 reader.problem(line_of(node), f"rules[{index}].name",
@@ -189,15 +199,26 @@ def _parse_root(reader: NodeReader, root: Node) -> list[Rule]:
     return rules
 
 
+@dataclass(frozen=True, slots=True)
+class _TargetAt:
+    """A readable target and the line it is written on."""
+
+    ref: TargetRef
+    line: int
+
+
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback"}
 
 
-def _parse_rule(reader: NodeReader, node: Node, where: str) -> tuple[Rule | None, str | None]:
-    """The rule (None if invalid) and its name (when readable, to detect duplicates even in invalid rules)."""
+def _parse_rule(
+    reader: NodeReader, node: Node, where: str
+) -> tuple[Rule | None, str | None, _TargetAt | None]:
+    """The rule (None if invalid), its name and target (when readable, to detect duplicates even in invalid
+    rules)."""
     before = len(reader.problems)
     fields = reader.mapping(node, where, _RULE_FIELDS, required=("name", "target", "maxReplicas", "metrics"))
     if fields is None:
-        return None, None
+        return None, None, None
     name = _name(reader, fields["name"], f"{where}.name") if "name" in fields else None
     target = _parse_target(reader, fields["target"], f"{where}.target") if "target" in fields else None
     min_replicas: int | None = 1
@@ -216,10 +237,12 @@ def _parse_rule(reader: NodeReader, node: Node, where: str) -> tuple[Rule | None
     fallback = None
     if "fallback" in fields:
         fallback = _parse_fallback(reader, fields["fallback"], f"{where}.fallback")
+    target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
-        return None, name
+        return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
-    return Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node)), name
+    rule = Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node))
+    return rule, name, target_at
 
 
 def _name(reader: NodeReader, node: Node, where: str) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any
 from kubernetes import client
 
 from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_cluster_arguments
-from autoscaler.controller import Controller, ControllerSettings, SyncReport
+from autoscaler.controller import Controller, ControllerSettings, Health, SyncReport
 from autoscaler.errors import AutoscalerError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, load_api_client
 from autoscaler.leader import LeaderElector, LeaseSettings
@@ -46,6 +46,17 @@ def parse_duration(text: str) -> float:
     if match is None or float(match.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive duration like 15s, 500ms or 1m (got {text!r})")
     return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0-65535 (0: no server); checked here so a typo is one argparse message, not a traceback."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535 (got {text!r})")
+    return port
 
 
 @dataclass(frozen=True)
@@ -91,13 +102,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="time between syncs, e.g. 15s, 500ms, 1m (default: 15s)",
     )
     p.add_argument("--dry-run", action="store_true", help="decide and report, never patch")
-    p.add_argument("--once", action="store_true", help="run one sync and exit (0 if every rule synced)")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="run one sync and exit (0 if every rule synced, 1 if not or if this replica never led)",
+    )
     p.add_argument(
         "--metrics-port",
-        type=int,
+        type=port_number,
         default=9401,
         metavar="PORT",
-        help="port of /metrics and /healthz (default: 9401; 0 disables)",
+        help="port of /metrics, /healthz and /readyz (default: 9401; 0 disables)",
     )
     p.add_argument(
         "--leader-elect",
@@ -122,7 +137,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    """The `run` handler: exit 0 (stopped by a signal, or --once with all rules synced), 1, 2 (bad input)."""
+    """The `run` handler: exit 0 (stopped by a signal, or --once with all rules synced), 1, 2 (bad input:
+    rules file, kubeconfig, a --metrics-port that cannot be served)."""
     configure_logging(args.log_format)
     options = RunOptions(
         rules=args.rules,
@@ -199,15 +215,25 @@ def serve(
         lambda valid: setattr(metrics, "rules_valid", valid),
         loaded=rules,
     )
-    started = time.monotonic()
     server = None
     if options.metrics_port is not None:
-        server = MetricsServer(
-            metrics.exposition,
-            lambda: controller.healthy(options.interval, started),
-            options.metrics_port,
-            options.metrics_host,
-        ).start()
+        try:
+            server = MetricsServer(
+                metrics.exposition,
+                lambda: _liveness(controller.health(options.interval)),
+                options.metrics_port,
+                options.metrics_host,
+                readiness=lambda: _readiness(controller.health(options.interval)),
+            ).start()
+        except OSError as e:  # busy port, or a privileged one without the capability
+            controller.close()
+            runner.close()
+            print(
+                f"gpu-autoscaler run: cannot serve /metrics on --metrics-port {options.metrics_port} "
+                f"({options.metrics_host}:{options.metrics_port}): {e.strerror or e}",
+                file=sys.stderr,
+            )
+            return 2
     election = elector.start(stop) if elector is not None else None
     log.info(
         "gpu-autoscaler running %d rule(s) from %s every %gs against %s%s%s",
@@ -248,8 +274,26 @@ def serve(
             server.stop()
         log.info("gpu-autoscaler stopped")
     if options.once and report is not None:
+        if not report.acted and elector is not None:
+            lease = elector.settings
+            log.error(
+                "--once: nothing synced: this replica did not become the leader (Lease %s/%s) within %ds; "
+                "another replica holds it, or the Kubernetes API is unreachable",
+                lease.namespace,
+                lease.name,
+                2 * lease.lease_duration,
+            )
+            return 1
         return 0 if all(o.complete for o in report.outcomes) else 1
     return 0
+
+
+def _liveness(health: Health) -> tuple[bool, str]:
+    return health.alive, health.message
+
+
+def _readiness(health: Health) -> tuple[bool, str]:
+    return health.ready, health.message
 
 
 def _propagate(stop: threading.Event, stopping: threading.Event) -> None:

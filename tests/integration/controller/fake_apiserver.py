@@ -2,6 +2,13 @@
 
 Same paths, JSON shapes (autoscaling/v1 Scale, apps/v1 Deployment/StatefulSet, core/v1 Event,
 coordination.k8s.io/v1 Lease, v1 Status on errors) and status codes, including resourceVersion conflicts.
+As the real API server: a Scale's status.replicas is the workload's, not its spec (it follows spec only when a
+test sets `Workload.status_replicas`, as the Deployment controller would); a created object gets uid,
+resourceVersion and creationTimestamp; creating an existing name is 409 AlreadyExists; an object whose
+namespace differs from the path's is 400; a Lease update (PUT) must carry a resourceVersion (422 Invalid,
+leases allow no unconditional update) and creates a missing Lease (leases allow create on update); a PATCH
+whose Content-Type is not a patch type is 415. JSON patch and server-side apply are real patch types the fake
+does not model: it answers 501 rather than pretend.
 Faults on demand: `fail(method, path_regex, status, times)` and `delay(method, path_regex, seconds)`.
 Every request is recorded, so tests assert on what was sent (e.g. nothing patched twice).
 """
@@ -14,36 +21,29 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kubernetes import client
 
-PLURALS = {"deployments": "Deployment", "statefulsets": "StatefulSet"}
+from tests.integration.controller.fake_api_objects import (
+    ACCEPTED_PATCHES,
+    MERGE_PATCHES,
+    UNMODELLED_PATCHES,
+    Workload,
+    scale_json,
+    status,
+    workload_json,
+)
+
+__all__ = ["FakeApiServer", "Request", "Workload", "scale_json", "status", "workload_json"]
+
 _WORKLOAD = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/(deployments|statefulsets)/([^/]+)(/scale)?$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 _LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
-_REASONS = {
-    400: "BadRequest",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
-
-
-@dataclass
-class Workload:
-    kind_plural: str
-    namespace: str
-    name: str
-    replicas: int
-    annotations: dict[str, str] = field(default_factory=dict)
-    version: int = 1
-    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+_NAMESPACED = re.compile(r"^/apis?/.*?/namespaces/([^/]+)/")
+_WRONG_NAMESPACE = "the namespace of the provided object does not match the namespace sent on the request"
 
 
 @dataclass
@@ -73,7 +73,7 @@ class FakeApiServer:
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
         self.before_patch: Callable[[Workload], None] | None = None
-        self._lease_version = 0
+        self._version = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
@@ -120,7 +120,7 @@ class FakeApiServer:
     def add(
         self, name: str, replicas: int, namespace: str = "ml", kind: str = "deployments", **annotations: str
     ) -> Workload:
-        w = Workload(kind, namespace, name, replicas, dict(annotations))
+        w = Workload(kind, namespace, name, replicas, dict(annotations), status_replicas=replicas)
         with self.lock:
             self.workloads[(kind, namespace, name)] = w
         return w
@@ -180,7 +180,24 @@ class FakeApiServer:
         return None
 
     # --- API ------------------------------------------------------------------------------------------------
-    def handle(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+    def handle(
+        self, method: str, path: str, body: Any, content_type: str = "application/json"
+    ) -> tuple[int, dict[str, Any]]:
+        if method == "PATCH":
+            media = content_type.split(";", 1)[0].strip()
+            if media in UNMODELLED_PATCHES:
+                return status(501, f"the fake API server does not model {media} patches")
+            if media not in MERGE_PATCHES:
+                return status(
+                    415,
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    f"{ACCEPTED_PATCHES}, application/strategic-merge-patch+json",
+                )
+        if isinstance(body, dict) and method in ("POST", "PUT"):
+            namespace = _NAMESPACED.match(path)
+            given = (body.get("metadata") or {}).get("namespace")
+            if namespace is not None and given not in (None, "", namespace.group(1)):
+                return status(400, _WRONG_NAMESPACE)
         if m := _WORKLOAD.match(path):
             ns, plural, name, scale = m.groups()
             with self.lock:
@@ -210,46 +227,81 @@ class FakeApiServer:
             return status(405, "method not allowed")
         if (m := _EVENTS.match(path)) and method == "POST":
             with self.lock:
-                self.events.append(body)
-            return 201, body
+                name = body["metadata"]["name"]
+                if any(e["metadata"]["name"] == name and e["metadata"]["namespace"] == m.group(1)
+                       for e in self.events):
+                    return status(409, f'events "{name}" already exists', name=name, kind="events",
+                                  reason="AlreadyExists")
+                event = {**body, "metadata": self._created_metadata(body, m.group(1), name)}
+                self.events.append(event)
+            return 201, event
         if m := _LEASES.match(path):
             return self._lease(method, m.group(1), m.group(2), body)
         return status(404, f"the server could not find the requested resource ({method} {path})")
 
     def _lease(self, method: str, ns: str, name: str | None, body: Any) -> tuple[int, dict[str, Any]]:
+        resource = "leases.coordination.k8s.io"
         with self.lock:
             if method == "POST":
                 name = body["metadata"]["name"]
                 if (ns, name) in self.leases:
-                    return status(409, f'leases.coordination.k8s.io "{name}" already exists', name=name)
-                return 201, self._store_lease(ns, name, body)
+                    return status(409, f'{resource} "{name}" already exists', name=name, kind="leases",
+                                  reason="AlreadyExists")
+                return 201, self._store_lease(ns, name, body, None)
             current = self.leases.get((ns, name or ""))
+            if method == "PUT" and current is None:  # leases allow create on update
+                return 201, self._store_lease(ns, name or "", body, None)
             if current is None:
-                return status(404, f'leases.coordination.k8s.io "{name}" not found', name=name or "")
+                return status(404, f'{resource} "{name}" not found', name=name or "", kind="leases")
             if method == "GET":
                 return 200, current
             if method == "PUT":
-                if body.get("metadata", {}).get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                wanted = (body.get("metadata") or {}).get("resourceVersion")
+                if not wanted:  # leases allow no unconditional update
+                    return status(
+                        422,
+                        f'{resource} "{name}" is invalid: metadata.resourceVersion: Invalid value: 0x0: '
+                        "must be specified for an update",
+                        name=name or "",
+                        kind="leases",
+                    )
+                if wanted != current["metadata"]["resourceVersion"]:
                     return status(
                         409,
-                        f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
-                        "the object has been modified",
+                        f'Operation cannot be fulfilled on {resource} "{name}": '
+                        "the object has been modified; please apply your changes to the latest version and "
+                        "try again",
                         name=name or "",
+                        kind="leases",
                     )
-                return 200, self._store_lease(ns, name or "", body)
+                return 200, self._store_lease(ns, name or "", body, current)
         return status(405, "method not allowed")
 
-    def _store_lease(self, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._lease_version += 1
+    def _created_metadata(
+        self, body: dict[str, Any], ns: str, name: str, current: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Set by the API server on a write: uid and creationTimestamp once, a resourceVersion each time."""
+        self._version += 1
+        kept = current["metadata"] if current is not None else {
+            "uid": str(uuid.uuid4()),
+            "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        return {
+            **(body.get("metadata") or {}),
+            "name": name,
+            "namespace": ns,
+            "uid": kept["uid"],
+            "creationTimestamp": kept["creationTimestamp"],
+            "resourceVersion": str(self._version),
+        }
+
+    def _store_lease(
+        self, ns: str, name: str, body: dict[str, Any], current: dict[str, Any] | None
+    ) -> dict[str, Any]:
         lease = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {
-                **body.get("metadata", {}),
-                "name": name,
-                "namespace": ns,
-                "resourceVersion": str(self._lease_version),
-            },
+            "metadata": self._created_metadata(body, ns, name, current),
             "spec": body.get("spec", {}),
         }
         self.leases[(ns, name)] = lease
@@ -259,62 +311,6 @@ class FakeApiServer:
         with self.lock:
             lease = self.leases.get((ns, name))
             return None if lease is None else lease["spec"].get("holderIdentity")
-
-
-def status(code: int, message: str, name: str = "", kind: str = "") -> tuple[int, dict[str, Any]]:
-    reason = _REASONS.get(code, "Unknown")
-    return code, {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "details": {"name": name, "kind": kind},
-        "code": code,
-    }
-
-
-def scale_json(w: Workload) -> dict[str, Any]:
-    return {
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": w.name,
-            "namespace": w.namespace,
-            "uid": w.uid,
-            "resourceVersion": str(w.version),
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-        },
-        "spec": {"replicas": w.replicas},
-        "status": {"replicas": w.replicas, "selector": f"app={w.name}"},
-    }
-
-
-def workload_json(w: Workload) -> dict[str, Any]:
-    labels = {"app": w.name}
-    return {
-        "kind": PLURALS[w.kind_plural],
-        "apiVersion": "apps/v1",
-        "metadata": {
-            "name": w.name,
-            "namespace": w.namespace,
-            "uid": w.uid,
-            "resourceVersion": str(w.version),
-            "annotations": dict(w.annotations),
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-        },
-        "spec": {
-            "replicas": w.replicas,
-            "selector": {"matchLabels": labels},
-            "serviceName": w.name,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "main", "image": "example/gpu:1"}]},
-            },
-        },
-        "status": {"replicas": w.replicas, "readyReplicas": w.replicas},
-    }
 
 
 def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
@@ -336,7 +332,7 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             if fault is not None and fault.status is not None:
                 code, payload = status(fault.status, f"injected fault {fault.status}")
             else:
-                code, payload = api.handle(self.command, path, body)
+                code, payload = api.handle(self.command, path, body, request.content_type)
             data = json.dumps(payload).encode()
             try:
                 self.send_response(code)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -196,3 +197,44 @@ def test_bad_rules_file_exits_2_naming_file_and_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert f"{rules}:" in done.stderr and "maxReplicas" in done.stderr
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "http"])
+def test_metrics_port_out_of_range_is_one_usage_message(tmp_path: Path, port: str) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules: []\n")  # never read: the flag is checked first
+    done = subprocess.run(
+        [*CLI, "run", "--rules", str(rules), "--metrics-port", port],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"gpu-autoscaler run: error: argument --metrics-port: expected a port number from 0 to 65535 "
+        f"(got {port!r})"
+    )
+
+
+def test_busy_metrics_port_names_the_flag_and_exits_2(
+    apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    rules, kubeconfig = write_files(tmp_path, apiserver, "up")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*CLI, "run", "--rules", str(rules), "--kubeconfig", str(kubeconfig), f"--metrics-port={port}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"gpu-autoscaler run: cannot serve /metrics on --metrics-port {port} (0.0.0.0:{port}): "
+        "Address already in use"
+    )
+    assert apiserver.requests == []  # nothing was read, patched or leased

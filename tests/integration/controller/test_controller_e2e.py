@@ -82,6 +82,22 @@ def test_scales_from_real_metrics_and_reports(
     assert apiserver.patches("web") == [4]
 
 
+def test_decides_from_spec_replicas_while_a_rollout_has_fewer_running(
+    make: Callable[..., Controller], apiserver: FakeApiServer, prom: Prom
+) -> None:
+    """As the HPA: the current count is the Scale's spec.replicas; status.replicas (pods running) may lag."""
+    web = apiserver.add("web", 4)
+    web.status_replicas = 2  # 4 wanted, 2 started so far
+    prom.target.set("e2e-rollout", 160)
+    query = 'test_load{series="e2e-rollout"}'
+    prom.wait_value(query, 160)
+    c = make(rule("web", query))
+    outcome = c.sync_once().outcomes[0]
+    assert (outcome.current, outcome.desired) == (4, 8)  # from status it would have been 2 -> 4
+    assert apiserver.patches("web") == [8]
+    assert exposition_value(c, "gpu_autoscaler_current_replicas", rule="web") == 4
+
+
 def test_prometheus_down_holds_and_says_why(
     make: Callable[..., Controller], apiserver: FakeApiServer
 ) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import requests
 from kubernetes import client
 
 from autoscaler.errors import ConflictError, KubeApiError, KubeConfigError, KubeTimeoutError, NotFoundError
@@ -132,3 +133,84 @@ def test_kubeconfig_loading(apiserver: FakeApiServer, tmp_path: Path) -> None:
     (tmp_path / "bad").write_text("not: [a kubeconfig")
     with pytest.raises(KubeConfigError, match=r"cannot load Kubernetes configuration from .*bad"):
         load_api_client(str(tmp_path / "bad"))
+
+
+def test_scale_status_replicas_are_the_running_ones_not_the_spec(apiserver: FakeApiServer) -> None:
+    w = apiserver.add("embed", 3)
+    w.status_replicas = 2  # a rollout under way: 3 wanted, 2 running
+    b = backend(apiserver)
+    assert b.read_scale(DEPLOY) == ScaleState(3, 2, {}, "1")
+    b.patch_scale(DEPLOY, 5)
+    assert b.read_scale(DEPLOY) == ScaleState(5, 2, {}, "2")  # status moves only when the pods do
+
+
+def answer(e: client.ApiException) -> dict[str, str]:
+    """The v1 Status the server sent with an error."""
+    return dict(json.loads(e.body))
+
+
+def test_created_event_gets_server_metadata_and_its_name_is_unique(apiserver: FakeApiServer) -> None:
+    apiserver.add("embed", 3)
+    backend(apiserver).emit_event(DEPLOY, "Warning", "FailedScale", "HTTP 500")
+    (event,) = apiserver.events
+    assert {"uid", "resourceVersion", "creationTimestamp"} <= set(event["metadata"])
+    core = client.CoreV1Api(apiserver.api_client())
+    body = {k: v for k, v in event.items() if k != "metadata"}
+    body["metadata"] = {"name": event["metadata"]["name"], "namespace": "ml"}
+    with pytest.raises(client.ApiException) as info:
+        core.create_namespaced_event("ml", body)
+    assert info.value.status == 409 and answer(info.value)["reason"] == "AlreadyExists"
+    body["metadata"]["name"] = "another"
+    with pytest.raises(client.ApiException) as info:
+        core.create_namespaced_event("other", body)  # the body says namespace ml
+    assert info.value.status == 400 and "does not match the namespace" in answer(info.value)["message"]
+    assert len(apiserver.events) == 1
+
+
+def lease_body(name: str = "lock", version: str | None = None) -> client.V1Lease:
+    return client.V1Lease(
+        metadata=client.V1ObjectMeta(name=name, namespace="gpu-autoscaler", resource_version=version),
+        spec=client.V1LeaseSpec(holder_identity="a", lease_duration_seconds=15),
+    )
+
+
+def test_lease_create_update_semantics(apiserver: FakeApiServer) -> None:
+    leases = client.CoordinationV1Api(apiserver.api_client())
+    created = leases.create_namespaced_lease("gpu-autoscaler", lease_body())
+    assert created.metadata.uid and created.metadata.resource_version
+    with pytest.raises(client.ApiException) as info:
+        leases.create_namespaced_lease("gpu-autoscaler", lease_body())
+    assert info.value.status == 409 and answer(info.value)["reason"] == "AlreadyExists"
+    with pytest.raises(client.ApiException) as info:  # leases allow no unconditional update
+        leases.replace_namespaced_lease("lock", "gpu-autoscaler", lease_body())
+    assert info.value.status == 422 and "must be specified for an update" in answer(info.value)["message"]
+    with pytest.raises(client.ApiException) as info:
+        leases.replace_namespaced_lease("lock", "gpu-autoscaler", lease_body(version="0"))
+    assert info.value.status == 409 and answer(info.value)["reason"] == "Conflict"
+    updated = leases.replace_namespaced_lease(
+        "lock", "gpu-autoscaler", lease_body(version=created.metadata.resource_version)
+    )
+    assert updated.metadata.uid == created.metadata.uid
+    assert updated.metadata.resource_version != created.metadata.resource_version
+    made = leases.replace_namespaced_lease("fresh", "gpu-autoscaler", lease_body("fresh"))  # create on update
+    assert made.metadata.name == "fresh" and apiserver.lease_holder(name="fresh") == "a"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [("application/json", 415), ("text/plain", 415), ("application/json-patch+json", 501)],
+)
+def test_patch_content_types(apiserver: FakeApiServer, content_type: str, status: int) -> None:
+    """Sent as raw HTTP: the official client refuses text/plain itself and turns a JSON patch whose body is
+    not a list into a strategic merge patch."""
+    apiserver.add("embed", 3)
+    url = f"{apiserver.url}/apis/apps/v1/namespaces/ml/deployments/embed/scale"
+    body = json.dumps({"spec": {"replicas": 4}})
+    refused = requests.patch(url, data=body, headers={"Content-Type": content_type}, timeout=5)
+    assert refused.status_code == status and apiserver.replicas("embed") == 3
+    if status == 415:
+        assert refused.json()["reason"] == "UnsupportedMediaType"
+    ok = requests.patch(
+        url, data=body, headers={"Content-Type": "application/strategic-merge-patch+json"}, timeout=5
+    )
+    assert ok.status_code == 200 and apiserver.replicas("embed") == 4

@@ -1,7 +1,9 @@
-"""`run` in-process (serve): hot reload, /metrics and /healthz, two replicas with leader election."""
+"""`run` in-process (serve): hot reload, /metrics, /healthz and /readyz, two replicas with leader election,
+`--once` without the leadership."""
 
 from __future__ import annotations
 
+import logging
 import os
 import textwrap
 import threading
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 import requests
+from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from autoscaler.controller import SyncReport
@@ -54,6 +57,9 @@ class Running:
         self.options = options
         self.stop = threading.Event()
         self.reports: list[SyncReport] = []
+        self.wedge = threading.Event()
+        """Set: the loop blocks after its next sync (in on_sync) until `unwedge` is set."""
+        self.unwedge = threading.Event()
         self.code: int | None = None
         client = api.api_client(token=token)
         self.thread = threading.Thread(target=self._run, args=(client,), daemon=True)
@@ -68,7 +74,12 @@ class Running:
         return True
 
     def _run(self, client: object) -> None:
-        self.code = serve(self.options, client, self.stop, on_sync=self.reports.append)  # type: ignore[arg-type]
+        self.code = serve(self.options, client, self.stop, on_sync=self._on_sync)  # type: ignore[arg-type]
+
+    def _on_sync(self, report: SyncReport) -> None:
+        self.reports.append(report)
+        if self.wedge.is_set():
+            self.unwedge.wait(timeout=30)
 
     def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         text = requests.get(f"http://127.0.0.1:{self.options.metrics_port}/metrics", timeout=2).text
@@ -82,10 +93,15 @@ class Running:
         samples = self.metrics().get(name)
         return samples[0][1] if samples else None
 
-    def healthz(self) -> int:
-        return requests.get(f"http://127.0.0.1:{self.options.metrics_port}/healthz", timeout=2).status_code
+    def healthz(self, path: str = "/healthz") -> int:
+        return requests.get(f"http://127.0.0.1:{self.options.metrics_port}{path}", timeout=2).status_code
+
+    def probe(self, path: str) -> tuple[int, str]:
+        answer = requests.get(f"http://127.0.0.1:{self.options.metrics_port}{path}", timeout=2)
+        return answer.status_code, answer.text
 
     def close(self) -> None:
+        self.unwedge.set()
         self.stop.set()
         self.thread.join(timeout=10)
         assert not self.thread.is_alive()
@@ -137,28 +153,69 @@ def test_hot_reload_and_garbage_keeps_previous_rules(
     assert r.healthz() == 200
 
 
-def test_healthz_survives_prometheus_down_and_fails_when_kubernetes_does_not_answer(
+def test_prometheus_down_and_kubernetes_failing_never_fail_the_probes(
     start: Callable[..., Running], apiserver: FakeApiServer, tmp_path: Path
 ) -> None:
     apiserver.add("a", 2)
     (tmp_path / "rules.yaml").write_text(rules_text("a"))
     r = start(tmp_path / "rules.yaml", f"http://127.0.0.1:{free_port()}")  # Prometheus down
     wait_for(lambda: len(r.reports) >= 5, 10, "more than 3 intervals of syncs")
-    # every metric fails, but each sync completed and read the scale: liveness holds (no restart loop)
-    assert r.healthz() == 200
+    # every metric fails, but each sync completed and read the scale: a successful sync
+    assert r.healthz() == 200 and r.healthz("/readyz") == 200
     assert all(report.ok for report in r.reports)
     assert r.value("gpu_autoscaler_last_successful_sync_timestamp_seconds") is not None
     errors = r.metrics()["gpu_autoscaler_query_errors_total"]
     assert errors[0][0]["reason"] == "Unreachable" and errors[0][1] >= 3
     assert r.metrics()["gpu_autoscaler_metric_up"][0][1] == 0
     assert "FailedGetMetrics" in apiserver.event_reasons("a")
-    # the Kubernetes API stops answering for the rule's scale: no successful sync for 3 intervals -> 503
+    # the Kubernetes API fails the rule's scale reads for more than 3 intervals: the loop still runs, so the
+    # probes hold (a restart would fix nothing); metrics, Events and the probe's message say what is wrong
     apiserver.fail("GET", r"/deployments/a/scale$", 500, times=None)
-    wait_for(lambda: r.healthz() == 503, 10, "/healthz to fail")
+    failing = len(r.reports)
+    wait_for(lambda: len(r.reports) >= failing + 5, 10, "more than 3 intervals of failing syncs")
+    wait_for(lambda: "no rule synced successfully" in r.probe("/healthz")[1], 10, "the probe to say so")
+    assert r.probe("/healthz")[0] == 200 and r.healthz("/readyz") == 200
+    assert not r.reports[-1].ok
     assert (r.value("gpu_autoscaler_leader"), r.value("gpu_autoscaler_dry_run")) == (1, 0)
     apiserver.clear_faults()
-    wait_for(lambda: r.healthz() == 200, 10, "/healthz to recover")
+    wait_for(lambda: r.probe("/healthz") == (200, "ok\n"), 10, "the message to clear")
     assert apiserver.patches() == []
+
+
+def test_a_target_that_does_not_exist_never_fails_liveness(
+    start: Callable[..., Running], apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    """A fresh install with the example rule's Deployment missing: every sync 404s; no restart loop."""
+    (tmp_path / "rules.yaml").write_text(rules_text("missing"))
+    r = start(tmp_path / "rules.yaml", f"http://127.0.0.1:{free_port()}")
+    began = time.monotonic()
+    wait_for(lambda: len(r.reports) >= 6 and time.monotonic() - began > 4 * INTERVAL, 10, "4 intervals")
+    assert not any(report.ok for report in r.reports)
+    assert r.healthz() == 200 and r.healthz("/readyz") == 200
+    metrics = r.metrics()
+    assert "gpu_autoscaler_last_successful_sync_timestamp_seconds" not in metrics  # what the alerts watch
+    (errors,) = metrics["gpu_autoscaler_scale_errors_total"]
+    assert errors[0]["reason"] == "NotFound" and errors[1] >= 6
+    assert apiserver.event_reasons("missing") == ["FailedGetScale"]  # an identical Warning waits 5 minutes
+
+
+def test_a_wedged_loop_fails_liveness_and_readiness(
+    start: Callable[..., Running], apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    apiserver.add("a", 2)
+    (tmp_path / "rules.yaml").write_text(rules_text("a"))
+    r = start(tmp_path / "rules.yaml", f"http://127.0.0.1:{free_port()}")
+    wait_for(lambda: r.reports, 10, "a first sync")
+    assert r.healthz() == 200 and r.healthz("/readyz") == 200
+    r.wedge.set()  # the loop blocks after its next sync
+    wait_for(lambda: r.healthz() == 503, 10, "/healthz to fail")
+    code, message = r.probe("/readyz")
+    assert code == 503 and message.startswith("sync loop stuck: no progress for")
+    syncs = len(r.reports)
+    r.wedge.clear()
+    r.unwedge.set()
+    wait_for(lambda: len(r.reports) > syncs, 10, "the loop to sync again")
+    wait_for(lambda: r.healthz() == 200 and r.healthz("/readyz") == 200, 10, "the probes to recover")
 
 
 def test_stop_during_a_slow_sync_of_many_rules_exits_within_one_interval(
@@ -224,13 +281,42 @@ def test_two_replicas_with_leader_election_patch_once(
     leader = one if leaders[one] == 1 else two
     standby = two if leader is one else one
     assert apiserver.lease_holder() == leader.options.lease.identity  # type: ignore[union-attr]
-    assert standby.healthz() == 200
+    assert standby.healthz() == 200 and standby.probe("/readyz") == (200, "ok: standby (not the leader)\n")
     # the standby never read or patched anything; the leader patched exactly once so far
     assert all(not report.acted for report in standby.reports)
     assert apiserver.patches("a") == [4]
     # the leader goes away (SIGTERM-like stop): the standby takes over and acts on new metrics
     leader.close()
     wait_for(lambda: standby.value("gpu_autoscaler_leader") == 1, 5, "the standby to lead")
+    wait_for(lambda: any(report.acted for report in standby.reports), 5, "a first sync as the leader")
+    # it has been running for many intervals without a sync of its own: its clock starts now
+    assert standby.probe("/healthz") == (200, "ok\n")
     prom.target.set("serve-leader", 320)
     wait_for(lambda: apiserver.replicas("a") == 8, 10, "the new leader to scale 4 -> 8")
     assert apiserver.patches("a")[:2] == [4, 8]
+
+
+def test_once_without_the_leadership_syncs_nothing_and_exits_1(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "rules.yaml").write_text(rules_text("a"))
+    configuration = client.Configuration(host=f"http://127.0.0.1:{free_port()}")  # no API server there
+    configuration.retries = 0
+    lease = LeaseSettings(lease_duration=1, renew_deadline=0.5, retry_period=0.1, request_timeout=0.2)
+    options = RunOptions(
+        rules=str(tmp_path / "rules.yaml"),
+        prometheus=f"http://127.0.0.1:{free_port()}",
+        interval=INTERVAL,
+        once=True,
+        metrics_port=None,
+        leader_elect=True,
+        lease=lease,
+    )
+    reports: list[SyncReport] = []
+    with client.ApiClient(configuration) as api_client, caplog.at_level(logging.ERROR, "autoscaler.run"):
+        code = serve(options, api_client, threading.Event(), on_sync=reports.append)
+    assert code == 1
+    assert [report.acted for report in reports] == [False]
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert "nothing synced: this replica did not become the leader" in line
+    assert f"Lease {lease.namespace}/{lease.name}" in line

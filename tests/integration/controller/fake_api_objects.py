@@ -1,0 +1,101 @@
+"""What the fake API server answers with: v1 Status errors, Scale and Deployment/StatefulSet JSON, as the real
+API server renders them (fake_apiserver.py holds the server and its state)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+PLURALS = {"deployments": "Deployment", "statefulsets": "StatefulSet"}
+_REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    500: "InternalError",
+    501: "NotImplemented",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+MERGE_PATCHES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+"""For a Scale's spec.replicas a strategic merge patch is a merge patch."""
+UNMODELLED_PATCHES = ("application/json-patch+json", "application/apply-patch+yaml")
+ACCEPTED_PATCHES = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+
+
+@dataclass
+class Workload:
+    kind_plural: str
+    namespace: str
+    name: str
+    replicas: int
+    annotations: dict[str, str] = field(default_factory=dict)
+    version: int = 1
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    status_replicas: int | None = None
+    """Replicas running (Scale status.replicas); set by `add`, changed only by tests (a rollout)."""
+
+
+def status(
+    code: int, message: str, name: str = "", kind: str = "", reason: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    reason = reason or _REASONS.get(code, "Unknown")
+    return code, {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": {"name": name, "kind": kind},
+        "code": code,
+    }
+
+
+def scale_json(w: Workload) -> dict[str, Any]:
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": w.name,
+            "namespace": w.namespace,
+            "uid": w.uid,
+            "resourceVersion": str(w.version),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {"replicas": w.replicas},
+        "status": {"replicas": _running(w), "selector": f"app={w.name}"},
+    }
+
+
+def workload_json(w: Workload) -> dict[str, Any]:
+    labels = {"app": w.name}
+    return {
+        "kind": PLURALS[w.kind_plural],
+        "apiVersion": "apps/v1",
+        "metadata": {
+            "name": w.name,
+            "namespace": w.namespace,
+            "uid": w.uid,
+            "resourceVersion": str(w.version),
+            "annotations": dict(w.annotations),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "replicas": w.replicas,
+            "selector": {"matchLabels": labels},
+            "serviceName": w.name,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "example/gpu:1"}]},
+            },
+        },
+        "status": {"replicas": _running(w), "readyReplicas": _running(w)},
+    }
+
+
+def _running(w: Workload) -> int:
+    return w.replicas if w.status_replicas is None else w.status_replicas
