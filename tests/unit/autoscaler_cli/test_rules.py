@@ -301,7 +301,8 @@ def test_yaml_anchors_and_merge_keys_share_a_behavior() -> None:
         + "    behavior:\n"
         + "      scaleDown: &down {stabilizationWindowSeconds: 600, policies: [{type: Pods, value: 1, "
         + "periodSeconds: 60}]}\n"
-        + MINIMAL.replace("rules:\n", "").replace("name: r\n", "name: s\n").replace("name: svc}", "name: svc2}")
+        + MINIMAL.replace("rules:\n", "").replace("name: r\n", "name: s\n")
+        .replace("name: svc}", "name: svc2}")  # one rule per workload
         + "    behavior:\n"
         + "      scaleDown: {<<: *down, stabilizationWindowSeconds: 900}\n"
     )
