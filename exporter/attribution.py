@@ -11,12 +11,19 @@ Processes are attributed in a sweep hook (`observe`), never per scrape, and reme
 GPU with the same holders; the kubelet is only read by the cache's own thread. For a shared GPU (time-sliced,
 or MIG slices) the per-holder values are the sums of the holder's processes; if those sums exceed the device
 value (the per-process samples are taken at another instant than the device's) they are scaled down to it,
-so holders never add up to more than the device.
+so holders never add up to more than the device. When a process on a shared GPU may be a holder's but not
+known whose (its environ unreadable, see exporter/procfs.py), that GPU's gpu_pod_* series are left out (a
+WARNING once per GPU): a holder reading 0 while its processes run would be a fabrication.
+
+Device ids are mapped to GPU uuids here (`by_uuid`): the `index` strategy's `0` / `0:1` by NVML index, GKE's
+`nvidia0` / `nvidia0/gi1` by device minor (from the driver's /proc/driver/nvidia, or an injected lookup).
+An id that matches no GPU of the node is logged once (WARNING) and its holders get no GPU series.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,87 +35,168 @@ from exporter.collector import PodRef, ScrapeContext, exclusive_holder, new_fami
 from exporter.nvml import DeviceSnapshot, NodeSnapshot
 from exporter.podresources.cache import PodResourcesCache
 from exporter.podresources.mapping import DeviceHolder
-from exporter.procfs import PodUsage, ProcessAttribution, ProcessAttributor, pod_usage
+from exporter.procfs import (
+    Located,
+    PodUsage,
+    ProcessAttribution,
+    ProcessAttributor,
+    Unattributed,
+    pod_usage,
+    read_driver_minors,
+    unattributed_pids,
+)
+
+log = logging.getLogger(__name__)
 
 _INDEX_ID = re.compile(r"^(\d+)(?::\d+)?$")  # device-plugin deviceIDStrategy=index: `0`, or `0:1` for MIG
+# GKE's device plugin: `nvidia<minor>`, a MIG GPU instance `nvidia<minor>/gi<id>`, replicas `/vgpu<n>`
+_MINOR_ID = re.compile(r"^nvidia(\d+)(?:/gi\d+)?(?:/vgpu\d+)?$")
 
 Holders = Mapping[str, tuple[DeviceHolder, ...]]
+UuidLookup = Callable[[int], "str | None"]
 
 
 def pod_ref(holder: DeviceHolder) -> PodRef:
     return PodRef(holder.namespace, holder.pod, holder.container, holder.resource, holder.device_id)
 
 
-def by_uuid(raw: Holders, uuid_of_index: Callable[[int], str | None] | None) -> Holders:
-    """Holders keyed by GPU uuid: ids of the `index` strategy (`0`, `0:1`) are filed under GPU 0's uuid."""
-    if uuid_of_index is None or not any(_INDEX_ID.match(key) for key in raw):
+def by_uuid(raw: Holders, uuid_of_index: UuidLookup | None,
+            uuid_of_minor: UuidLookup | None = None) -> Holders:
+    """Holders keyed by GPU uuid: ids of the `index` strategy (`0`, `0:1`) are filed under GPU 0's uuid,
+    GKE ids (`nvidia0`, `nvidia0/gi1`) under the uuid of the GPU with device minor 0; others stay as given."""
+    if not any(_gpu_number(key, uuid_of_index, uuid_of_minor) for key in raw):
         return raw
     merged: dict[str, set[DeviceHolder]] = {}
     for key, held in raw.items():
-        match = _INDEX_ID.match(key)
-        uuid = uuid_of_index(int(match.group(1))) if match else None
-        merged.setdefault(uuid or key, set()).update(held)
+        merged.setdefault(_gpu_number(key, uuid_of_index, uuid_of_minor) or key, set()).update(held)
     return {key: tuple(sorted(held)) for key, held in merged.items()}
 
 
+def _gpu_number(key: str, uuid_of_index: UuidLookup | None, uuid_of_minor: UuidLookup | None) -> str | None:
+    """The GPU uuid an index or minor id names; None for any other id or a number no GPU has."""
+    index, minor = _INDEX_ID.match(key), _MINOR_ID.match(key)
+    if index is not None and uuid_of_index is not None:
+        return uuid_of_index(int(index.group(1)))
+    if minor is not None and uuid_of_minor is not None:
+        return uuid_of_minor(int(minor.group(1)))
+    return None
+
+
 class KubeletAttribution:
-    """Attribution + CollectorExtension over a started PodResourcesCache; `observe` is a sweep hook."""
+    """Attribution + CollectorExtension over a started PodResourcesCache; `observe` is a sweep hook.
+
+    `uuid_of_minor` maps a device minor to a GPU uuid (GKE ids); without one the driver's
+    `<proc root>/driver/nvidia/gpus/*/information` is read, in the sweep hook, when a GKE id needs it.
+    """
 
     def __init__(self, cache: PodResourcesCache, attributor: ProcessAttributor | None = None,
-                 uuid_of_index: Callable[[int], str | None] | None = None) -> None:
+                 uuid_of_index: UuidLookup | None = None, uuid_of_minor: UuidLookup | None = None) -> None:
         self.cache = cache
         self._attributor = attributor or ProcessAttributor()
         self._uuid_of_index = uuid_of_index
+        self._uuid_of_minor = uuid_of_minor
+        self._minors: Mapping[int, str] = {}  # read from the driver when no uuid_of_minor is given
+        self._minors_tried: object = None  # (unknown minors, GPU uuids) of the last read: not again
         self._lock = threading.Lock()
-        self._converted: tuple[object, Holders, Mapping[str, tuple[PodRef, ...]]] = (None, {}, {})
-        self._attributions: Mapping[int, ProcessAttribution | None] = {}
+        # (raw holders, minor table) -> their mapping by uuid and as PodRefs, recomputed when either changes
+        self._converted: tuple[object, object, Holders, Mapping[str, tuple[PodRef, ...]]] = (
+            None, None, {}, {})
+        self._attributions: Mapping[int, Located] = {}
         self._pids: Mapping[int, PodRef] = {}
-        # (pid, its GPU's holders) -> attribution, kept while the process stays in NVML's list: /proc is
-        # read once per process, not once per sweep (unattributed processes are looked at again each sweep)
-        self._known: dict[tuple[int, tuple[DeviceHolder, ...]], ProcessAttribution] = {}
+        # (pid, its GPU's holders) -> where it is, kept while the process stays in NVML's list: /proc is
+        # read once per process, not once per sweep (UNKNOWN and GONE are looked at again each sweep)
+        self._known: dict[tuple[int, tuple[DeviceHolder, ...]], Located] = {}
+        self._logged_ids: set[str] = set()
+        self._logged_gpus: set[str] = set()
 
     # --- Attribution (scrape path: no I/O) ---
     def holders(self) -> Mapping[str, Sequence[PodRef]]:
         return self._current()[1]
 
     def device_holders(self) -> Holders:
-        """GPU uuid -> the kubelet's holders (index-strategy ids mapped to uuids); empty when it is down."""
+        """GPU uuid -> the kubelet's holders (index and minor ids mapped to uuids); empty when it is down."""
         return self._current()[0]
 
     def _current(self) -> tuple[Holders, Mapping[str, tuple[PodRef, ...]]]:
         raw = self.cache.snapshot().holders
         with self._lock:
-            source, mapped, converted = self._converted
-            if source is not raw:
-                mapped = by_uuid(raw, self._uuid_of_index)
+            source, minors, mapped, converted = self._converted
+            if source is not raw or minors is not self._minors:
+                minors = self._minors
+                mapped = by_uuid(raw, self._uuid_of_index, self._uuid_of_minor or minors.get)
                 converted = {uuid: tuple(pod_ref(h) for h in held) for uuid, held in mapped.items()}
-                self._converted = (raw, mapped, converted)
+                self._converted = (raw, minors, mapped, converted)
         return mapped, converted
 
     def pod_of_pid(self, pid: int) -> PodRef | None:
         return self._pids.get(pid)
 
     def attribution_of(self, pid: int) -> ProcessAttribution | None:
-        return self._attributions.get(pid)
+        found = self._attributions.get(pid)
+        return found if isinstance(found, ProcessAttribution) else None
 
     # --- sweep hook: /proc is read once per NVML sweep ---
     def observe(self, snapshot: NodeSnapshot) -> NodeSnapshot:
-        holders = self.device_holders()
-        attributions: dict[int, ProcessAttribution | None] = {}
-        known: dict[tuple[int, tuple[DeviceHolder, ...]], ProcessAttribution] = {}
+        self._read_minors(snapshot)
+        holders, converted = self._current()
+        self._log_unmatched_ids(snapshot, holders)
+        attributions: dict[int, Located] = {}
+        known: dict[tuple[int, tuple[DeviceHolder, ...]], Located] = {}
         for device in snapshot.devices:
             held = holders.get(device.uuid, ())
             for process in device.processes or ():
                 key = (process.pid, held)
-                found = self._known.get(key) or self._attributor.attribute(process.pid, held)
-                if found is not None:
+                found = self._known.get(key) or self._attributor.locate(process.pid, held)
+                if found not in (Unattributed.UNKNOWN, Unattributed.GONE):
                     known[key] = found
                 attributions[process.pid] = found
         self._known = known  # only processes still running: a vanished pid is forgotten
         self._attributions = attributions
         self._pids = {pid: PodRef(a.namespace, a.pod, a.container) for pid, a in attributions.items()
-                      if a is not None}
+                      if isinstance(a, ProcessAttribution)}
+        self._log_unattributed(snapshot, holders, converted)
         return snapshot
+
+    def _read_minors(self, snapshot: NodeSnapshot) -> None:
+        """Read the driver's minor table when a GKE id names a minor not in it (once per change)."""
+        if self._uuid_of_minor is not None:
+            return
+        raw = self.cache.snapshot().holders
+        wanted = {int(m.group(1)) for key in raw if (m := _MINOR_ID.match(key))}
+        missing = frozenset(wanted - set(self._minors))
+        devices = tuple((d.uuid, d.pci_bus_id) for d in snapshot.devices if d.uuid)
+        if not missing or (missing, devices) == self._minors_tried:
+            return
+        self._minors_tried = (missing, devices)
+        minors = read_driver_minors(devices, self._attributor.proc_root)
+        if minors != self._minors:
+            self._minors = minors  # a new object: _current() maps the holders again
+
+    def _log_unmatched_ids(self, snapshot: NodeSnapshot, holders: Holders) -> None:
+        uuids = {d.uuid for d in snapshot.devices if d.uuid}
+        if not snapshot.nvml_up or not uuids:
+            return
+        for key in sorted(set(holders) - uuids - self._logged_ids):
+            self._logged_ids.add(key)
+            pods = ", ".join(sorted({f"{h.namespace}/{h.pod}" for h in holders[key]}))
+            log.warning("kubelet device id %r (held by %s) matches no GPU on this node (known forms: "
+                        "GPU-<uuid>, MIG-<uuid>, an index such as 0 or 0:1, GKE's nvidia<minor>); those pods "
+                        "get no GPU series", key, pods)
+
+    def _log_unattributed(self, snapshot: NodeSnapshot, holders: Holders,
+                          converted: Mapping[str, tuple[PodRef, ...]]) -> None:
+        """Once per GPU: a shared GPU whose per-holder series are left out because of unknown processes."""
+        for device in snapshot.devices:
+            held = holders.get(device.uuid, ())
+            if device.uuid in self._logged_gpus or not held or exclusive_holder(converted[device.uuid]):
+                continue  # an exclusive GPU's holder gets the device values, whoever runs on it
+            pids = unattributed_pids(held, device.processes or (), self._attributions)
+            if pids:
+                self._logged_gpus.add(device.uuid)
+                log.warning("GPU %d (%s): process(es) %s cannot be attributed to one of its %d holders (is "
+                            "<proc root>/<pid>/environ readable? see README, Process -> pod); its "
+                            "gpu_pod_* series are left out while this lasts", device.index, device.uuid,
+                            ", ".join(map(str, pids)), len({(h.namespace, h.pod, h.container) for h in held}))
 
     # --- CollectorExtension ---
     def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]:

@@ -1,8 +1,11 @@
 """A short in-memory history per GPU and the trend over a window of it.
 
 Bounded twice: at most `max_samples` per GPU and nothing older than `retention_seconds` behind the newest
-sample, so memory stays flat whatever the sampling rate. No clock is read here: samples carry their
-timestamps and `trend()` takes `now`, so the arithmetic is tested with fixed timestamps.
+sample, so memory stays flat whatever the sampling rate. Sweeps come from the sampler thread but also from
+every scrape and API call, so `record` keeps at most one sample per `sample_interval_seconds`: a sample less
+than an interval after the last kept one replaces the newest instead of being added (the newest is always
+the latest reading), and 720 samples at 5 s still span the hour promised. No clock is read here: samples
+carry their timestamps and `trend()` takes `now`, so the arithmetic is tested with fixed timestamps.
 
 Trend word: the least-squares slope of the window's samples, per minute, compared with a threshold:
 |slope| < threshold -> stable, slope >= threshold -> rising, slope <= -threshold -> falling. A slope from a
@@ -170,12 +173,17 @@ class GpuHistory:
         self._samples: dict[str, deque[Sample]] = {}
 
     def record(self, uuid: str, sample: Sample) -> bool:
-        """Append a sample; False (and ignored) when it is older than the GPU's newest sample."""
+        """Add a sample, or replace the newest one while it is less than an interval after the one before
+        it (see the module doc); False (and ignored) when it is older than the GPU's newest sample."""
         with self._lock:
             samples = self._samples.setdefault(uuid, deque(maxlen=self.settings.max_samples))
             if samples and sample.timestamp < samples[-1].timestamp:
                 return False
-            samples.append(sample)
+            interval = self.settings.sample_interval_seconds
+            if len(samples) >= 2 and samples[-1].timestamp - samples[-2].timestamp < interval:
+                samples[-1] = sample
+            else:
+                samples.append(sample)
             oldest_kept = sample.timestamp - self.settings.retention_seconds
             while samples and samples[0].timestamp < oldest_kept:
                 samples.popleft()
@@ -204,7 +212,8 @@ class GpuHistory:
     ) -> Trend | None:
         """Statistics over [now - minutes, now]; `now` defaults to the newest sample's timestamp.
 
-        None when the GPU has never been recorded.
+        The reported window starts at the oldest sample kept when the history is shorter than the window,
+        so a caller never reads a span the history does not have. None when the GPU was never recorded.
         """
         if not (math.isfinite(minutes) and minutes > 0):
             raise ValueError(f"minutes: expected a positive number (got {minutes!r})")
@@ -216,6 +225,8 @@ class GpuHistory:
         end = now if now is not None else (everything[-1].timestamp if everything else 0.0)
         start = end - minutes * 60.0
         window = [s for s in everything if start <= s.timestamp <= end]
+        if everything and start < everything[0].timestamp <= end:
+            start = everything[0].timestamp
         span = thresholds.min_window_coverage * minutes * 60.0
 
         def of(value: Callable[[Sample], float | None], threshold: float) -> SeriesTrend:

@@ -7,23 +7,29 @@ The cgroup path names the pod UID and the container id, for cgroup v1 and v2 and
     11:memory:/kubepods/besteffort/pod<uid>/<64 hex>                          (cgroupfs)
 
 The kubelet's List API returns pod names but no UIDs or container ids, so a UID alone does not give a name.
-`ProcessAttributor.attribute(pid, holders)` resolves, in this order:
+`ProcessAttributor.locate(pid, holders)` resolves, in this order:
 1. `resolver(pod_uid)` -> PodRef, when the caller has one (e.g. built from the API server); the container is
    taken from the GPU's holders of that pod when exactly one container of it holds the GPU;
 2. the pod name from the process's `HOSTNAME` (`<proc root>/<pid>/environ`, which the container runtime sets
-   to the pod name) matched against the holders' pod names, when exactly one holder matches;
-3. the GPU's single holder, when exactly one container holds it.
+   to the pod name) matched against the holders' pod names. A HOSTNAME that names no holder means the process
+   is in another pod (one that reached the GPU without being allocated it): never credited to a holder;
+3. only when HOSTNAME cannot be read (another uid's environ needs CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH):
+   the GPU's single holder, when exactly one container holds it.
 A process outside any pod cgroup (host process, plain docker container) is never attributed; anything
-ambiguous (a shared GPU with no name match) stays unattributed rather than guessed.
+ambiguous stays unattributed rather than guessed. `locate` says why (`Unattributed`), because `pod_usage`
+must tell "certainly no holder's" (counts for the device only) from "some holder's, unknown which".
 
 `pod_usage()` turns the attributions into per-container utilization and memory of one GPU (the gpu_pod_*
 series): the device values for an exclusive GPU, the sum of the container's processes for a shared one.
+
+`read_driver_minors()` reads `<proc root>/driver/nvidia/gpus/*/information` for the device minor of each GPU
+(`/dev/nvidia<minor>`, which GKE's device plugin uses as device id `nvidia<minor>`; not the NVML index).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -52,6 +58,15 @@ class PodRef:
     name: str
 
 
+class Unattributed(StrEnum):
+    """Why a GPU process has no holder: all but UNKNOWN are certain (the process is no holder's)."""
+
+    NOT_IN_POD = "not_in_pod"  # no pod cgroup: a host process or a container outside Kubernetes
+    OTHER_POD = "other_pod"  # in a pod that holds no share of this GPU (by HOSTNAME or resolver)
+    GONE = "gone"  # exited between NVML's process list and the read of /proc
+    UNKNOWN = "unknown"  # in a pod, maybe a holder's, but which one cannot be told
+
+
 class AttributionMethod(StrEnum):
     RESOLVER = "resolver"
     HOSTNAME = "hostname"
@@ -69,6 +84,7 @@ class ProcessAttribution:
 
 
 PodResolver = Callable[[str], "PodRef | None"]
+Located = ProcessAttribution | Unattributed
 
 
 def _canonical_uid(raw: str) -> str:
@@ -110,11 +126,16 @@ def parse_cgroup_path(path: str) -> CgroupIdentity | None:
 
 def read_cgroup_identity(pid: int, proc_root: str | Path = DEFAULT_PROC_ROOT) -> CgroupIdentity | None:
     """None when the process is gone, unreadable, or not in a pod cgroup."""
+    text = _read_cgroup(pid, proc_root)
+    return None if text is None else parse_cgroup(text)
+
+
+def _read_cgroup(pid: int, proc_root: str | Path) -> str | None:
+    """The cgroup file (mode 0444: readable without any capability); None when the process is gone."""
     try:
-        text = (Path(proc_root) / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
+        return (Path(proc_root) / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return parse_cgroup(text)
 
 
 def read_hostname(pid: int, proc_root: str | Path = DEFAULT_PROC_ROOT) -> str | None:
@@ -148,31 +169,42 @@ class ProcessAttributor:
         return read_cgroup_identity(pid, self.proc_root)
 
     def attribute(self, pid: int, holders: Sequence[DeviceHolder]) -> ProcessAttribution | None:
-        """The pod/container of `pid`, given the holders of the GPU it runs on; None when unknown."""
-        identity = self.identity(pid)
+        """The pod/container of `pid`, given the holders of the GPU it runs on; None when unattributed."""
+        found = self.locate(pid, holders)
+        return found if isinstance(found, ProcessAttribution) else None
+
+    def locate(self, pid: int, holders: Sequence[DeviceHolder]) -> Located:
+        """Like `attribute`, but an unattributed process comes with the reason (see the module doc)."""
+        text = _read_cgroup(pid, self.proc_root)
+        if text is None:
+            return Unattributed.GONE
+        identity = parse_cgroup(text)
         if identity is None:
-            return None
+            return Unattributed.NOT_IN_POD
         if self._resolver is not None:
             ref = self._resolver(identity.pod_uid)
             if ref is not None:
-                containers = _containers_of(holders, ref.namespace, ref.name)
+                containers = _containers_of(holders, ref.namespace, ref.name)  # none: the pod holds no share
                 container = containers[0] if len(containers) == 1 else ""
                 return self._result(ref.namespace, ref.name, container, identity, AttributionMethod.RESOLVER)
-        if self._use_hostname and holders:
-            hostname = read_hostname(pid, self.proc_root)
-            if hostname is not None:
-                matching = [h for h in holders if h.pod == hostname]
-                pods = {(h.namespace, h.pod) for h in matching}
-                if len(pods) == 1:
-                    namespace, pod = next(iter(pods))
-                    containers = _containers_of(holders, namespace, pod)
-                    container = containers[0] if len(containers) == 1 else ""
-                    return self._result(namespace, pod, container, identity, AttributionMethod.HOSTNAME)
+        if not holders:
+            return Unattributed.OTHER_POD  # nobody holds this GPU: whatever pod it is in holds none of it
+        hostname = read_hostname(pid, self.proc_root) if self._use_hostname else None
+        if hostname is not None:
+            pods = {(h.namespace, h.pod) for h in holders if h.pod == hostname}
+            if not pods:
+                return Unattributed.OTHER_POD
+            if len(pods) > 1:
+                return Unattributed.UNKNOWN  # the same pod name in two namespaces
+            namespace, pod = next(iter(pods))
+            containers = _containers_of(holders, namespace, pod)
+            container = containers[0] if len(containers) == 1 else ""
+            return self._result(namespace, pod, container, identity, AttributionMethod.HOSTNAME)
         containers_holding = {(h.namespace, h.pod, h.container) for h in holders}
         if len(containers_holding) == 1:
             namespace, pod, container = next(iter(containers_holding))
             return self._result(namespace, pod, container, identity, AttributionMethod.SINGLE_HOLDER)
-        return None
+        return Unattributed.UNKNOWN
 
     @staticmethod
     def _result(
@@ -218,7 +250,7 @@ class PodUsage:
 def pod_usage(
     holders: Sequence[DeviceHolder],
     processes: Sequence[GpuProcessLike],
-    attributions: Mapping[int, ProcessAttribution | None],
+    attributions: Mapping[int, Located | None],
     process_sm_utilization: Mapping[int, float] | None,
     device_utilization_ratio: float | None,
     device_memory_used_bytes: int | None,
@@ -228,12 +260,13 @@ def pod_usage(
     """One entry per container holding the GPU, never counting a process twice.
 
     Exclusive GPU: the device's own utilization and used memory. Shared GPU: the sum over the processes
-    attributed to that container (`attributions`, pid -> ProcessAttribution, from ProcessAttributor;
+    attributed to that container (`attributions`, pid -> ProcessAttributor.locate's answer;
     `process_sm_utilization`, pid -> SM percent 0..100 from nvmlDeviceGetProcessUtilization, None when NVML
-    cannot tell). A container with no process on the GPU gets 0. Processes attributed to no holder count
-    only in the device series. A process attributed to a pod but not a container counts for that pod's
-    container when it has exactly one on this GPU. `partitioned` (MIG holders) takes the process-sum path even
-    for a single container, whose slice is not the whole device.
+    cannot tell). A container with no process on the GPU gets 0. A process certainly no holder's (outside any
+    pod, in another pod, gone) counts only in the device series. If any process may be a holder's but not
+    known whose (`unattributed_pids`), every holder's values are None: a sum missing that process would be a
+    lower bound, and the 0 of a holder it might belong to a fabrication. `partitioned` (MIG holders) takes
+    the process-sum path even for a single container, whose slice is not the whole device.
     """
     containers = sorted({(h.namespace, h.pod, h.container) for h in holders})
     if not containers:
@@ -242,11 +275,13 @@ def pod_usage(
         namespace, pod, container = containers[0]
         usage = PodUsage(namespace, pod, container, device_utilization_ratio, device_memory_used_bytes, True)
         return (usage,)
+    if unattributed_pids(holders, processes, attributions):
+        return tuple(PodUsage(*key, None, None, False) for key in containers)
     utilization: dict[tuple[str, str, str], float] = dict.fromkeys(containers, 0.0)
     memory: dict[tuple[str, str, str], int] = dict.fromkeys(containers, 0)
     memory_known: dict[tuple[str, str, str], bool] = dict.fromkeys(containers, True)
     for process in processes:
-        key = _container_key(attributions.get(process.pid), containers)
+        key = _holder_of(attributions.get(process.pid), containers)
         if key is None:
             continue
         if process_sm_utilization is not None:
@@ -268,13 +303,67 @@ def pod_usage(
     )
 
 
-def _container_key(
-    attribution: ProcessAttribution | None, containers: Sequence[tuple[str, str, str]]
+def unattributed_pids(holders: Sequence[DeviceHolder], processes: Sequence[GpuProcessLike],
+                      attributions: Mapping[int, Located | None]) -> tuple[int, ...]:
+    """Processes that may belong to one of the GPU's holders but not known which (a pid missing from
+    `attributions` has not been looked at: unknown too)."""
+    containers = sorted({(h.namespace, h.pod, h.container) for h in holders})
+    return tuple(p.pid for p in processes if _holder_of(attributions.get(p.pid), containers) is _UNKNOWN)
+
+
+_UNKNOWN = ("?", "?", "?")  # _holder_of's answer for "maybe a holder's, unknown which"
+
+
+def _holder_of(
+    found: Located | None, containers: Sequence[tuple[str, str, str]]
 ) -> tuple[str, str, str] | None:
-    if attribution is None:
+    """The holder container of one process, None when certainly none, `_UNKNOWN` when it cannot be told."""
+    if found is None or found is Unattributed.UNKNOWN:
+        return _UNKNOWN
+    if isinstance(found, Unattributed):
         return None
-    if attribution.container:
-        key = (attribution.namespace, attribution.pod, attribution.container)
-        return key if key in containers else None
-    of_pod = [c for c in containers if c[0] == attribution.namespace and c[1] == attribution.pod]
-    return of_pod[0] if len(of_pod) == 1 else None
+    of_pod = [c for c in containers if c[0] == found.namespace and c[1] == found.pod]
+    if not of_pod:
+        return None  # its pod holds no share of this GPU
+    if found.container:
+        key = (found.namespace, found.pod, found.container)
+        return key if key in of_pod else None  # another container of a holder pod: not a holder
+    return of_pod[0] if len(of_pod) == 1 else _UNKNOWN
+
+
+# --- device minors from the driver (GKE's device plugin names GPUs `nvidia<minor>`) ---
+def read_driver_minors(devices: Iterable[tuple[str, str]], proc_root: str | Path = DEFAULT_PROC_ROOT,
+                       ) -> dict[int, str]:
+    """Device minor -> GPU uuid, for `devices` given as (uuid, NVML PCI bus id), from the driver's
+    `<proc root>/driver/nvidia/gpus/<bus>/information` (`Device Minor:`, `Bus Location:`, `GPU UUID:`).
+
+    Matched by PCI bus location (the UUID line reads `??` on some drivers), else by UUID; {} without a driver.
+    """
+    by_bus = {_bus_key(bus): uuid for uuid, bus in devices if uuid and _bus_key(bus)}
+    uuids = {uuid for uuid, _ in devices if uuid}
+    found: dict[int, str] = {}
+    for info in sorted((Path(proc_root) / "driver" / "nvidia" / "gpus").glob("*/information")):
+        try:
+            text = info.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        fields = {key.strip(): value.strip() for key, _, value in
+                  (line.partition(":") for line in text.splitlines()) if value}
+        minor = fields.get("Device Minor", "")
+        if not minor.isdecimal():
+            continue
+        uuid = by_bus.get(_bus_key(fields.get("Bus Location", info.parent.name)))
+        if uuid is None and fields.get("GPU UUID") in uuids:
+            uuid = fields["GPU UUID"]
+        if uuid is not None:
+            found[int(minor)] = uuid
+    return found
+
+
+def _bus_key(bus_id: str) -> tuple[int, ...] | None:
+    """`00000000:18:00.0` (NVML) and `0000:18:00.0` (driver) as one key: (domain, bus, device, function)."""
+    match = _BUS_ID.match(bus_id.strip())
+    return None if match is None else tuple(int(part, 16) for part in match.groups())
+
+
+_BUS_ID = re.compile(r"^([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")

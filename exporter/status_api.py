@@ -7,7 +7,8 @@
 `handle(path, query, snapshot_provider, history)` returns `(status, body)`; the HTTP server only encodes
 the body (`encode()`) and writes it. Errors are `{"error": "<message>", "parameter": "<name>"?}`:
 an index that is not a plain decimal number (`abc`, `01`, `+1`) is 400 naming `index`; a query parameter
-the endpoint does not take is 400 naming it; NVML down is 503 with the reason. Numbers are rounded for
+the endpoint does not take is 400 naming it; NVML down is 503 with the reason; a method other than
+`ALLOWED_METHODS` is 405 (the server adds the `Allow` header from the same tuple). Numbers are rounded for
 people (percent and °C to 0.1, watts to 0.001, the score to 0.0001); /metrics keeps full precision.
 """
 
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
+from exporter.attribution import pod_ref
+from exporter.collector import exclusive_holder
 from exporter.health import HealthState, HealthThresholds, device_health
 from exporter.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
 from exporter.podresources.mapping import DeviceHolder
@@ -29,6 +32,7 @@ from exporter.podresources.mapping import DeviceHolder
 log = logging.getLogger(__name__)
 
 API_PREFIX = "/api/v1/"
+ALLOWED_METHODS: tuple[str, ...] = ("GET", "HEAD")
 DEFAULT_TREND_MINUTES = 5.0
 DEFAULT_MAX_TREND_MINUTES = 60.0
 _INDEX = re.compile(r"^(0|[1-9][0-9]{0,5})$")  # ASCII digits, no sign, no leading zero
@@ -129,8 +133,8 @@ def handle(
     parts = [p for p in path.split("/") if p]
     if parts[:3] != ["api", "v1", "gpus"] or len(parts) > 5 or (len(parts) == 5 and parts[4] != "trend"):
         return _error(404, f"no such resource: {path}")
-    if method not in ("GET", "HEAD"):
-        return _error(405, f"method {method} not allowed; use GET")
+    if method not in ALLOWED_METHODS:
+        return _error(405, f"method {method} not allowed; use {' or '.join(ALLOWED_METHODS)}")
     try:
         gpus = list(snapshot_provider())
     except Exception as e:  # the request handler must answer, not die
@@ -196,10 +200,16 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
             }
             for h in gpu.holders
         ],
-        "shared": len({(h.namespace, h.pod, h.container) for h in gpu.holders}) > 1,
+        "shared": is_shared(gpu.holders),
         "availability_score": _round(gpu.availability_score, 4),
         "xid_errors": {str(code): count for code, count in sorted(gpu.xid_errors.items())},
     }
+
+
+def is_shared(holders: Sequence[DeviceHolder]) -> bool:
+    """As gpu_allocation_info's `shared` label: held, but the device values are not one holder's alone
+    (several containers, or MIG slices, even a single one)."""
+    return bool(holders) and exclusive_holder([pod_ref(h) for h in holders]) is None
 
 
 def trend_json(gpu: GpuStatus, minutes: float, trend: Trend | None, now: float | None) -> dict[str, Any]:

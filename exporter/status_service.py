@@ -1,9 +1,10 @@
 """The JSON status API wired to the running exporter: GPU statuses from the latest sweep, history per sweep.
 
 `StatusService.handle(path, query, method)` answers /api/v1/... on the metrics HTTP server through the pure
-`status_api.handle`. `record` is a sweep hook (one history sample per NVML sweep, never per cached scrape),
-and `start()` runs a small thread asking the source for a snapshot every `sample_interval_seconds`, so the
-history has samples whether or not Prometheus scrapes (the sweep is shared with scrapes, not added to them).
+`status_api.handle`. `record` is a sweep hook (never called for a cached scrape), and `start()` runs a small
+thread asking the source for a snapshot every `sample_interval_seconds`, so the history has samples whether
+or not Prometheus scrapes (the sweep is shared with scrapes, not added to them). Scrapes and API calls
+sweep too; GpuHistory keeps at most one sample per interval of them, so the window it promises holds.
 `gpu_statuses` is also what `gpu-exporter status` prints.
 """
 
@@ -64,7 +65,7 @@ class StatusService:
         self._stop = self._loop.stopping
 
     def record(self, snapshot: NodeSnapshot) -> NodeSnapshot:
-        """Sweep hook: one history sample per GPU that answered."""
+        """Sweep hook: a history sample per GPU that answered (GpuHistory thins them to one per interval)."""
         for d in snapshot.devices:
             if d.up and d.uuid:
                 self.history.record(d.uuid, Sample(

@@ -8,8 +8,10 @@ The kubelet reports device ids exactly as the NVIDIA device plugin advertised th
   uuid, from NVML) the holder is filed under the parent GPU's uuid, keeping the MIG id in
   `DeviceHolder.device_id`; without one, or when the lookup does not know the id, it stays filed under the
   MIG uuid itself.
-- anything else (deviceIDStrategy index: `0`, `1`, `0:1`) is filed under the id as given; the caller may look
-  a GPU up by `str(index)` as a fallback.
+- GKE's device plugin: `nvidia<minor>` (a whole GPU, by its device minor), `nvidia<minor>/vgpu<n>` (replica n
+  of a time-shared GPU: the suffix is stripped like `::<n>`), `nvidia<minor>/gi<id>` (a MIG GPU instance);
+- anything else (deviceIDStrategy index: `0`, `1`, `0:1`, and the GKE ids) is filed under the id as given;
+  exporter/attribution.py's `by_uuid` maps index and minor ids to GPU uuids.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 DEFAULT_RESOURCE_NAMES: tuple[str, ...] = (GPU_RESOURCE, SHARED_GPU_RESOURCE)
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # MIG resources (`nvidia.com/mig-1g.10gb`, `...gb.shared`) always
 
-_REPLICA_SUFFIX = re.compile(r"::\d+$")
+_REPLICA_SUFFIX = re.compile(r"(?:::\d+|(?<=\S)/vgpu\d+)$")  # `GPU-<uuid>::3`, GKE `nvidia0/vgpu3`
 
 MigParentLookup = Callable[[str], "str | None"]
 
@@ -64,7 +66,7 @@ def is_gpu_resource(resource_name: str) -> bool:
 
 
 def normalize_device_id(device_id: str) -> str:
-    """Strip the time-slicing replica suffix: `GPU-abc::3` -> `GPU-abc`; other ids unchanged."""
+    """Strip the time-slicing replica suffix: `GPU-abc::3` -> `GPU-abc`, `nvidia0/vgpu3` -> `nvidia0`."""
     return _REPLICA_SUFFIX.sub("", device_id.strip())
 
 

@@ -73,9 +73,12 @@ def test_exporter_process_attributes_gpus_through_the_socket_flag(
     kubelet.set_pods(node_pods())
     base, proc = serve(processes, "--simulate-config", files["node"], "--config", files["config"],
                        "--pod-resources-socket", kubelet.socket_path, "--proc-root", proc_root)
-    wait_until(lambda: len(series(scrape(base), "gpu_pod_utilization_ratio")) == 4)
+    # four holders, each with memory; utilization at least for GPUs 0 and 1 (the MIG GPU 2 has it only
+    # where NVML reports utilization in MIG mode)
+    wait_until(lambda: len(series(scrape(base), "gpu_pod_memory_used_bytes")) == 4
+               and {"0", "1"} <= {s["gpu"] for s, _ in series(scrape(base), "gpu_pod_utilization_ratio")})
     text = scrape(base)
-    device = {labels["gpu"]: labels["pod"] for labels, _ in series(text, "gpu_utilization_ratio")}
+    device = {labels["gpu"]: labels["pod"] for labels, _ in series(text, "gpu_memory_used_bytes")}
     assert device == {"0": "trainer-0", "1": "", "2": "", "3": ""}
     assert len(series(text, "gpu_allocation_info")) == 4
     assert series(text, "gpu_exporter_pod_resources_up") == [({}, 1.0)]
@@ -129,6 +132,7 @@ def test_status_shows_state_score_and_holder_pods(kubelet: KubeletServer, files:
     gpus = document["gpus"]
     assert [len(g["holders"]) for g in gpus] == [1, 2, 1, 0]
     assert gpus[1]["shared"] is True and gpus[0]["shared"] is False
+    assert gpus[2]["shared"] is True and gpus[3]["shared"] is False  # one MIG holder: shared, as on /metrics
     assert all(g["state"] in ("optimal", "normal", "throttled", "critical") for g in gpus)
     assert all(0 <= g["availability_score"] <= 1 and g["speed_multiplier"] in (1.0, 0.8, 0.5, 0.0)
                for g in gpus)

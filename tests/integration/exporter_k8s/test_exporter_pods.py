@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +23,7 @@ from exporter.simconfig import parse_sim_config
 from exporter.simulated import SimulatedNvml
 from exporter.source import SourceSettings
 from tests.integration.exporter_k8s.conftest import (
+    GPU,
     MIG_RESOURCE,
     NODE_YAML,
     KubeletServer,
@@ -105,11 +107,13 @@ def start_node(proc_root: str) -> Iterator[Callable[..., Node]]:
 
 
 def attributed(node: Node) -> Callable[[], bool]:
-    """Ready: kubelet read, processes attributed, per-process utilization sampled for the shared GPU."""
+    """Ready: kubelet read, processes attributed (memory for every holder), per-process utilization sampled
+    for GPUs 0 and 1 (the MIG GPU 2 has it only where NVML reports utilization in MIG mode)."""
     def ready() -> bool:
         samples = node.scrape()
         return (value(samples, "gpu_exporter_pod_resources_up") == 1.0
-                and len(samples.get("gpu_pod_utilization_ratio", [])) == 4)
+                and {"0", "1"} <= set(by_gpu(samples, "gpu_pod_utilization_ratio"))
+                and len(samples.get("gpu_pod_memory_used_bytes", [])) == 4)
     return ready
 
 
@@ -138,12 +142,15 @@ def test_exclusive_shared_mig_and_free_gpus_are_labelled_without_double_counting
     ]
 
     # per holder: exclusive = the device value; shared = the processes' shares, never more than the device
-    for gpu in ("0", "1", "2"):
-        for name, device_name in (("gpu_pod_utilization_ratio", "gpu_utilization_ratio"),
-                                  ("gpu_pod_memory_used_bytes", "gpu_memory_used_bytes")):
-            holders = [v for labels, v in samples[name] if labels["gpu"] == gpu]
-            device = value(samples, device_name, gpu=gpu)
-            assert holders and sum(holders) <= device + 1e-9, (name, gpu, holders, device)
+    # (the MIG GPU 2: utilization only where NVML reports it in MIG mode, then under the device value too)
+    checks = [(gpu, "gpu_pod_memory_used_bytes", "gpu_memory_used_bytes") for gpu in ("0", "1", "2")]
+    checks += [(gpu, "gpu_pod_utilization_ratio", "gpu_utilization_ratio") for gpu in ("0", "1")]
+    if "2" in by_gpu(samples, "gpu_pod_utilization_ratio"):
+        checks.append(("2", "gpu_pod_utilization_ratio", "gpu_utilization_ratio"))
+    for gpu, name, device_name in checks:
+        holders = [v for labels, v in samples[name] if labels["gpu"] == gpu]
+        device = value(samples, device_name, gpu=gpu)
+        assert holders and sum(holders) <= device + 1e-9, (name, gpu, holders, device)
     assert value(samples, "gpu_pod_utilization_ratio", gpu="0", pod="trainer-0") == \
         value(samples, "gpu_utilization_ratio", gpu="0") == 0.5
     a = value(samples, "gpu_pod_utilization_ratio", gpu="1", pod="llm-a")
@@ -261,6 +268,7 @@ def test_json_status_api_over_real_http(kubelet: KubeletServer, start_node: Call
 
     status, one = get_json(api + "/2")
     assert status == 200 and one["holders"][0]["device_id"].startswith("MIG-")
+    assert one["shared"] is True  # one MIG holder: its slice is not the device (gpu_allocation_info agrees)
     assert one["holders"][0]["resource"] == MIG_RESOURCE
 
     status, error = get_json(api + "/9")
@@ -281,3 +289,67 @@ def test_json_status_api_over_real_http(kubelet: KubeletServer, start_node: Call
         assert status == 400 and error["parameter"] == "minutes" and fragment in error["error"], error
     status, body = http(node.base + "/api/v1/nothing")
     assert status == 404 and "error" in json.loads(body)
+
+
+def write_driver_minors(proc_root: str, minors: dict[int, int]) -> None:
+    """The driver's /proc/driver/nvidia/gpus/<bus>/information for the simulated GPUs: index -> minor."""
+    for index, minor in minors.items():
+        bus = f"0000:{0x18 + 0x10 * index:02x}:00.0"  # the simulated GPU's bus id, as the driver writes it
+        directory = os.path.join(proc_root, "driver", "nvidia", "gpus", bus)
+        os.makedirs(directory)
+        with open(os.path.join(directory, "information"), "w") as f:
+            f.write(f"Model: \t\t NVIDIA H100\nGPU UUID: \t ??\nBus Location: \t {bus}\n"
+                    f"Device Minor: \t {minor}\nGPU Excluded:\t No\n")
+
+
+def test_gke_device_ids_map_by_device_minor_and_an_unknown_id_is_logged_once(
+        kubelet: KubeletServer, start_node: Callable[..., Node], proc_root: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """GKE's device plugin names GPUs `nvidia<minor>` (`/vgpu<n>` for time-sharing): minors here run opposite
+    to the NVML index, so `nvidia3` is GPU 0 and `nvidia2/vgpu*` GPU 1."""
+    caplog.set_level(logging.WARNING, logger="exporter.attribution")
+    write_driver_minors(proc_root, {0: 3, 1: 2, 2: 1, 3: 0})
+    kubelet.set_pods([
+        ("ml", "trainer-0", [("main", [(GPU, ["nvidia3"])])]),
+        ("serve", "llm-a", [("server", [(GPU, ["nvidia2/vgpu0"])])]),
+        ("serve", "llm-b", [("server", [(GPU, ["nvidia2/vgpu1", "nvidia2/vgpu2"])])]),
+        ("infra", "ghost", [("main", [(GPU, ["nvidia9"])])]),  # no GPU has minor 9
+    ])
+    node = start_node(kubelet.socket_path)
+    wait_for(lambda: len(node.scrape().get("gpu_pod_utilization_ratio", [])) == 3)
+    sweeps = node.app.source.sweeps
+    wait_for(lambda: node.app.source.sweeps >= sweeps + 3)  # more sweeps: the id is still logged once
+    samples = node.scrape()
+    allocation = sorted((s["gpu"], s["pod"], s["shared"]) for s, _ in samples["gpu_allocation_info"])
+    assert allocation == [("0", "trainer-0", "false"), ("1", "llm-a", "true"), ("1", "llm-b", "true")]
+    assert value(samples, "gpu_up", gpu="0", pod="trainer-0") == 1.0
+    assert (value(samples, "gpu_pod_utilization_ratio", gpu="1", pod="llm-a"),
+            value(samples, "gpu_pod_utilization_ratio", gpu="1", pod="llm-b")) == pytest.approx((0.2, 0.4))
+    status, one = get_json(node.base + "/api/v1/gpus/0")
+    assert status == 200
+    assert [(h["pod"], h["device_id"]) for h in one["holders"]] == [("trainer-0", "nvidia3")]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "'nvidia9'" in warnings[0] and "infra/ghost" in warnings[0], warnings
+
+
+def test_shared_gpu_with_unreadable_environ_has_no_pod_series(
+        kubelet: KubeletServer, start_node: Callable[..., Node], proc_root: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Workloads running as another uid: the exporter (uid 0, no capabilities) cannot read their environ.
+    The time-sliced GPU 1 then has no gpu_pod_* series (never 0 for holders whose processes run), one
+    WARNING; the exclusive GPU 0 and the MIG holder of GPU 2 are still attributed."""
+    caplog.set_level(logging.WARNING, logger="exporter.attribution")
+    for pid in (201, 202):
+        os.unlink(os.path.join(proc_root, str(pid), "environ"))
+    kubelet.set_pods(node_pods())
+    node = start_node(kubelet.socket_path)
+    wait_for(lambda: {s["gpu"] for s, _ in node.scrape().get("gpu_pod_memory_used_bytes", [])} == {"0", "2"})
+    sweeps = node.app.source.sweeps
+    wait_for(lambda: node.app.source.sweeps >= sweeps + 3)
+    samples = node.scrape()
+    assert {s["gpu"] for s, _ in samples["gpu_pod_memory_used_bytes"]} == {"0", "2"}
+    held = sorted(s["pod"] for s, _ in samples["gpu_allocation_info"] if s["gpu"] == "1")
+    assert held == ["llm-a", "llm-b"]
+    assert {s["pid"]: s["pod"] for s, _ in samples["gpu_process_memory_used_bytes"]}["201"] == ""
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "GPU 1" in warnings[0] and "201, 202" in warnings[0], warnings

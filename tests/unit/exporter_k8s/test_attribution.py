@@ -3,6 +3,7 @@ which series carry which pod, per-holder values, and the scaling that keeps hold
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,11 +11,16 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution import KubeletAttribution
+from exporter.attribution import KubeletAttribution, by_uuid
 from exporter.collector import GpuCollector, PodRef, exclusive_holder
 from exporter.health_metrics import HealthMetrics
 from exporter.nvml import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
-from exporter.podresources import DeviceAllocation, PodResourcesCache, PodResourcesUnavailableError
+from exporter.podresources import (
+    DeviceAllocation,
+    PodResourcesCache,
+    PodResourcesUnavailableError,
+    build_holder_map,
+)
 from exporter.procfs import ProcessAttributor
 
 GPU = "nvidia.com/gpu"
@@ -183,3 +189,60 @@ def test_index_strategy_ids_are_filed_under_the_gpu_uuid(tmp_path: Path) -> None
     assert set(holders) == {"GPU-0", "GPU-1"}
     assert exclusive_holder(holders["GPU-1"]) == PodRef("ns", "a", "c", GPU, "1")
     assert exclusive_holder(holders["GPU-0"]) is None
+
+
+def write_proc_without_environ(root: Path, pid: int) -> None:
+    """A process of another uid: its cgroup is world-readable, its environ is not (no CAP_SYS_PTRACE)."""
+    write_proc(root, pid, "unreadable")
+    (root / str(pid) / "environ").unlink()
+
+
+def test_shared_gpu_whose_processes_cannot_be_attributed_has_no_pod_series_and_logs_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The audit case: 40 % and 50 % processes on a 90 % GPU shared by two pods, environ unreadable: the
+    holders used to read 0.0 and 0 bytes; now their gpu_pod_* series are left out, with one WARNING."""
+    write_proc_without_environ(tmp_path, 11)
+    write_proc_without_environ(tmp_path, 12)
+    write_proc(tmp_path, 21, "c")  # GPU 1: exclusive, still attributed
+    allocations = [DeviceAllocation("ns", "a", "c", GPU, "GPU-1::0"),
+                   DeviceAllocation("ns", "b", "c", GPU, "GPU-1::1"),
+                   DeviceAllocation("ns", "c", "c", GPU, "GPU-2")]
+    shared = device(0, "GPU-1", (ProcessSnapshot(11, 3 * GIB), ProcessSnapshot(12, 5 * GIB)),
+                    ((11, 0.4), (12, 0.5)), utilization=0.9)
+    snapshot = node(shared, device(1, "GPU-2", (ProcessSnapshot(21, GIB),)))
+    cache = PodResourcesCache(lambda: allocations)
+    cache.refresh()
+    kubelet = KubeletAttribution(cache, ProcessAttributor(tmp_path))
+    caplog.set_level(logging.WARNING, logger="exporter.attribution")
+    for _ in range(3):  # three sweeps, three scrapes
+        kubelet.observe(snapshot)
+        registry = CollectorRegistry()
+        registry.register(GpuCollector(Source(snapshot), "n1", kubelet, [kubelet]))
+        samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for family in text_string_to_metric_families(generate_latest(registry).decode()):
+            for sample in family.samples:
+                samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    for name in ("gpu_pod_utilization_ratio", "gpu_pod_memory_used_bytes"):
+        assert [(labels["gpu"], labels["pod"]) for labels, _ in samples[name]] == [("1", "c")], name
+    assert sorted(labels["pod"] for labels, _ in samples["gpu_allocation_info"]) == ["a", "b", "c"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "GPU 0" in warnings[0] and "11" in warnings[0] and "12" in warnings[0]
+
+
+@pytest.mark.parametrize(("device_id", "minor"), [
+    ("nvidia1", 1), ("nvidia1/vgpu3", 1), ("nvidia0/gi2", 0), ("nvidia0/gi2/vgpu1", 0), ("nvidia12", 12)])
+def test_gke_device_ids_are_filed_under_the_gpu_with_that_minor(device_id: str, minor: int) -> None:
+    minors = {0: "GPU-m0", 1: "GPU-m1", 12: "GPU-m12"}
+    raw = build_holder_map([DeviceAllocation("ns", "a", "c", GPU, device_id)])
+    held = by_uuid(raw, None, minors.get)
+    assert list(held) == [minors[minor]]
+    assert held[minors[minor]][0].device_id == device_id.split("/vgpu")[0]  # time-sharing suffix dropped
+
+
+def test_gke_time_sharing_replicas_of_one_container_are_one_holder() -> None:
+    raw = build_holder_map([DeviceAllocation("ns", "a", "c", GPU, "nvidia0/vgpu0"),
+                            DeviceAllocation("ns", "a", "c", GPU, "nvidia0/vgpu1"),
+                            DeviceAllocation("ns", "b", "c", GPU, "nvidia0/vgpu2")])
+    assert [(h.pod, h.device_id) for h in by_uuid(raw, None, {0: "GPU-0"}.get)["GPU-0"]] == [
+        ("a", "nvidia0"), ("b", "nvidia0")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -105,7 +106,7 @@ def test_empty_window() -> None:
 
 
 def test_bounded_by_count_and_retention() -> None:
-    history = GpuHistory(HistorySettings(max_samples=5, retention_seconds=100))
+    history = GpuHistory(HistorySettings(max_samples=5, retention_seconds=100, sample_interval_seconds=1))
     for second in range(10):
         history.record(U, sample(second))
     assert [s.timestamp - T0 for s in history.samples(U)] == [5, 6, 7, 8, 9]
@@ -201,3 +202,39 @@ def test_trend_sample_rules_are_configurable() -> None:
         TrendThresholds(min_samples=1)
     with pytest.raises(ValueError, match="min_window_coverage"):
         TrendThresholds(min_window_coverage=1.5)
+
+
+# --- one sample per sample interval, whatever triggers the sweeps ---
+def test_sweeps_every_second_still_keep_an_hour_in_720_samples() -> None:
+    """Scrapes and API calls trigger sweeps far more often than the 5 s sample interval: the history keeps
+    at most one sample per interval, so its 720 samples span the whole hour it promises."""
+    history = GpuHistory()  # 720 samples, 3600 s, one per 5 s
+    for second in range(7200):
+        assert history.record(U, sample(second, temp=50 + second / 3600))
+    kept = history.samples(U)
+    assert len(kept) == 720
+    assert kept[-1].timestamp == T0 + 7199  # the newest sweep is always the current value
+    assert kept[-1].timestamp - kept[0].timestamp >= 3590
+    gaps = [b.timestamp - a.timestamp for a, b in itertools.pairwise(kept)]
+    assert min(gaps) > 0 and max(gaps) <= 5
+    trend = history.trend(U, 60)
+    assert trend is not None and trend.samples >= 719
+    assert trend.window_start == kept[0].timestamp  # the oldest sample kept, not an hour it does not have
+
+
+def test_a_sweep_less_than_an_interval_after_the_last_kept_sample_replaces_the_newest() -> None:
+    history = GpuHistory(HistorySettings(sample_interval_seconds=5))
+    for offset, temp in ((0, 50.0), (1, 51.0), (4.5, 52.0), (5, 53.0), (9, 54.0), (9.5, 55.0), (10.5, 56.0)):
+        assert history.record(U, sample(offset, temp=temp))
+    assert [(s.timestamp - T0, s.temperature_celsius) for s in history.samples(U)] == [
+        (0, 50.0), (5, 53.0), (10.5, 56.0)]
+
+
+def test_window_start_is_the_oldest_sample_when_less_history_exists() -> None:
+    history = GpuHistory()
+    for second in range(0, 601, 5):  # ten minutes of history
+        history.record(U, sample(second))
+    trend = history.trend(U, 60, now=T0 + 600)
+    assert trend is not None and (trend.window_start, trend.window_end) == (T0, T0 + 600)
+    inside = history.trend(U, 5, now=T0 + 600)
+    assert inside is not None and inside.window_start == T0 + 300  # enough history: the nominal start

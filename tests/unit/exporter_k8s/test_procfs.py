@@ -14,10 +14,13 @@ from exporter.procfs import (
     PodUsage,
     ProcessAttribution,
     ProcessAttributor,
+    Unattributed,
     parse_cgroup,
     pod_usage,
     read_cgroup_identity,
+    read_driver_minors,
     read_hostname,
+    unattributed_pids,
 )
 
 UID = "3f1c2a4b-5d6e-4f70-8a9b-0c1d2e3f4a5b"
@@ -213,14 +216,16 @@ def test_pod_usage_exclusive_gpu_is_the_device_value() -> None:
 def test_pod_usage_shared_gpu_sums_each_containers_processes() -> None:
     holders = [holder("a", "p1"), holder("b", "p2"), holder("c", "idle")]
     processes = [Proc(1, 2 * GIB), Proc(2, 3 * GIB), Proc(3, 4 * GIB), Proc(4, 1 * GIB)]
-    attributions = attributed({1: ("a", "p1", "main"), 2: ("a", "p1", "main"), 3: ("b", "p2", ""), 4: None})
+    attributions: dict[int, ProcessAttribution | Unattributed | None] = {
+        **attributed({1: ("a", "p1", "main"), 2: ("a", "p1", "main"), 3: ("b", "p2", "")}),
+        4: Unattributed.NOT_IN_POD}
     usage = pod_usage(holders, processes, attributions, {1: 20.0, 2: 15.0, 3: 50.0, 4: 10.0}, 0.95, 10 * GIB)
     assert usage == (
         PodUsage("a", "p1", "main", 0.35, 5 * GIB, False),
         PodUsage("b", "p2", "main", 0.5, 4 * GIB, False),  # pod-only attribution, one container of it
         PodUsage("c", "idle", "main", 0.0, 0, False),
     )
-    # never more than the device: the unattributed pid 4 is in no pod
+    # never more than the device: pid 4 is in no pod
     assert sum(u.memory_used_bytes or 0 for u in usage) == 9 * GIB
 
 
@@ -238,3 +243,87 @@ def test_pod_usage_caps_at_one() -> None:
     both_p1 = attributed({1: ("a", "p1", "main"), 2: ("a", "p1", "main")})
     usage = pod_usage(holders, [Proc(1, 0), Proc(2, 0)], both_p1, {1: 80.0, 2: 70.0}, 1.0, 0)
     assert usage[0].utilization_ratio == 1.0
+
+
+# --- a HOSTNAME that names another pod is never guessed away; unattributable processes blank the GPU ---
+def test_hostname_naming_a_pod_that_does_not_hold_the_gpu_is_not_credited_to_the_single_holder(
+        proc: Path) -> None:
+    """pid 100 is `trainer-0` by its HOSTNAME; the GPU's only holder is another pod (a pod that reached the
+    GPU without requesting it, e.g. NVIDIA_VISIBLE_DEVICES=all): it must not be credited to the holder."""
+    attributor = ProcessAttributor(proc)
+    assert attributor.attribute(100, [holder("serve", "llm-1")]) is None
+    assert attributor.locate(100, [holder("serve", "llm-1")]) is Unattributed.OTHER_POD
+    # HOSTNAME matching a pod name in two namespaces: in a holder pod, but which one is unknown
+    same_name = [holder("a", "trainer-0"), holder("b", "trainer-0")]
+    assert attributor.locate(100, same_name) is Unattributed.UNKNOWN
+
+
+def test_single_holder_rule_applies_only_when_hostname_cannot_be_read(proc: Path) -> None:
+    make_proc(proc, 500, pod_cgroup(UID), hostname=None)
+    (proc / "500" / "environ").unlink()  # another uid's environ without CAP_SYS_PTRACE: unreadable
+    result = ProcessAttributor(proc).attribute(500, [holder("ml", "trainer-0")])
+    assert result is not None and result.method is AttributionMethod.SINGLE_HOLDER
+    assert ProcessAttributor(proc).locate(500, [holder("a", "x"), holder("b", "y")]) is Unattributed.UNKNOWN
+
+
+def test_locate_says_why_a_process_has_no_holder(proc: Path) -> None:
+    attributor = ProcessAttributor(proc)
+    assert attributor.locate(300, [holder("ml", "trainer-0")]) is Unattributed.NOT_IN_POD  # host process
+    assert attributor.locate(999, [holder("ml", "trainer-0")]) is Unattributed.GONE
+    assert attributor.locate(100, []) is Unattributed.OTHER_POD  # nobody holds this GPU
+    found = attributor.locate(100, [holder("ml", "trainer-0"), holder("b", "y")])
+    assert isinstance(found, ProcessAttribution) and found.pod == "trainer-0"
+
+
+def test_pod_usage_of_a_shared_gpu_with_unattributable_processes_is_unknown_not_zero() -> None:
+    """The audit case: processes at 40 % and 50 % on a 90 % GPU whose environ cannot be read: both holders
+    used to read 0.0 and 0 bytes. Unknown is left out (None), never a fabricated 0."""
+    holders = [holder("a", "p1"), holder("b", "p2")]
+    processes = [Proc(1, 3 * GIB), Proc(2, 5 * GIB)]
+    unknown = {1: Unattributed.UNKNOWN, 2: Unattributed.UNKNOWN}
+    usage = pod_usage(holders, processes, unknown, {1: 40.0, 2: 50.0}, 0.9, 8 * GIB)
+    assert [(u.pod, u.utilization_ratio, u.memory_used_bytes) for u in usage] == [
+        ("p1", None, None), ("p2", None, None)]
+    # one attributed, one unknown: p1's sum would be a lower bound and p2's 0 a guess: both unknown
+    half = {1: attributed({1: ("a", "p1", "main")})[1], 2: Unattributed.UNKNOWN}
+    assert all(u.utilization_ratio is None and u.memory_used_bytes is None
+               for u in pod_usage(holders, processes, half, {1: 40.0, 2: 50.0}, 0.9, 8 * GIB))
+    # a pid never looked at (missing from the mapping) is unknown too
+    assert pod_usage(holders, processes, {}, {1: 40.0, 2: 50.0}, 0.9, 8 * GIB)[0].memory_used_bytes is None
+    assert unattributed_pids(holders, processes, half) == (2,)
+
+
+def test_pod_usage_processes_known_to_be_no_holders_count_only_for_the_device() -> None:
+    holders = [holder("a", "p1"), holder("b", "p2")]
+    processes = [Proc(1, 3 * GIB), Proc(2, 5 * GIB), Proc(3, GIB), Proc(4, GIB)]
+    attributions: dict[int, ProcessAttribution | Unattributed | None] = {
+        1: attributed({1: ("a", "p1", "main")})[1], 2: Unattributed.NOT_IN_POD, 3: Unattributed.OTHER_POD,
+        4: Unattributed.GONE}
+    usage = pod_usage(holders, processes, attributions, {1: 40.0, 2: 50.0}, 0.9, 10 * GIB)
+    assert [(u.pod, u.utilization_ratio, u.memory_used_bytes) for u in usage] == [
+        ("p1", 0.4, 3 * GIB), ("p2", 0.0, 0)]
+    assert unattributed_pids(holders, processes, attributions) == ()
+    # a pod with two containers on the GPU and a process attributed to the pod only: which one is unknown
+    two = [holder("a", "p1", "main"), holder("a", "p1", "aux")]
+    pod_only = {1: ProcessAttribution("a", "p1", "", UID, CID, AttributionMethod.HOSTNAME)}
+    assert unattributed_pids(two, [Proc(1, GIB)], pod_only) == (1,)
+
+
+# --- /proc/driver/nvidia: the device minor of each GPU (GKE device-plugin ids are `nvidia<minor>`) ---
+def write_driver_info(root: Path, bus: str, minor: int | str, uuid: str | None = None) -> None:
+    directory = root / "driver" / "nvidia" / "gpus" / bus
+    directory.mkdir(parents=True)
+    lines = ["Model: \t\t NVIDIA L4", "IRQ:   \t\t 150", f"GPU UUID: \t {uuid or '??'}", "Bus Type: \t PCIe",
+             f"Bus Location: \t {bus}", f"Device Minor: \t {minor}", "GPU Excluded:\t No"]
+    (directory / "information").write_text("\n".join(lines) + "\n")
+
+
+def test_driver_minors_match_nvml_by_bus_location_or_uuid(tmp_path: Path) -> None:
+    # minors in reverse PCI order: minor 0 is NVML's GPU 1, so the minor is not the index
+    write_driver_info(tmp_path, "0000:18:00.0", 1)
+    write_driver_info(tmp_path, "0000:28:00.0", 0)
+    write_driver_info(tmp_path, "0000:38:00.0", 2, uuid="GPU-c")  # bus unknown to NVML, uuid known
+    write_driver_info(tmp_path, "0000:48:00.0", "??")  # unreadable minor: skipped
+    devices = [("GPU-a", "00000000:18:00.0"), ("GPU-b", "00000000:28:00.0"), ("GPU-c", "")]
+    assert read_driver_minors(devices, tmp_path) == {1: "GPU-a", 0: "GPU-b", 2: "GPU-c"}
+    assert read_driver_minors(devices, tmp_path / "nothing") == {}

@@ -10,7 +10,15 @@ import pytest
 from exporter.health import HealthState
 from exporter.history import GpuHistory, Sample
 from exporter.podresources import DeviceHolder
-from exporter.status_api import GpuStatus, build_gpu_status, encode, gpu_json, handle, is_api_path
+from exporter.status_api import (
+    ALLOWED_METHODS,
+    GpuStatus,
+    build_gpu_status,
+    encode,
+    gpu_json,
+    handle,
+    is_api_path,
+)
 
 GIB = 1024**3
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -217,3 +225,26 @@ def test_encode_turns_non_finite_into_null() -> None:
 
 def test_is_api_path() -> None:
     assert is_api_path("/api/v1/gpus?x=1") and not is_api_path("/metrics")
+
+
+@pytest.mark.parametrize(("holders", "shared"), [
+    ((), False),
+    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "GPU-a"),), False),
+    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "GPU-a"),) * 2, False),  # two replicas of one container
+    ((DeviceHolder("a", "p1", "c", "nvidia.com/mig-1g.10gb", "MIG-1"),), True),  # a slice is not the GPU
+    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "0:1"),), False),
+    ((DeviceHolder("a", "p1", "c", "nvidia.com/mig-1g.10gb", "0:1"),), True),
+], ids=["free", "one", "one-container-two-replicas", "one-mig-holder", "index-id", "index-mig"])
+def test_shared_means_what_gpu_allocation_info_means(holders: tuple[DeviceHolder, ...], shared: bool) -> None:
+    """`shared` is true when the device values are not one holder's alone, as gpu_allocation_info's label:
+    a single MIG holder is shared (its slice is not the device)."""
+    gpu = build_gpu_status(index=0, uuid="GPU-a", name="x", up=True, temperature_celsius=50.0,
+                           utilization_ratio=0.1, memory_used_bytes=GIB, memory_free_bytes=GIB,
+                           memory_total_bytes=2 * GIB, power_watts=None, holders=holders)
+    assert gpu_json(gpu)["shared"] is shared
+
+
+def test_method_not_allowed_names_the_allowed_methods() -> None:
+    status, body = call("/api/v1/gpus/0", method="POST")
+    assert status == 405 and "GET" in body["error"] and "HEAD" in body["error"]
+    assert ALLOWED_METHODS == ("GET", "HEAD")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from exporter.history import GpuHistory, HistorySettings
 from exporter.nvml import DeviceSnapshot, NodeSnapshot
 from exporter.podresources import DeviceHolder
@@ -79,3 +81,26 @@ def test_gpu_list_while_nvml_is_down_is_503_with_the_reason() -> None:
     for path in ("/api/v1/gpus", "/api/v1/gpus/0"):
         status, body = service.handle(path, "")
         assert status == 503 and "NVMLError_LibraryNotFound" in body["error"], (path, body)
+
+
+def test_api_calls_every_second_do_not_shrink_the_hour_of_history() -> None:
+    """Every API call and scrape triggers a sweep (here: one per second for 80 minutes, on an injected
+    clock); the history still covers the hour the trend endpoint accepts, and a window longer than the
+    history kept starts at its oldest sample, not at now - 60 min."""
+    source = Source()
+    now = [0.0]
+    service = StatusService(source, GpuHistory(), clock=lambda: now[0])
+    for second in range(600):  # ten minutes first
+        now[0] = float(second)
+        source.current = service.record(sweep(now[0], 50.0))
+    _, short = service.handle("/api/v1/gpus/0/trend", "minutes=60")
+    assert short["window"] == {"start": 0.0, "end": 599.0}  # only ten minutes exist
+    for second in range(600, 4800):
+        now[0] = float(second)
+        source.current = service.record(sweep(now[0], 50.0 + second / 600))
+        service.handle("/api/v1/gpus/0", "")
+    _, trend = service.handle("/api/v1/gpus/0/trend", "minutes=60")
+    assert 719 <= trend["samples"] <= 720
+    assert 4799 - 3600 <= trend["window"]["start"] <= 4799 - 3590 and trend["window"]["end"] == 4799
+    assert trend["temperature_celsius"]["slope_per_minute"] == pytest.approx(0.1)
+    assert trend["trend"] == "stable"  # 0.1 °C/min is under the 0.5 °C/min threshold
