@@ -22,14 +22,13 @@ from exporter.config import ExporterConfig, load_config
 from exporter.errors import ConfigError, ExporterError
 from exporter.nvml import real_nvml
 from exporter.procfs import DEFAULT_PROC_ROOT
-from exporter.simconfig import default_config, load_sim_config
+from exporter.simconfig import MAX_SIMULATED_GPUS, default_config, load_sim_config
 from exporter.simulated import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
 
 PROG = "gpu-exporter"
 EXIT_USAGE = 2
-MAX_SIMULATED_GPUS = 64
 
 log = logging.getLogger(__name__)
 

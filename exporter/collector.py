@@ -124,6 +124,17 @@ _SIMPLE: tuple[tuple[m.MetricSpec, str], ...] = (
 )
 
 
+def process_memory_by_pid(device: DeviceSnapshot) -> dict[int, int]:
+    """Used memory per PID, in NVML's order. NVML lists a process once per MIG instance it runs on, and the
+    series has no instance label: the entries are summed so a PID is one series per GPU. A PID whose memory
+    NVML cannot tell (None on every entry) is left out."""
+    found: dict[int, int] = {}
+    for process in device.processes or ():
+        if process.used_memory_bytes is not None:
+            found[process.pid] = found.get(process.pid, 0) + process.used_memory_bytes
+    return found
+
+
 def new_family(spec: m.MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
     """An empty family for `spec` with its label names declared once."""
     if spec.kind == "counter":
@@ -187,14 +198,10 @@ class GpuCollector:
 
     def _processes(self, device: DeviceSnapshot, labels: list[str],
                    family: GaugeMetricFamily | CounterMetricFamily) -> None:
-        if not device.processes:
-            return
-        for process in device.processes:
-            if process.used_memory_bytes is None:
-                continue
-            pod = self._attribution.pod_of_pid(process.pid)
+        for pid, used in process_memory_by_pid(device).items():
+            pod = self._attribution.pod_of_pid(pid)
             values = labels[:4] + ([pod.namespace, pod.pod, pod.container] if pod else ["", "", ""])
-            family.add_metric([*values, str(process.pid)], float(process.used_memory_bytes))
+            family.add_metric([*values, str(pid)], float(used))
 
     @staticmethod
     def _exporter_families(snapshot: NodeSnapshot) -> Iterator[Metric]:

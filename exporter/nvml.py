@@ -30,6 +30,7 @@ from exporter.nvml_calls import (
     clocks_event_reasons,
     format_cuda_version,
     mhz,
+    performance_state,
     text,
 )
 from exporter.snapshots import (
@@ -208,7 +209,7 @@ class NvmlAdapter:
             sm_clock_max_hertz=s.sm_clock_max_hertz,
             memory_clock_max_hertz=s.memory_clock_max_hertz,
             fan_speed_ratio=None if fan is None else fan / 100.0,
-            performance_state=opt(index, "nvmlDeviceGetPerformanceState", h),
+            performance_state=performance_state(opt(index, "nvmlDeviceGetPerformanceState", h)),
             clocks_event_reasons=None if reasons is None else tuple(
                 (label, bool(int(reasons) & bit)) for label, bit in self._reasons),
             ecc_corrected=opt(index, "nvmlDeviceGetTotalEccErrors", h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,

@@ -36,6 +36,8 @@ PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComput
 CLOCKS_EVENT_CALLS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 CUDA_VERSION_CALLS = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
 
+MAX_PSTATE = 15  # NVML_PSTATE_15; NVML_PSTATE_UNKNOWN is 32
+
 # Errors after which the whole library must be re-initialised, not just one GPU marked down.
 LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLError_LibraryNotFound",
                 "NVMLError_LibRmVersionMismatch")
@@ -75,6 +77,15 @@ def format_cuda_version(value: int) -> str:
 
 def mhz(value: Any) -> float | None:
     return None if value is None else float(value) * 1e6
+
+
+def performance_state(value: Any) -> int | None:
+    """P0..P15 as NVML numbers them; NVML_PSTATE_UNKNOWN (32) or anything else outside 0..15 is None (left
+    out), since gpu_performance_state promises 0..15."""
+    if value is None:
+        return None
+    state = int(value)
+    return state if 0 <= state <= MAX_PSTATE else None
 
 
 class NvmlCalls:

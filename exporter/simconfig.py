@@ -19,6 +19,7 @@ from exporter.errors import ConfigError
 
 GIB = 1024**3
 MIB = 1024**2
+MAX_SIMULATED_GPUS = 64  # per node: `--simulate N` and a --simulate-config file alike
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,16 @@ MODELS: dict[str, GpuModel] = {m.key: m for m in (
 )}
 
 PATTERNS = ("constant", "sine", "square", "ramp")
-FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "xid", "nvml_unavailable", "overheat")
+FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "error", "xid", "nvml_unavailable",
+               "overheat")
+CALL_FAULT_TYPES = ("not_supported", "function_not_found", "error")  # faults that name NVML calls
 MIN_OVERHEAT_CELSIUS, MAX_OVERHEAT_CELSIUS = 30.0, 120.0
 NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMismatch")
+# pynvml's NVMLError_<name> an `error` fault raises from the calls it names (the library-wide ones are the
+# nvml_unavailable fault's): NotSupported / NoPermission leave a field out, the others mark the GPU down.
+ERROR_FAULT_ERRORS = ("Unknown", "NoPermission", "NotSupported", "GpuIsLost", "ResetRequired",
+                      "InsufficientPower", "IrqIssue", "CorruptedInforom", "OperatingSystem", "Memory",
+                      "NoData", "NotReady", "Timeout")
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,7 @@ class Fault:
     until: float | None = None
     calls: tuple[str, ...] = ()
     code: int = 0
-    error: str = "LibraryNotFound"
+    error: str = "LibraryNotFound"  # NVMLError_<error>: for nvml_unavailable and error faults
     celsius: float = 0.0  # overheat: the temperature the GPU heats up to (with the usual thermal lag)
 
     def active(self, t: float) -> bool:
@@ -128,7 +136,7 @@ class SimConfig:
 
 def default_config(count: int, seed: int = 1) -> SimConfig:
     """N H100-class GPUs, each with one inference process and its own phase of a slow sine load."""
-    if count < 0:
+    if count < 0:  # the CLI caps N at MAX_SIMULATED_GPUS; the demo sizes its nodes from the rule itself
         raise ConfigError(f"--simulate: expected a GPU count >= 0 (got {count})")
     gpus = tuple(
         SimGpuSpec(MODELS["H100"], LoadPattern(kind="sine", base=0.55, amplitude=0.3, period_seconds=300.0,
@@ -140,9 +148,15 @@ def default_config(count: int, seed: int = 1) -> SimConfig:
 
 def load_sim_config(path: str | Path) -> SimConfig:
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # YAML is UTF-8; say where the bad byte is instead of a traceback
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                          f"{exc.start}); save the file as UTF-8") from exc
     return parse_sim_config(text, str(path))
 
 
@@ -178,6 +192,8 @@ class _Parser:
             raw_gpus = []
         for i, group in enumerate(raw_gpus):
             gpus.extend(self.group(group, f"gpus[{i}]", len(gpus)))
+        if len(gpus) > MAX_SIMULATED_GPUS:
+            self.fail("gpus", f"expected at most {MAX_SIMULATED_GPUS} GPUs in all (got {len(gpus)})")
         raw_faults = data.get("faults", []) or []
         faults: list[Fault] = []
         if not isinstance(raw_faults, list):
@@ -202,7 +218,8 @@ class _Parser:
         model = MODELS.get(str(model_key))
         if model is None:
             self.fail(f"{field}.model", f"expected one of {', '.join(MODELS)} (got {model_key!r})")
-        count = int(self.number(raw, "count", f"{field}.count", 1, integer=True, minimum=1))
+        count = int(self.number(raw, "count", f"{field}.count", 1, integer=True, minimum=1,
+                                maximum=MAX_SIMULATED_GPUS))
         load = self.load(raw.get("load"), f"{field}.load")
         processes = self.processes(raw.get("processes"), f"{field}.processes")
         mig = int(self.number(raw, "mig", f"{field}.mig", 0, integer=True, minimum=0, maximum=7))
@@ -240,6 +257,7 @@ class _Parser:
             self.fail(field, f"expected a list of {{pid, memory_gib}} (got {_kind(raw)})")
             return ()
         result = []
+        seen: dict[int, str] = {}  # pid -> where it was first listed
         for i, item in enumerate(raw):
             where = f"{field}[{i}]"
             if not isinstance(item, Mapping):
@@ -251,6 +269,13 @@ class _Parser:
             pid = self.number(item, "pid", f"{where}.pid", 1, integer=True, minimum=1)
             gib = self.number(item, "memory_gib", f"{where}.memory_gib", 1.0, minimum=0)
             share = self.number(item, "sm_share", f"{where}.sm_share", 1.0, minimum=0)
+            valid = pid == item.get("pid") and not isinstance(item.get("pid"), bool)  # else reported above
+            if valid and int(pid) in seen:
+                self.fail(f"{where}.pid", f"pid {pid} is already listed at {seen[int(pid)]} (one entry per "
+                                          f"process and GPU)")
+                continue
+            if valid:
+                seen[int(pid)] = where
             result.append(ProcessSpec(int(pid), int(gib * GIB), float(share)))
         return tuple(result)
 
@@ -269,7 +294,7 @@ class _Parser:
         if until is not None and until <= at:
             self.fail(f"{field}.until", f"expected a time after 'at' ({at}) (got {until})")
         calls: tuple[str, ...] = ()
-        if kind in ("not_supported", "function_not_found"):
+        if kind in CALL_FAULT_TYPES:
             raw_calls = raw.get("calls")
             if not isinstance(raw_calls, list) or not raw_calls or not all(
                     isinstance(c, str) and c.startswith("nvml") for c in raw_calls):
@@ -282,13 +307,24 @@ class _Parser:
             if "code" not in raw:
                 self.fail(f"{field}.code", "required for an xid fault (the XID number, e.g. 79)")
             code = int(self.number(raw, "code", f"{field}.code", 0, integer=True, minimum=1))
-        error = str(raw.get("error", "LibraryNotFound"))
-        if kind == "nvml_unavailable" and error not in NVML_UNAVAILABLE_ERRORS:
-            choices = ", ".join(NVML_UNAVAILABLE_ERRORS)
-            self.fail(f"{field}.error", f"expected one of {choices} (got {error!r})")
+        error = self.error_name(raw, str(kind), f"{field}.error")
         celsius = self.overheat_celsius(raw, str(kind), f"{field}.celsius")
         return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error,
                      celsius)
+
+    def error_name(self, raw: Mapping[str, Any], kind: str, field: str) -> str:
+        """The pynvml error (NVMLError_<name>) an nvml_unavailable or error fault raises."""
+        if kind not in ("nvml_unavailable", "error"):
+            if "error" in raw:
+                self.fail(field, f"only for an error or nvml_unavailable fault (this fault is {kind})")
+            return "LibraryNotFound"
+        error = raw.get("error", "LibraryNotFound" if kind == "nvml_unavailable" else "Unknown")
+        choices = NVML_UNAVAILABLE_ERRORS if kind == "nvml_unavailable" else ERROR_FAULT_ERRORS
+        if error not in choices:
+            library_wide = error in NVML_UNAVAILABLE_ERRORS
+            hint = " (a library-wide error is the nvml_unavailable fault)" if library_wide else ""
+            self.fail(field, f"expected one of {', '.join(choices)} (got {error!r}){hint}")
+        return str(error)
 
     def overheat_celsius(self, raw: Mapping[str, Any], kind: str, field: str) -> float:
         if kind != "overheat":

@@ -141,10 +141,11 @@ class SimulatedNvml(MigSurface):
             if self._gpus[index].lost or any(f.type == "gpu_lost" and f.active(t) and f.applies_to(index)
                                              for f in self.config.faults):
                 raise self.NVMLError_GpuIsLost()
-            for fault in self.config.faults:
-                if fault.type == "not_supported" and call in fault.calls and fault.applies_to(index) \
-                        and fault.active(t):
-                    raise self.NVMLError_NotSupported()
+        for fault in self.config.faults:  # an error fault also fails calls not about one GPU (gpu: all)
+            if fault.type in ("not_supported", "error") and call in fault.calls and fault.active(t) \
+                    and fault.applies_to(index) and (index is not None or fault.type == "error"):
+                error = fault.error if fault.type == "error" else "NotSupported"
+                raise getattr(self, f"NVMLError_{error}")()
         return t
 
     def _gpu(self, call: str, handle: SimHandle) -> tuple[SimGpu, float]:

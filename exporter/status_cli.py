@@ -7,9 +7,10 @@ JSON say `pod-resources unavailable` with the reason, and the holder columns sta
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from exporter.attribution import by_uuid
@@ -20,10 +21,13 @@ from exporter.nvml import NodeSnapshot, NvmlAdapter
 from exporter.podresources.client import PodResourcesClient, PodResourcesUnavailableError
 from exporter.podresources.mapping import DeviceHolder, build_holder_map
 from exporter.snapshots import throttle_reasons
+from exporter.source import mean_by_pid
 from exporter.status_api import GpuStatus, gpu_json
 from exporter.status_service import gpu_statuses
 
 Holders = Mapping[str, tuple[DeviceHolder, ...]]
+
+log = logging.getLogger(__name__)
 
 
 def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog: str) -> int:
@@ -31,6 +35,8 @@ def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog
     try:
         adapter.init()
         snapshot = adapter.read()
+        if as_json:  # the table shows neither, so only the JSON pays for the ~40 ms per GPU
+            snapshot = with_background_samples(adapter, snapshot, nvml.NVMLError)
         holders, pods_error = read_holders(config, adapter)
     except NvmlUnavailableError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -42,6 +48,26 @@ def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog
     else:
         print(status_table(snapshot, node, holders, pods_error, config.health))
     return 0
+
+
+def with_background_samples(adapter: NvmlAdapter, snapshot: NodeSnapshot,
+                            nvml_error: type[Exception]) -> NodeSnapshot:
+    """The sweep plus what the running exporter samples off the scrape path (PCIe throughput, per-process SM
+    utilization), read once here for every GPU that is up. A GPU failing these calls keeps them None."""
+    devices = []
+    for device in snapshot.devices:
+        if device.up:
+            try:
+                tx, rx = adapter.read_pcie(device.index)
+                samples = adapter.process_utilization(device.index)
+            except nvml_error as exc:  # lost since the sweep: the sweep's answer stands
+                log.debug("GPU %d: background samples failed: %s", device.index, exc)
+            else:
+                device = replace(
+                    device, pcie_tx_bytes_per_second=tx, pcie_rx_bytes_per_second=rx,
+                    process_sm_utilization=None if samples is None else mean_by_pid(samples))
+        devices.append(device)
+    return replace(snapshot, devices=tuple(devices))
 
 
 def read_holders(config: ExporterConfig, adapter: NvmlAdapter) -> tuple[Holders, str | None]:
@@ -112,7 +138,7 @@ def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = No
             _fmt(d.sm_clock_hertz, "{:.0f} MHz", 1e-6),
             _fmt(d.performance_state, "P{:.0f}"),
             ",".join(active) or ("-" if d.clocks_event_reasons is None else "none"),
-            "-" if d.processes is None else str(len(d.processes)),
+            "-" if d.processes is None else str(len({p.pid for p in d.processes})),  # a PID once per GPU
             _fmt(status.availability_score, "{:.2f}"),
             _pods(status),
         ))

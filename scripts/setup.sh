@@ -4,20 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_apt=()
-command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
-command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
-command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
-if [ ${#need_apt[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ]; then
-        echo "setup: installing Debian packages: ${need_apt[*]}" >&2
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-    else
-        echo "setup: missing ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2
-    fi
-fi
-
 python=${PYTHON:-}
 if [ -z "$python" ]; then
     for candidate in python3.11 python3.12 python3.13 python3; do
@@ -34,10 +20,58 @@ if [ -z "$python" ]; then
 fi
 
 venv=.venv
+# A venv is usable when its python runs pip. Debian's python3 comes without ensurepip (package python3-venv):
+# `python3 -m venv` then fails but leaves $venv/bin/python behind, so bin/python alone proves nothing.
+venv_works() { "$venv/bin/python" -m pip --version >/dev/null 2>&1; }
+
+# The Debian package that brings ensurepip for $python: python3-venv for Debian's own python3, else
+# python3.X-venv.
+venv_package() {
+    local version default
+    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    default=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
+    if [ "$version" = "$default" ]; then echo python3-venv; else echo "python$version-venv"; fi
+}
+
+need_apt=()
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
+if ! venv_works && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
+    package=$(venv_package)
+    if [ "$(id -u)" != 0 ]; then
+        echo "setup: $python cannot create the virtualenv $venv (no ensurepip); run as root or:" \
+             "sudo apt-get install $package" >&2
+        exit 2
+    fi
+    need_apt+=("$package")
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "setup: installing Debian packages: ${need_apt[*]}" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    else
+        echo "setup: missing ${need_apt[*]}; run as root or: sudo apt-get install ${need_apt[*]}" >&2
+    fi
+fi
+
+if ! venv_works; then
+    # Create it, or complete one a failed run left without pip: `venv` over an existing directory adds what
+    # is missing and deletes nothing. Its packages are then installed again.
+    echo "setup: creating the virtualenv $venv with $python" >&2
+    "$python" -m venv "$venv"
+    rm -f "$venv"/.installed-*
+    if ! venv_works; then
+        echo "setup: $venv/bin/python cannot run pip even after '$python -m venv $venv'; remove $venv and" \
+             "run this again" >&2
+        exit 2
+    fi
+fi
+
 stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing gpu-autoscaler[test,demo] into $venv" >&2
-    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip
     "$venv/bin/python" -m pip install -q -e ".[test,demo]"
     touch "$stamp"

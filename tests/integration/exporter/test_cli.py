@@ -86,6 +86,16 @@ def test_bad_yaml_names_the_file_and_field(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "absent.yaml: cannot read" in missing.stderr
 
 
+def test_non_utf8_config_is_one_line_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "fleet.yaml"
+    config.write_bytes(b"gpus:\n  - {model: H100}\xff\n")
+    for args in (["--simulate-config", str(config)], ["status", "--simulate-config", str(config)]):
+        result = run(*args)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith(f"gpu-exporter: error: {config}: line 2: not UTF-8 text")
+        assert "Traceback" not in result.stderr
+
+
 def test_port_in_use_one_line_exit_2() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -124,7 +134,10 @@ def test_status_json_with_a_lost_gpu(tmp_path: Path) -> None:
     first, second = document["gpus"]
     assert first["name"] == "NVIDIA L4" and first["up"] is True and 0 <= first["utilization"] <= 1
     assert isinstance(first["clocks_event_reasons"], list) and first["fan_speed_ratio"] is None
+    assert first["pcie_tx_bytes_per_second"] > 0 and first["pcie_rx_bytes_per_second"] > 0
+    assert first["process_sm_utilization"] == []  # supported, and no process runs on it
     assert second["up"] is False and "GpuIsLost" in second["error"]
+    assert second["pcie_tx_bytes_per_second"] is None and second["process_sm_utilization"] is None
 
 
 def test_status_without_a_driver_exits_1_with_one_line() -> None:

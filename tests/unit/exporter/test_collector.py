@@ -95,6 +95,16 @@ def test_values_types_and_label_values() -> None:
     assert samples["gpu_exporter_scrape_duration_seconds"] == [({}, 0.004)]
 
 
+def test_a_pid_listed_twice_is_one_series_with_its_memory_summed() -> None:
+    """Real NVML lists a process once per MIG instance it uses: one series per (GPU, pid), never two."""
+    listed = (ProcessSnapshot(41, 7), ProcessSnapshot(43, 5), ProcessSnapshot(41, 3),
+              ProcessSnapshot(43, None), ProcessSnapshot(44, None))
+    samples = scrape(GpuCollector(FixedSource(node(device(0, processes=listed), device(1))), "n"))
+    series = [(labels["gpu"], labels["pid"], value)
+              for labels, value in samples["gpu_process_memory_used_bytes"]]
+    assert series == [("0", "41", 10.0), ("0", "43", 5.0), ("1", "41", 7.0)]
+
+
 def test_unsupported_fields_are_left_out_not_zero() -> None:
     samples = scrape(GpuCollector(FixedSource(node(device(0, temperature_celsius=None, fan_speed_ratio=None,
                                                              clocks_event_reasons=None, processes=None),

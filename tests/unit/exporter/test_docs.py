@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from exporter import metrics as m
+from exporter.simconfig import FAULT_TYPES, parse_sim_config
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -25,3 +26,12 @@ def test_metrics_reference_lists_every_metric_with_its_type_and_help() -> None:
         assert kind == spec.kind and help_text == spec.help
         for label in spec.extra_labels:
             assert label in labels
+
+
+def test_the_simulate_config_example_is_a_valid_file() -> None:
+    text = README.read_text()
+    start = text.index("### The simulated backend and `--simulate-config`")
+    example = re.search(r"```yaml\n(.*?)```", text[start:], re.S)
+    assert example is not None
+    config = parse_sim_config(example.group(1), "README.md")
+    assert {fault.type for fault in config.faults} == set(FAULT_TYPES)  # every fault type is shown

@@ -8,18 +8,21 @@ from typing import Any
 
 import pynvml
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter.nvml import NvmlAdapter
+from exporter.collector import GpuCollector
+from exporter.nvml import NodeSnapshot, NvmlAdapter
 
 
 class RawNvml:
     """pynvml's errors and constants, and the calls the adapter needs answering like a real one GPU node."""
 
-    def __init__(self, reasons: int = 0x4 | 0x1) -> None:
+    def __init__(self, reasons: int = 0x4 | 0x1, pstate: int = 2) -> None:
         for name in dir(pynvml):
             if name.startswith(("NVMLError", "NVML_", "nvmlClocks", "NVMLLibrary")):
                 setattr(self, name, getattr(pynvml, name))
         self.reasons = reasons
+        self.pstate = pstate
         self.inits = 0
         self.event_reason_calls = 0
 
@@ -83,6 +86,9 @@ class RawNvml:
     def nvmlDeviceGetDecoderUtilization(self, handle: object) -> list[int]:
         return [3, 167000]
 
+    def nvmlDeviceGetPerformanceState(self, handle: object) -> int:
+        return self.pstate  # 0..15, or NVML_PSTATE_UNKNOWN (32)
+
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: object) -> int:
         self.event_reason_calls += 1
         return self.reasons
@@ -105,6 +111,28 @@ def test_raw_nvml_units_become_si_units() -> None:
     assert adapter.cuda_version == "12.4" and adapter.driver_version == "550.54.15"
     active = [label for label, on in device.clocks_event_reasons or () if on]
     assert active == ["gpu_idle", "sw_power_cap"]
+
+
+def test_unknown_performance_state_is_left_out_not_exported_as_32() -> None:
+    known = NvmlAdapter(RawNvml(pstate=2))
+    known.init()
+    assert known.read().devices[0].performance_state == 2
+    unknown = NvmlAdapter(RawNvml(pstate=pynvml.NVML_PSTATE_UNKNOWN))
+    unknown.init()
+    snapshot = unknown.read()
+    assert snapshot.devices[0].up and snapshot.devices[0].performance_state is None
+    registry = CollectorRegistry()
+    registry.register(GpuCollector(FixedSnapshot(snapshot), "n"))
+    text = generate_latest(registry).decode()
+    assert "gpu_up{" in text and "gpu_performance_state" not in text
+
+
+class FixedSnapshot:
+    def __init__(self, snapshot: NodeSnapshot) -> None:
+        self.value = snapshot
+
+    def snapshot(self) -> NodeSnapshot:
+        return self.value
 
 
 def test_reason_bits_come_from_the_nvml_module_constants() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from exporter.errors import ConfigError
-from exporter.simconfig import GIB, default_config, load_sim_config, parse_sim_config
+from exporter.simconfig import GIB, MAX_SIMULATED_GPUS, default_config, load_sim_config, parse_sim_config
 
 FULL = """
 seed: 7
@@ -58,9 +58,13 @@ def test_full_file() -> None:
     ("gpus: [{model: H100, count: 0}]", "gpus[0].count", ">= 1"),
     ("gpus: [{model: H100, count: two}]", "gpus[0].count", "an integer"),
     ("gpus: [{model: H100, colour: red}]", "gpus[0].colour", "unknown field"),
+    ("gpus: [{model: H100, count: 100000}]", "gpus[0].count", "<= 64"),
+    ("gpus: [{count: 40}, {count: 20}, {count: 5}]", "gpus", "at most 64 GPUs in all (got 65)"),
     ("gpus: [{load: {pattern: zigzag}}]", "gpus[0].load.pattern", "expected one of constant"),
     ("gpus: [{load: {pattern: constant, value: 1.5}}]", "gpus[0].load.value", "<= 1"),
     ("gpus: [{processes: [{memory_gib: 3}]}]", "gpus[0].processes[0].pid", "required"),
+    ("gpus: [{processes: [{pid: 7}, {pid: 8}, {pid: 7}]}]", "gpus[0].processes[2].pid",
+     "pid 7 is already listed at gpus[0].processes[0]"),
     ("gpus: [{}]\nfaults: [{type: meteor}]", "faults[0].type", "expected one of gpu_lost"),
     ("gpus: [{}]\nfaults: [{type: gpu_lost, gpu: 3}]", "faults[0].gpu", "GPU index 0..0"),
     ("gpus: [{}]\nfaults: [{type: xid}]", "faults[0].code", "required"),
@@ -100,10 +104,27 @@ def test_yaml_syntax_error_names_the_line() -> None:
         parse_sim_config("gpus:\n\t- {model: H100}\n", "f.yaml")
 
 
+def test_non_utf8_file_names_the_file_and_line(tmp_path: Path) -> None:
+    latin1 = tmp_path / "fleet.yaml"
+    latin1.write_bytes("gpus:\n  - {model: H100}  # caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as info:
+        load_sim_config(latin1)
+    message = str(info.value)
+    assert message.startswith(f"{latin1}: line 2: not UTF-8 text")
+    assert "0xe9" in message and "\n" not in message
+
+
 def test_unreadable_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.yaml"
     with pytest.raises(ConfigError, match=r"nope\.yaml: cannot read"):
         load_sim_config(missing)
+
+
+def test_the_gpu_limit_is_the_same_as_for_simulate() -> None:
+    config = parse_sim_config("gpus: [{count: 60}, {model: L4, count: 4}]", "f.yaml")
+    assert len(config.gpus) == MAX_SIMULATED_GPUS == 64
+    with pytest.raises(ConfigError, match=r"f\.yaml: gpus: expected at most 64 GPUs in all \(got 65\)"):
+        parse_sim_config("gpus: [{count: 64}, {model: L4}]", "f.yaml")
 
 
 def test_default_fleet_is_h100_with_a_process_each() -> None:

@@ -1,0 +1,166 @@
+"""scripts/setup.sh on a stock Debian whose python3 has no ensurepip (no python3-venv package).
+
+The script runs for real with bash, in a copy of the project, with a PATH holding only stand-ins: a python3
+that fails `-m venv` like Debian's (leaving bin/python behind) until python3-venv is installed, an apt-get
+that installs it, an `id` that says root or not. The project's own .venv is never touched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[3]
+BASH = shutil.which("bash") or "/bin/bash"
+
+FAKE_PYTHON = """#!{real}
+# Debian's python3: everything real but ensurepip, which only python3-venv brings
+import os, sys, pathlib
+state = pathlib.Path(os.environ["FAKE_STATE"])
+args = sys.argv[1:]
+has_ensurepip = (state / "ensurepip").exists()
+if args[:2] == ["-c", "import ensurepip"]:
+    sys.exit(0 if has_ensurepip else 1)
+if args[:2] == ["-m", "venv"]:
+    with open(state / "venv.log", "a") as log:
+        log.write(" ".join(args) + "\\n")
+    bin_dir = pathlib.Path(args[2]) / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "python").write_text(os.environ["FAKE_VENV_PYTHON"])
+    (bin_dir / "python").chmod(0o755)
+    if not has_ensurepip:
+        print("The virtual environment was not created successfully because ensurepip is not available.",
+              file=sys.stderr)
+        sys.exit(1)
+    (bin_dir / "pip").touch()
+    sys.exit(0)
+os.execv("{real}", ["{real}", *args])
+"""
+
+FAKE_VENV_PYTHON = """#!{real}
+import os, sys, pathlib
+here = pathlib.Path(sys.argv[0]).parent
+if sys.argv[1:3] == ["-m", "pip"]:
+    if not (here / "pip").exists():
+        print(sys.argv[0] + ": No module named pip", file=sys.stderr)
+        sys.exit(1)
+    if sys.argv[3:] == ["--version"]:
+        sys.exit(0)
+    with open(pathlib.Path(os.environ["FAKE_STATE"]) / "pip.log", "a") as log:
+        log.write(" ".join(sys.argv[3:]) + "\\n")
+    sys.exit(0)
+sys.exit(3)
+"""
+
+FAKE_APT = """#!{bash}
+echo "$*" >> "$FAKE_STATE/apt.log"
+case " $* " in *" python3-venv "*) touch "$FAKE_STATE/ensurepip" ;; esac
+"""
+
+
+class Machine:
+    """A project copy plus a PATH of stand-ins; `run(root=...)` runs scripts/setup.sh there."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.project = tmp / "project"
+        (self.project / "scripts").mkdir(parents=True)
+        shutil.copy(ROOT / "scripts" / "setup.sh", self.project / "scripts" / "setup.sh")
+        (self.project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+        self.state = tmp / "state"
+        self.state.mkdir()
+        self.bin = tmp / "bin"
+        self.bin.mkdir()
+        for tool in ("dirname", "sha256sum", "cut", "rm", "touch", "cat"):
+            found = shutil.which(tool)
+            assert found, tool
+            (self.bin / tool).symlink_to(found)
+        self.script("python3", FAKE_PYTHON.format(real=sys.executable))
+        (self.bin / "python3.11").symlink_to(self.bin / "python3")
+        self.script("apt-get", FAKE_APT.format(bash=BASH))
+        self.script("id", f'#!{BASH}\necho "$FAKE_UID"\n')
+        for tool in ("prometheus", "promtool", "prometheus-alertmanager"):
+            self.script(tool, f"#!{BASH}\n")
+
+    def script(self, name: str, text: str) -> None:
+        path = self.bin / name
+        path.write_text(text)
+        path.chmod(0o755)
+
+    def run(self, root: bool) -> subprocess.CompletedProcess[str]:
+        env = {"PATH": str(self.bin), "FAKE_STATE": str(self.state), "FAKE_UID": "0" if root else "1000",
+               "FAKE_VENV_PYTHON": FAKE_VENV_PYTHON.format(real=sys.executable), "HOME": str(self.state)}
+        return subprocess.run([BASH, "scripts/setup.sh"], cwd=self.project, env=env, capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    def log(self, name: str) -> list[str]:
+        path = self.state / name
+        return path.read_text().splitlines() if path.exists() else []
+
+    @property
+    def venv(self) -> Path:
+        return self.project / ".venv"
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> Machine:
+    return Machine(tmp_path)
+
+
+def test_the_broken_venv_a_failed_run_left_is_completed_as_root(machine: Machine) -> None:
+    """The reported sequence: `python3 -m venv` failed without ensurepip and left bin/python behind."""
+    (machine.venv / "bin").mkdir(parents=True)
+    (machine.venv / "bin" / "python").write_text(FAKE_VENV_PYTHON.format(real=sys.executable))
+    (machine.venv / "bin" / "python").chmod(0o755)
+    (machine.venv / "keep-me").write_text("a file in the venv")
+
+    result = machine.run(root=True)
+    assert result.returncode == 0, result.stderr
+    assert any("install" in line and "python3-venv" in line.split() for line in machine.log("apt.log"))
+    assert machine.log("venv.log") == ["-m venv .venv"]  # never --clear: nothing deleted
+    assert (machine.venv / "keep-me").exists() and (machine.venv / "bin" / "pip").exists()
+    assert machine.log("pip.log") == ["install -q --upgrade pip", "install -q -e .[test,demo]"]
+    assert list(machine.venv.glob(".installed-*"))
+
+    again = machine.run(root=True)  # quick second run: nothing to do
+    assert again.returncode == 0 and again.stderr == ""
+    assert len(machine.log("apt.log")) == 2 and len(machine.log("venv.log")) == 1
+    assert len(machine.log("pip.log")) == 2
+
+
+def test_not_root_without_ensurepip_says_which_package_to_install(machine: Machine) -> None:
+    result = machine.run(root=False)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "sudo apt-get install python3-venv" in result.stderr
+    assert "no ensurepip" in result.stderr and "Traceback" not in result.stderr
+    assert machine.log("apt.log") == [] and machine.log("venv.log") == [] and not machine.venv.exists()
+
+
+def test_a_working_venv_is_kept_and_only_reinstalled_into(machine: Machine) -> None:
+    (machine.state / "ensurepip").touch()
+    assert machine.run(root=False).returncode == 0
+    (machine.venv / "keep-me").write_text("installed packages")
+    (machine.project / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = '2'\n")
+    (machine.state / "ensurepip").unlink()  # ensurepip gone later: a working venv does not need it
+
+    result = machine.run(root=False)
+    assert result.returncode == 0, result.stderr
+    assert machine.log("venv.log") == ["-m venv .venv"] and machine.log("apt.log") == []
+    assert (machine.venv / "keep-me").exists()
+    assert machine.log("pip.log")[-1] == "install -q -e .[test,demo]" and len(machine.log("pip.log")) == 4
+    assert len(list(machine.venv.glob(".installed-*"))) == 2  # one per pyproject.toml seen
+
+
+def test_a_venv_still_without_pip_after_venv_is_one_clear_error(machine: Machine) -> None:
+    (machine.state / "ensurepip").touch()
+    machine.script("python3", f"#!{sys.executable}\nimport os, sys\n"
+                   "sys.exit(0) if sys.argv[1:2] == ['-m'] else os.execv("
+                   f"{sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n")
+    result = machine.run(root=False)
+    assert result.returncode == 2 and result.stderr.splitlines()[-1].startswith(
+        "setup: .venv/bin/python cannot run pip even after 'python3.11 -m venv .venv'")
