@@ -13,7 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autoscaler.policy import Decision, MetricObservation, Reason, RuleHistory, decide, decide_desired
+from autoscaler.policy import (
+    Decision,
+    MetricObservation,
+    Reason,
+    RuleHistory,
+    decide,
+    decide_desired,
+    first_sight,
+)
 from autoscaler.rules import Rule
 
 if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
@@ -105,13 +113,14 @@ def plan_replicas(
     `simulate` calls this very function, so the what-if replay predicts what the running controller does.
     """
     if current == 0 and rule.min_replicas > 0:
-        # As the HPA: a target scaled to zero by hand is left alone until someone scales it up again.
+        # As the HPA: a target scaled to zero by hand is left alone until someone scales it up again. The
+        # HPA records its first sight (recordInitialRecommendation) before this hold, so do we: a 0.
         return Plan(
             current,
             0,
             Reason("ScalingDisabled"),
             "scaling is disabled since the replica count of the target is zero",
-            history,
+            first_sight(history, 0, now),
             None,
         )
     fallback = rule.fallback

@@ -2,7 +2,7 @@
 
 Order, as the Kubernetes HPA controller (reconcileAutoscaler + normalizeDesiredReplicasWithBehaviors):
 first sight -> out-of-bounds correction -> metric proposals -> stabilization -> min/max bounds and the
-policies of the direction of change (the tighter wins; at equality the bound) -> history pruned.
+policies of the direction of change (the tighter wins; at equality the bound) -> history pruned (`prune`).
 The reason reported is that of the last stage that changed the count.
 """
 
@@ -77,7 +77,8 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
                        behavior.scale_up.stabilization_window_seconds,
                        behavior.scale_down.stabilization_window_seconds, now)
     history = RuleHistory((*history.recommendations, Recommendation(now, desired)),
-                          history.scale_up_events, history.scale_down_events)
+                          history.scale_up_events, history.scale_down_events, history.longest_up_period,
+                          history.longest_down_period)
 
     outcome = proposed
     if stable.replicas != desired:

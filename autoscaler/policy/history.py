@@ -1,20 +1,25 @@
-"""Keeping a rule's history bounded: only what a window or period can still see.
+"""Keeping a rule's history bounded, as the HPA does, so that a sync's cost does not grow with the rule's age.
 
-Pruning makes the cost of a sync independent of how long the rule has run (a month of 15 s syncs replays in
-seconds). The newest recommendation is always kept, even when outside every window: it marks the rule as
-seen, so the first-sight record (current count as a recommendation) happens once per rule, as in the HPA.
+Recommendations no window can see any more are dropped (the HPA overwrites one such entry per sync; both ways
+the entries within a window are the same, and stabilization looks at nothing else). The newest recommendation
+is always kept, even when outside every window: it marks the rule as seen, so the first-sight record (current
+count as a recommendation) happens once per rule, as in the HPA.
+
+Scale events are never dropped here: `RuleHistory.with_scale` stores them as the HPA's storeScaleEvent does,
+overwriting an outdated event, which bounds the lists. Dropping them by age instead would make the policies
+depend on how often the rule is synced: both directions' events count toward each policy's period start, so an
+event past its own direction's longest period can still be inside a longer period of the other direction.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from autoscaler.policy.types import Recommendation, RuleHistory, ScaleEvent
+from autoscaler.policy.ages import younger_than
+from autoscaler.policy.types import Recommendation, RuleHistory
 
 if TYPE_CHECKING:
     from autoscaler.rules import Behavior
-
-_Timed = TypeVar("_Timed", Recommendation, ScaleEvent)
 
 
 def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
@@ -24,30 +29,25 @@ def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
     """
     if history.recommendations:
         return history
-    return RuleHistory((Recommendation(now, current),), history.scale_up_events, history.scale_down_events)
+    return RuleHistory((Recommendation(now, current),), history.scale_up_events, history.scale_down_events,
+                       history.longest_up_period, history.longest_down_period)
 
 
 def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
-    """Drop entries whose age is >= every window (recommendations) or every period (scale events).
+    """The history for the next sync: recommendations whose age is >= both windows dropped, and the rule's
+    longest policy periods noted for `RuleHistory.with_scale`.
 
-    Entries are appended in time order, so only a leading run is dropped: O(dropped), not O(history). An
-    out-of-order entry left behind is harmless, every stage filters by age itself.
+    Recommendations are appended in time order, so only a leading run is dropped: O(dropped), not
+    O(history). An out-of-order entry left behind is harmless, stabilization filters by age itself.
     """
-    window = max(behavior.scale_up.stabilization_window_seconds,
-                 behavior.scale_down.stabilization_window_seconds)
-    recs = _drop_leading(history.recommendations, window, now, keep_last=True)
-    up = _drop_leading(history.scale_up_events, behavior.scale_up.longest_period_seconds, now)
-    down = _drop_leading(history.scale_down_events, behavior.scale_down.longest_period_seconds, now)
-    if (recs is history.recommendations and up is history.scale_up_events
-            and down is history.scale_down_events):
-        return history
-    return RuleHistory(recs, up, down)
-
-
-def _drop_leading(entries: tuple[_Timed, ...], horizon: float, now: float, keep_last: bool = False,
-                  ) -> tuple[_Timed, ...]:
-    end = len(entries) - 1 if keep_last else len(entries)
-    index = 0
-    while index < end and now - entries[index].timestamp >= horizon:
+    seen = younger_than(max(behavior.scale_up.stabilization_window_seconds,
+                            behavior.scale_down.stabilization_window_seconds))
+    entries = history.recommendations
+    index, end = 0, len(entries) - 1  # keep the last one
+    while index < end and now - entries[index].timestamp >= seen:
         index += 1
-    return entries[index:] if index else entries
+    up = behavior.scale_up.longest_period_seconds
+    down = behavior.scale_down.longest_period_seconds
+    if index == 0 and history.longest_up_period == up and history.longest_down_period == down:
+        return history
+    return RuleHistory(entries[index:], history.scale_up_events, history.scale_down_events, up, down)

@@ -2,7 +2,8 @@
 
 Each policy limits the change over its period, counted from the replica count at the start of the period:
 `current - (pods added in the period) + (pods removed in the period)`, events counting while their age is
-strictly less than the period. Pods: start +- value. Percent: up ceil(start*(1+value/100)), down
+strictly less than the period (`ages`: exact for decimal timestamps); an event counts whether or
+not it is marked outdated, as in the HPA. Pods: start +- value. Percent: up ceil(start*(1+value/100)), down
 int(start*(1-value/100)) in float arithmetic, exactly as the HPA (so 10% up from 100 gives 111).
 selectPolicy Max takes the policy allowing the largest change, Min the smallest, Disabled allows none.
 """
@@ -13,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from autoscaler.policy.ages import younger_than
 from autoscaler.policy.types import Reason, RuleHistory, ScaleEvent, Stage
 
 if TYPE_CHECKING:
@@ -20,7 +22,8 @@ if TYPE_CHECKING:
 
 
 def _change_in_period(events: Iterable[ScaleEvent], period_seconds: float, now: float) -> int:
-    return sum(abs(e.replica_change) for e in events if now - e.timestamp < period_seconds)
+    bound = younger_than(period_seconds)
+    return sum(abs(e.replica_change) for e in events if now - e.timestamp < bound)
 
 
 def period_start_replicas(current: int, history: RuleHistory, period_seconds: float, now: float) -> int:

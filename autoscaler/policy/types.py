@@ -5,9 +5,11 @@ Nothing here reads a clock: every timestamp is a `now` the caller passed in (sec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
+
+from autoscaler.policy.ages import older_than
 
 
 class Reason(StrEnum):
@@ -63,33 +65,66 @@ class Recommendation:
 
 @dataclass(frozen=True, slots=True)
 class ScaleEvent:
-    """A change that was applied at `timestamp`; replica_change > 0 up, < 0 down."""
+    """A change that was applied at `timestamp`; replica_change > 0 up, < 0 down.
+
+    `outdated`: found older than its direction's longest policy period when a later event of that direction
+    was stored (the HPA's markScaleEventsOutdated). It still counts while inside a period; it only marks
+    the event as one the next event of its direction may overwrite.
+    """
 
     timestamp: float
     replica_change: int
+    outdated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class RuleHistory:
-    """What the engine remembers about one rule between syncs (the HPA keeps the same per HPA object)."""
+    """What the engine remembers about one rule between syncs (the HPA keeps the same per HPA object).
+
+    `longest_up_period` / `longest_down_period`: the rule's longest scale-up / scale-down policy period as of
+    the last sync (set by the engine; None before the first), which `with_scale` needs to store an event.
+    """
 
     recommendations: tuple[Recommendation, ...] = ()
     scale_up_events: tuple[ScaleEvent, ...] = ()
     scale_down_events: tuple[ScaleEvent, ...] = ()
+    longest_up_period: int | None = field(default=None, compare=False)  # settings, not memory: not in ==
+    longest_down_period: int | None = field(default=None, compare=False)
 
     def with_scale(self, now: float, from_replicas: int, to_replicas: int) -> RuleHistory:
         """This history plus the event of a change that WAS applied; unchanged when from == to.
 
         The controller calls it after a successful patch (a failed patch limits nothing); simulate at once.
+        Stored as the HPA's storeScaleEvent: events of the change's direction older than that direction's
+        longest period are marked outdated, and the new event overwrites the last outdated one (else it is
+        appended). So the lists stay bounded without pruning, and an overwritten event stops counting for
+        the other direction's policies too, exactly when it does in the HPA.
         """
         change = to_replicas - from_replicas
         if change > 0:
-            return RuleHistory(self.recommendations, (*self.scale_up_events, ScaleEvent(now, change)),
-                               self.scale_down_events)
+            up = _stored(self.scale_up_events, ScaleEvent(now, change), self.longest_up_period)
+            return RuleHistory(self.recommendations, up, self.scale_down_events, self.longest_up_period,
+                               self.longest_down_period)
         if change < 0:
-            return RuleHistory(self.recommendations, self.scale_up_events,
-                               (*self.scale_down_events, ScaleEvent(now, change)))
+            down = _stored(self.scale_down_events, ScaleEvent(now, change), self.longest_down_period)
+            return RuleHistory(self.recommendations, self.scale_up_events, down, self.longest_up_period,
+                               self.longest_down_period)
         return self
+
+
+def _stored(events: tuple[ScaleEvent, ...], new: ScaleEvent, longest_period: int | None,
+            ) -> tuple[ScaleEvent, ...]:
+    """`events` with `new` stored as the HPA's storeScaleEvent does (see `RuleHistory.with_scale`)."""
+    if longest_period is None:  # the rule's periods are not known yet: nothing can be called outdated
+        return (*events, new)
+    outdated = older_than(longest_period)
+    marked = [e if e.outdated or new.timestamp - e.timestamp <= outdated
+              else ScaleEvent(e.timestamp, e.replica_change, True) for e in events]
+    for index in range(len(marked) - 1, -1, -1):  # the last outdated one, as the HPA's loop picks
+        if marked[index].outdated:
+            marked[index] = new
+            return tuple(marked)
+    return (*marked, new)
 
 
 class Stage(NamedTuple):
@@ -109,8 +144,8 @@ class Decision:
     """One sync's outcome for one rule.
 
     `desired_raw` is the largest metric proposal (None when metrics were not used or all failed);
-    `history` is the input history plus this sync's recommendation, pruned; scale events are added only by
-    `RuleHistory.with_scale` once the change is applied.
+    `history` is the input history plus this sync's recommendation, the recommendations no window can see
+    dropped; scale events are added only by `RuleHistory.with_scale` once the change is applied.
     """
 
     current: int

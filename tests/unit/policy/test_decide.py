@@ -196,23 +196,29 @@ def test_scale_event_counts_while_age_strictly_less_than_period(age: float, limi
     assert decision.reason is Reason.ScaleUpLimit
 
 
-def test_history_is_pruned_to_what_windows_and_periods_can_see() -> None:
+def test_recommendations_are_pruned_to_the_windows_and_scale_events_are_kept() -> None:
+    """Scale events are not pruned by age: an event past its own direction's longest period still counts
+    for a longer period of the other direction (here the scale-down at 90 s for the 120 s scale-up
+    policy). `with_scale` bounds them by overwriting outdated ones, as the HPA."""
     rule = make_rule(
         1,
         100,
-        rules(DEFAULT_SCALE_UP, "Pods 4/60 + Percent 100/30", window=120),
-        rules(DEFAULT_SCALE_DOWN, "Percent 50/90", window=300),
+        rules(DEFAULT_SCALE_UP, "Pods 4/120 + Percent 50/30", window=0),
+        rules(DEFAULT_SCALE_DOWN, "Percent 50/60", window=300),
         metrics=(UTIL,),
     )
     given = RuleHistory(
         (Recommendation(T0 - 400, 3), Recommendation(T0 - 300, 4), Recommendation(T0 - 299, 5)),
-        (ScaleEvent(T0 - 60, 1), ScaleEvent(T0 - 59, 1)),
+        (ScaleEvent(T0 - 130, 1), ScaleEvent(T0 - 59, 1)),
         (ScaleEvent(T0 - 90, -1), ScaleEvent(T0 - 89, -1)),
     )
     decision = decide(rule, 5, [MetricObservation("util", 80.0)], given, T0)
     assert decision.history.recommendations == (Recommendation(T0 - 299, 5), Recommendation(T0, 5))
-    assert decision.history.scale_up_events == (ScaleEvent(T0 - 59, 1),)
-    assert decision.history.scale_down_events == (ScaleEvent(T0 - 89, -1),)
+    assert decision.history.scale_up_events == given.scale_up_events
+    assert decision.history.scale_down_events == given.scale_down_events
+    # a second later, 5 replicas with +1 and -2 within 120 s: the Pods policy counts from 6 and allows 10
+    later = decide(rule, 5, [MetricObservation("util", 800.0)], decision.history, T0 + 1)
+    assert (later.replicas, later.reason) == (10, Reason.ScaleUpLimit)
 
 
 def test_pruning_keeps_the_newest_recommendation_as_a_seen_marker() -> None:
