@@ -13,7 +13,9 @@ or MIG slices) the per-holder values are the sums of the holder's processes; if 
 value (the per-process samples are taken at another instant than the device's) they are scaled down to it,
 so holders never add up to more than the device. When a process on a shared GPU may be a holder's but not
 known whose (its environ unreadable, see exporter/procfs.py), that GPU's gpu_pod_* series are left out (a
-WARNING once per GPU): a holder reading 0 while its processes run would be a fabrication.
+WARNING once per GPU): a holder reading 0 while its processes run would be a fabrication. So are they when
+NVML cannot list the GPU's processes, and gpu_pod_utilization_ratio when it has no per-process utilization
+(a GPU in MIG mode never has: NVML does not support it there).
 
 Device ids are mapped to GPU uuids here (`by_uuid`): the `index` strategy's `0` / `0:1` by NVML index, GKE's
 `nvidia0` / `nvidia0/gi1` by device minor (from the driver's /proc/driver/nvidia, or an injected lookup).
@@ -234,7 +236,7 @@ class KubeletAttribution:
         """Per-container utilization and memory of one GPU (see the module doc for shared GPUs)."""
         percent = None if device.process_sm_utilization is None else {
             pid: 100.0 * ratio for pid, ratio in device.process_sm_utilization}
-        found = pod_usage(held, device.processes or (), self._attributions, percent, device.utilization,
+        found = pod_usage(held, device.processes, self._attributions, percent, device.utilization,
                           device.memory_used_bytes, partitioned=shared)
         if not shared or device.utilization is None:
             return found

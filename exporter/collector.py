@@ -11,6 +11,7 @@ Output looks like:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,6 +22,10 @@ from exporter import metrics as m
 from exporter.nvml import DeviceSnapshot, NodeSnapshot
 
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
+# MIG device ids under any resource name: the device plugin's `mig-strategy=single` advertises MIG devices as
+# nvidia.com/gpu (`MIG-<uuid>`, or `<gpu>:<mig>` with deviceIDStrategy=index), and so does GKE
+# (`nvidia<minor>/gi<id>`, `/vgpu<n>` when time-shared too).
+_MIG_DEVICE_ID = re.compile(r"^(?:MIG-.*|\d+:\d+|nvidia\d+/gi\d+(?:/vgpu\d+)?)$")
 
 
 @dataclass(frozen=True)
@@ -31,12 +36,13 @@ class PodRef:
     pod: str
     container: str
     resource: str = WHOLE_GPU_RESOURCE
-    device_id: str = ""  # `GPU-<uuid>` or `MIG-<uuid>`; "" when unknown
+    device_id: str = ""  # as the plugin named it: `GPU-<uuid>`, `MIG-<uuid>`, `0`, `0:1`, `nvidia0/gi1`, ...
 
     @property
     def is_mig(self) -> bool:
-        """A MIG slice: `MIG-<uuid>` id, or a MIG resource (`index` strategy ids like `0:1`)."""
-        return self.device_id.startswith("MIG-") or self.resource.startswith("nvidia.com/mig-")
+        """A MIG slice: a MIG resource (`nvidia.com/mig-*`), or a MIG device id under any resource name
+        (`MIG-<uuid>`, the index strategy's `0:1`, GKE's `nvidia0/gi1`)."""
+        return self.resource.startswith("nvidia.com/mig-") or _MIG_DEVICE_ID.match(self.device_id) is not None
 
 
 def exclusive_holder(held: Sequence[PodRef]) -> PodRef | None:

@@ -249,7 +249,7 @@ class PodUsage:
 
 def pod_usage(
     holders: Sequence[DeviceHolder],
-    processes: Sequence[GpuProcessLike],
+    processes: Sequence[GpuProcessLike] | None,
     attributions: Mapping[int, Located | None],
     process_sm_utilization: Mapping[int, float] | None,
     device_utilization_ratio: float | None,
@@ -264,9 +264,10 @@ def pod_usage(
     `process_sm_utilization`, pid -> SM percent 0..100 from nvmlDeviceGetProcessUtilization, None when NVML
     cannot tell). A container with no process on the GPU gets 0. A process certainly no holder's (outside any
     pod, in another pod, gone) counts only in the device series. If any process may be a holder's but not
-    known whose (`unattributed_pids`), every holder's values are None: a sum missing that process would be a
-    lower bound, and the 0 of a holder it might belong to a fabrication. `partitioned` (MIG holders) takes
-    the process-sum path even for a single container, whose slice is not the whole device.
+    known whose (`unattributed_pids`), or NVML cannot list the processes (`processes` None: not supported,
+    no permission), every holder's values are None: a sum missing that process would be a lower bound, and
+    the 0 of a holder it might belong to a fabrication. `partitioned` (MIG holders) takes the process-sum
+    path even for a single container, whose slice is not the whole device.
     """
     containers = sorted({(h.namespace, h.pod, h.container) for h in holders})
     if not containers:
@@ -275,7 +276,7 @@ def pod_usage(
         namespace, pod, container = containers[0]
         usage = PodUsage(namespace, pod, container, device_utilization_ratio, device_memory_used_bytes, True)
         return (usage,)
-    if unattributed_pids(holders, processes, attributions):
+    if processes is None or unattributed_pids(holders, processes, attributions):
         return tuple(PodUsage(*key, None, None, False) for key in containers)
     utilization: dict[tuple[str, str, str], float] = dict.fromkeys(containers, 0.0)
     memory: dict[tuple[str, str, str], int] = dict.fromkeys(containers, 0)

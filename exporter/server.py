@@ -7,6 +7,13 @@ been made, whatever its outcome (the body says `nvml up` or `nvml down: <reason>
 must still become Ready, or scrapes through Service endpoints never collect its `gpu_exporter_nvml_up 0`.
 Alert on gpu_exporter_nvml_up, not on readiness.
 
+Only GET and HEAD are served (`status_api.ALLOWED_METHODS`). Any other method gets 405 with
+`Allow: GET, HEAD`: JSON from the status API on /api/v1/..., one plain-text line on the other paths (an
+unknown path stays 404). BaseHTTPRequestHandler would answer an HTML 501 for a method without a `do_*`.
+A request body is read and dropped when it is small (up to MAX_DISCARDED_BODY_BYTES), so a keep-alive
+connection stays in step; a larger, chunked or malformed one is not read at all: the answer says
+`Connection: close` and the connection is closed, so no handler waits for bytes it does not need.
+
 The listen address may be IPv4 or IPv6 (`::`, `::1`): the family comes from getaddrinfo. Each connection
 has a socket timeout, so an idle keep-alive client does not hold a handler thread forever.
 """
@@ -25,7 +32,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from exporter.errors import ServeError
-from exporter.status_api import API_PREFIX, encode
+from exporter.status_api import ALLOWED_METHODS, API_PREFIX, encode
 
 # (path without query, raw query string, method) -> (HTTP status, JSON body)
 ApiHandler = Callable[[str, str, str], tuple[int, dict[str, Any]]]
@@ -34,6 +41,12 @@ log = logging.getLogger(__name__)
 
 
 DEFAULT_HANDLER_TIMEOUT_SECONDS = 30.0
+# A request body up to this size is read and dropped (nothing here takes one); a larger one closes the
+# connection instead of being read.
+MAX_DISCARDED_BODY_BYTES = 64 * 1024
+ALLOW = ", ".join(ALLOWED_METHODS)
+_PLAIN = "text/plain; charset=utf-8"
+_PATHS = frozenset({"/metrics", "/healthz", "/readyz", "/"})
 
 
 class Readiness(Protocol):
@@ -70,7 +83,40 @@ class _Handler(BaseHTTPRequestHandler):
         self.timeout = self.server.handler_timeout  # read by StreamRequestHandler.setup: settimeout
         super().setup()
 
+    def __getattr__(self, name: str) -> Any:
+        """`do_<METHOD>` for every method but GET and HEAD, so each gets our 405 rather than a 501 page."""
+        if name.startswith("do_"):
+            return self._not_allowed
+        raise AttributeError(name)
+
+    def _not_allowed(self) -> None:
+        self._drop_body()
+        path, _, query = self.path.partition("?")
+        if path.startswith(API_PREFIX) and self.server.api is not None:
+            self._api(path, query)  # the API answers 405 for its resources, 404 for unknown ones
+        elif path in _PATHS:
+            body = f"method {self.command} not allowed on {path}; use {' or '.join(ALLOWED_METHODS)}\n"
+            self._send(405, body.encode(), _PLAIN)
+        else:
+            self._send(404, b"not found\n", _PLAIN)
+
+    def _drop_body(self) -> None:
+        """Read and drop a small request body; for anything else, close the connection after the answer."""
+        length = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding") is not None:
+            self.close_connection = True
+        elif length is not None:
+            size = int(length) if length.strip().isascii() and length.strip().isdigit() else -1
+            if not 0 <= size <= MAX_DISCARDED_BODY_BYTES:
+                self.close_connection = True
+            elif size:
+                try:
+                    self.rfile.read(size)
+                except OSError:  # the client stopped sending (socket timeout) or went away
+                    self.close_connection = True
+
     def do_GET(self) -> None:
+        self._drop_body()
         path, _, query = self.path.partition("?")
         if path.startswith(API_PREFIX) and self.server.api is not None:
             self._api(path, query)
@@ -130,6 +176,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         if encoding:
             self.send_header("Content-Encoding", encoding)
+        if status == 405:
+            self.send_header("Allow", ALLOW)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)

@@ -1,6 +1,10 @@
 """The MIG part of the simulated NVML surface: a GPU group with `mig: N` in the YAML is in MIG mode with N
 MIG devices whose UUIDs (`MIG-...`) are what the device plugin would advertise as `nvidia.com/mig-*` ids.
 
+Like real NVML, a GPU in MIG mode does not support device or per-process utilization
+(`MIG_UNSUPPORTED_CALLS` raise NVMLError_NotSupported); memory, power, temperature, clocks, ECC and the
+process list still answer for the whole GPU.
+
 Kept apart from exporter/simulated.py so each stays small; `SimulatedNvml` inherits these methods.
 """
 
@@ -12,6 +16,10 @@ from typing import Any
 
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
+
+# NVML's docs: "On MIG-enabled GPUs, querying device utilization rates / process utilization is not currently
+# supported" (both raise NVML_ERROR_NOT_SUPPORTED).
+MIG_UNSUPPORTED_CALLS = frozenset({"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetProcessUtilization"})
 
 
 @dataclass(eq=False)

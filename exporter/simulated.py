@@ -18,7 +18,7 @@ from typing import Any
 
 from exporter.nvml import real_nvml
 from exporter.simconfig import ProcessSpec, SimConfig
-from exporter.simmig import MigSurface, SimMigHandle
+from exporter.simmig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
 from exporter.simphysics import SimGpu, process_memory
 
 
@@ -153,6 +153,8 @@ class SimulatedNvml(MigSurface):
             raise self.NVMLError_InvalidArgument()
         t = self._enter(call, handle.index)
         gpu = self._gpus[handle.index]
+        if gpu.spec.mig_devices and call in MIG_UNSUPPORTED_CALLS:
+            raise self.NVMLError_NotSupported()
         gpu.advance(t)
         return gpu, t
 

@@ -8,8 +8,9 @@
 the body (`encode()`) and writes it. Errors are `{"error": "<message>", "parameter": "<name>"?}`:
 an index that is not a plain decimal number (`abc`, `01`, `+1`) is 400 naming `index`; a query parameter
 the endpoint does not take is 400 naming it; NVML down is 503 with the reason; a method other than
-`ALLOWED_METHODS` is 405 (the server adds the `Allow` header from the same tuple). Numbers are rounded for
-people (percent and °C to 0.1, watts to 0.001, the score to 0.0001); /metrics keeps full precision.
+`ALLOWED_METHODS` on one of these resources is 405, before any GPU is read (the server adds the `Allow`
+header from the same tuple). Numbers are rounded for people (percent and °C to 0.1, watts to 0.001, the
+score to 0.0001); /metrics keeps full precision.
 """
 
 from __future__ import annotations

@@ -73,11 +73,11 @@ def test_exporter_process_attributes_gpus_through_the_socket_flag(
     kubelet.set_pods(node_pods())
     base, proc = serve(processes, "--simulate-config", files["node"], "--config", files["config"],
                        "--pod-resources-socket", kubelet.socket_path, "--proc-root", proc_root)
-    # four holders, each with memory; utilization at least for GPUs 0 and 1 (the MIG GPU 2 has it only
-    # where NVML reports utilization in MIG mode)
+    # four holders, each with memory; utilization for GPUs 0 and 1 only (NVML has none for the MIG GPU 2)
     wait_until(lambda: len(series(scrape(base), "gpu_pod_memory_used_bytes")) == 4
-               and {"0", "1"} <= {s["gpu"] for s, _ in series(scrape(base), "gpu_pod_utilization_ratio")})
+               and {s["gpu"] for s, _ in series(scrape(base), "gpu_pod_utilization_ratio")} == {"0", "1"})
     text = scrape(base)
+    assert {labels["gpu"] for labels, _ in series(text, "gpu_utilization_ratio")} == {"0", "1", "3"}
     device = {labels["gpu"]: labels["pod"] for labels, _ in series(text, "gpu_memory_used_bytes")}
     assert device == {"0": "trainer-0", "1": "", "2": "", "3": ""}
     assert len(series(text, "gpu_allocation_info")) == 4
@@ -121,6 +121,13 @@ def test_status_shows_state_score_and_holder_pods(kubelet: KubeletServer, files:
     rows = {line.split()[0]: line for line in lines[2:]}
     assert rows["0"].endswith("ml/trainer-0") and rows["1"].endswith("serve/llm-a,serve/llm-b")
     assert rows["2"].endswith("batch/mig-job") and rows["3"].endswith("-")
+    def cell(row: str, column: str) -> str:  # columns are left-aligned under their header
+        return rows[row][lines[1].index(column):].split()[0]
+    # the MIG GPU 2: NVML gives no utilization in MIG mode, hence no score; the others have both
+    assert [(cell(r, "UTIL"), cell(r, "SCORE")) for r in "02"] == [("50%", "0.73"), ("-", "-")]
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    start = readme.index("node node-a  driver ")
+    assert readme[start:readme.index("```", start)] == result.stdout  # the README shows this very run
     assert all(any(state in row for state in ("optimal", "normal", "throttled", "critical"))
                for row in rows.values())
 
@@ -134,8 +141,12 @@ def test_status_shows_state_score_and_holder_pods(kubelet: KubeletServer, files:
     assert gpus[1]["shared"] is True and gpus[0]["shared"] is False
     assert gpus[2]["shared"] is True and gpus[3]["shared"] is False  # one MIG holder: shared, as on /metrics
     assert all(g["state"] in ("optimal", "normal", "throttled", "critical") for g in gpus)
-    assert all(0 <= g["availability_score"] <= 1 and g["speed_multiplier"] in (1.0, 0.8, 0.5, 0.0)
-               for g in gpus)
+    assert all(g["speed_multiplier"] in (1.0, 0.8, 0.5, 0.0) for g in gpus)
+    # the MIG GPU 2: NVML gives no utilization in MIG mode, so no score either (null, never 0)
+    assert [g["utilization"] is None for g in gpus] == [False, False, True, False]
+    assert [g["availability_score"] is None for g in gpus] == [False, False, True, False]
+    assert all(0 <= g["availability_score"] <= 1 for g in gpus if g["availability_score"] is not None)
+    assert gpus[2]["process_sm_utilization"] is None and gpus[1]["process_sm_utilization"]
 
 
 def test_status_without_kubelet_says_so_in_the_header(tmp_path: Path) -> None:

@@ -108,11 +108,11 @@ def start_node(proc_root: str) -> Iterator[Callable[..., Node]]:
 
 def attributed(node: Node) -> Callable[[], bool]:
     """Ready: kubelet read, processes attributed (memory for every holder), per-process utilization sampled
-    for GPUs 0 and 1 (the MIG GPU 2 has it only where NVML reports utilization in MIG mode)."""
+    for GPUs 0 and 1 (the MIG GPU 2 has none: NVML does not support utilization on a MIG-enabled GPU)."""
     def ready() -> bool:
         samples = node.scrape()
         return (value(samples, "gpu_exporter_pod_resources_up") == 1.0
-                and {"0", "1"} <= set(by_gpu(samples, "gpu_pod_utilization_ratio"))
+                and set(by_gpu(samples, "gpu_pod_utilization_ratio")) == {"0", "1"}
                 and len(samples.get("gpu_pod_memory_used_bytes", [])) == 4)
     return ready
 
@@ -142,11 +142,8 @@ def test_exclusive_shared_mig_and_free_gpus_are_labelled_without_double_counting
     ]
 
     # per holder: exclusive = the device value; shared = the processes' shares, never more than the device
-    # (the MIG GPU 2: utilization only where NVML reports it in MIG mode, then under the device value too)
     checks = [(gpu, "gpu_pod_memory_used_bytes", "gpu_memory_used_bytes") for gpu in ("0", "1", "2")]
     checks += [(gpu, "gpu_pod_utilization_ratio", "gpu_utilization_ratio") for gpu in ("0", "1")]
-    if "2" in by_gpu(samples, "gpu_pod_utilization_ratio"):
-        checks.append(("2", "gpu_pod_utilization_ratio", "gpu_utilization_ratio"))
     for gpu, name, device_name in checks:
         holders = [v for labels, v in samples[name] if labels["gpu"] == gpu]
         device = value(samples, device_name, gpu=gpu)
@@ -161,6 +158,13 @@ def test_exclusive_shared_mig_and_free_gpus_are_labelled_without_double_counting
         value(samples, "gpu_process_memory_used_bytes", pid="201") == \
         pytest.approx(8 * gib * (0.85 + 0.15 * 0.6))
     assert "3" not in by_gpu(samples, "gpu_pod_utilization_ratio")  # the free GPU has no holder
+    # the MIG GPU 2: NVML answers neither device nor per-process utilization in MIG mode, so there is no
+    # utilization to report or to split (left out, never 0); its holder gets its own process's memory
+    for name in ("gpu_utilization_ratio", "gpu_memory_utilization_ratio", "gpu_pod_utilization_ratio"):
+        assert "2" not in by_gpu(samples, name), name
+    mig_job = value(samples, "gpu_pod_memory_used_bytes", gpu="2", pod="mig-job")
+    assert mig_job == value(samples, "gpu_process_memory_used_bytes", pid="301")
+    assert mig_job < value(samples, "gpu_memory_used_bytes", gpu="2")
 
     # processes carry their own pod
     assert {(s["pid"], s["namespace"], s["pod"], s["container"]) for s, _ in
@@ -168,13 +172,15 @@ def test_exclusive_shared_mig_and_free_gpus_are_labelled_without_double_counting
         ("101", "ml", "trainer-0", "main"), ("201", "serve", "llm-a", "server"),
         ("202", "serve", "llm-b", "server"), ("301", "batch", "mig-job", "worker")}
 
-    # health and score: one state at 1 per GPU, score in 0..1
+    # health and score: one state at 1 per GPU (the MIG GPU too: temperature and memory), score in 0..1 but
+    # none for the MIG GPU (the score needs utilization)
+    assert set(by_gpu(samples, "gpu_health_state")) == {"0", "1", "2", "3"}
     for gpu, series in by_gpu(samples, "gpu_health_state").items():
         assert sorted(s["state"] for s in series) == ["critical", "normal", "optimal", "throttled"]
         assert sum(v for s, v in samples["gpu_health_state"] if s["gpu"] == gpu) == 1.0
     assert all(0.0 <= v <= 1.0 for _, v in samples["gpu_availability_score"])
     score = {s["gpu"]: v for s, v in samples["gpu_availability_score"]}
-    assert score["3"] > score["0"]  # idle and empty beats busy
+    assert set(score) == {"0", "1", "3"} and score["3"] > score["0"]  # idle and empty beats busy
 
     result = promtool("check", "metrics", stdin=node.text())
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
@@ -268,6 +274,8 @@ def test_json_status_api_over_real_http(kubelet: KubeletServer, start_node: Call
 
     status, one = get_json(api + "/2")
     assert status == 200 and one["holders"][0]["device_id"].startswith("MIG-")
+    assert one["utilization_percent"] is None and one["availability_score"] is None  # MIG: NVML has none
+    assert one["state"] in ("optimal", "normal", "throttled", "critical") and one["memory"]["used_bytes"] > 0
     assert one["shared"] is True  # one MIG holder: its slice is not the device (gpu_allocation_info agrees)
     assert one["holders"][0]["resource"] == MIG_RESOURCE
 
@@ -305,24 +313,32 @@ def write_driver_minors(proc_root: str, minors: dict[int, int]) -> None:
 def test_gke_device_ids_map_by_device_minor_and_an_unknown_id_is_logged_once(
         kubelet: KubeletServer, start_node: Callable[..., Node], proc_root: str,
         caplog: pytest.LogCaptureFixture) -> None:
-    """GKE's device plugin names GPUs `nvidia<minor>` (`/vgpu<n>` for time-sharing): minors here run opposite
-    to the NVML index, so `nvidia3` is GPU 0 and `nvidia2/vgpu*` GPU 1."""
+    """GKE's device plugin names GPUs `nvidia<minor>` (`/vgpu<n>` for time-sharing, `/gi<id>` for a MIG GPU
+    instance, all under nvidia.com/gpu): minors here run opposite to the NVML index, so `nvidia3` is GPU 0,
+    `nvidia2/vgpu*` GPU 1 and `nvidia1/gi1` a slice of the MIG GPU 2, whose one holder does not own GPU 2."""
     caplog.set_level(logging.WARNING, logger="exporter.attribution")
     write_driver_minors(proc_root, {0: 3, 1: 2, 2: 1, 3: 0})
     kubelet.set_pods([
         ("ml", "trainer-0", [("main", [(GPU, ["nvidia3"])])]),
         ("serve", "llm-a", [("server", [(GPU, ["nvidia2/vgpu0"])])]),
         ("serve", "llm-b", [("server", [(GPU, ["nvidia2/vgpu1", "nvidia2/vgpu2"])])]),
+        ("batch", "mig-job", [("worker", [(GPU, ["nvidia1/gi1"])])]),
         ("infra", "ghost", [("main", [(GPU, ["nvidia9"])])]),  # no GPU has minor 9
     ])
     node = start_node(kubelet.socket_path)
     wait_for(lambda: len(node.scrape().get("gpu_pod_utilization_ratio", [])) == 3)
+    wait_for(lambda: len(node.scrape().get("gpu_pod_memory_used_bytes", [])) == 4)
     sweeps = node.app.source.sweeps
     wait_for(lambda: node.app.source.sweeps >= sweeps + 3)  # more sweeps: the id is still logged once
     samples = node.scrape()
     allocation = sorted((s["gpu"], s["pod"], s["shared"]) for s, _ in samples["gpu_allocation_info"])
-    assert allocation == [("0", "trainer-0", "false"), ("1", "llm-a", "true"), ("1", "llm-b", "true")]
+    assert allocation == [("0", "trainer-0", "false"), ("1", "llm-a", "true"), ("1", "llm-b", "true"),
+                          ("2", "mig-job", "true")]
     assert value(samples, "gpu_up", gpu="0", pod="trainer-0") == 1.0
+    assert value(samples, "gpu_up", gpu="2", pod="") == 1.0  # a MIG slice's holder is not on the device
+    assert value(samples, "gpu_pod_memory_used_bytes", gpu="2", pod="mig-job") == \
+        value(samples, "gpu_process_memory_used_bytes", pid="301")  # its process, not the whole device
+    assert "2" not in by_gpu(samples, "gpu_pod_utilization_ratio")
     assert (value(samples, "gpu_pod_utilization_ratio", gpu="1", pod="llm-a"),
             value(samples, "gpu_pod_utilization_ratio", gpu="1", pod="llm-b")) == pytest.approx((0.2, 0.4))
     status, one = get_json(node.base + "/api/v1/gpus/0")

@@ -1,8 +1,8 @@
 """A GPU in MIG mode as real NVML answers for it: device utilization and per-process utilization are not
 supported (NVML's docs: "On MIG-enabled GPUs, querying device utilization rates / process utilization is not
-currently supported"). The simulator's `mig:` GPUs still answer both (the pod-attribution tests rely on it),
-so the real behaviour is a `not_supported` fault on those two calls; the exporter leaves the series out and
-logs once."""
+currently supported"). The simulator's `mig:` GPUs raise pynvml's NVMLError_NotSupported for both, with no
+fault configured, so the demo and the tests take the code path real hardware takes: the exporter leaves those
+series out and logs once."""
 
 from __future__ import annotations
 
@@ -27,8 +27,6 @@ gpus:
     mig: 2
     load: {pattern: constant, value: 0.3, noise: 0}
     processes: [{pid: 8, memory_gib: 2}]
-faults:  # what a real GPU in MIG mode answers
-  - {type: not_supported, gpu: 1, calls: [nvmlDeviceGetUtilizationRates, nvmlDeviceGetProcessUtilization]}
 """
 
 
@@ -40,7 +38,7 @@ class Fixed:
         return self.value
 
 
-def test_the_mig_fault_says_not_supported_on_the_mig_gpu_only(make_sim: SimFactory) -> None:
+def test_a_mig_gpu_says_not_supported_for_utilization_a_whole_gpu_does_not(make_sim: SimFactory) -> None:
     nvml = real_nvml()
     sim, _ = make_sim(FLEET)
     whole, mig = sim.nvmlDeviceGetHandleByIndex(0), sim.nvmlDeviceGetHandleByIndex(1)

@@ -209,6 +209,14 @@ def test_method_not_allowed() -> None:
     assert call("/api/v1/gpus", method="POST")[0] == 405
 
 
+def test_a_method_not_allowed_is_refused_before_the_gpus_are_read() -> None:
+    def provider() -> list[GpuStatus]:
+        raise RuntimeError("NVML was read")  # would be a 503
+
+    status, body = handle("/api/v1/gpus/0", "", provider, GpuHistory(), method="DELETE")
+    assert status == 405 and body == {"error": "method DELETE not allowed; use GET or HEAD"}
+
+
 def test_provider_failure_is_503_not_an_exception() -> None:
     def broken() -> list[GpuStatus]:
         raise RuntimeError("NVML gone")
@@ -232,9 +240,14 @@ def test_is_api_path() -> None:
     ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "GPU-a"),), False),
     ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "GPU-a"),) * 2, False),  # two replicas of one container
     ((DeviceHolder("a", "p1", "c", "nvidia.com/mig-1g.10gb", "MIG-1"),), True),  # a slice is not the GPU
-    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "0:1"),), False),
+    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "0"),), False),  # deviceIDStrategy=index: GPU 0
     ((DeviceHolder("a", "p1", "c", "nvidia.com/mig-1g.10gb", "0:1"),), True),
-], ids=["free", "one", "one-container-two-replicas", "one-mig-holder", "index-id", "index-mig"])
+    # mig-strategy=single advertises MIG devices as nvidia.com/gpu: `0:1` (index) is MIG device 1 of GPU 0
+    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "0:1"),), True),
+    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "nvidia0/gi1"),), True),  # GKE's MIG GPU instance
+    ((DeviceHolder("a", "p1", "c", GPU_RESOURCE, "nvidia0"),), False),  # GKE's whole GPU
+], ids=["free", "one", "one-container-two-replicas", "one-mig-holder", "index-id", "index-mig",
+        "index-mig-single-strategy", "gke-mig", "gke-whole"])
 def test_shared_means_what_gpu_allocation_info_means(holders: tuple[DeviceHolder, ...], shared: bool) -> None:
     """`shared` is true when the device values are not one holder's alone, as gpu_allocation_info's label:
     a single MIG holder is shared (its slice is not the device)."""
