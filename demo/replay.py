@@ -13,12 +13,15 @@ What the metrics return (the simulated answers to the rule's queries, by metric 
   treating not-yet-ready pods as 0 % for scale-up, and it keeps an Average rule from piling more replicas on
   while the first ones load; a scale-down window longer than the start-up delay keeps it from scaling down.
 - `requests_per_second`: the request rate the service receives (load x `requests_per_gpu_second`), as
-  `sum(rate(service_requests_total[1m]))` returns it. Unlike utilization it does not saturate at 100 %.
+  `sum(rate(service_requests_total[1m]))` returns it: the mean over the query's range window (the largest
+  `[...]` in the query; the rate at that instant when it has none), so a one-minute rate lags a burst by about
+  half a minute and smooths the jitter. Unlike utilization it does not saturate at 100 %.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +35,18 @@ DecideFunction = Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, 
 GPU_UTILIZATION = "gpu_utilization"
 REQUESTS_PER_SECOND = "requests_per_second"
 KNOWN_METRICS = (GPU_UTILIZATION, REQUESTS_PER_SECOND)
+
+_RANGE = re.compile(r"\[((?:\d+(?:ms|s|m|h|d|w|y))+)(?::[^\]]*)?\]")
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3_600.0, "d": 86_400.0, "w": 604_800.0,
+                 "y": 31_536_000.0}
+
+
+def query_range_seconds(query: str) -> float:
+    """The largest range selector of a PromQL query in seconds (`rate(x[1m])` -> 60, `[1h30m]` -> 5400, a
+    subquery `[30m:1m]` -> 1800), 0 when it has none."""
+    return max((sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(m.group(1)))
+                for m in _RANGE.finditer(query)), default=0.0)
 
 
 @dataclass(frozen=True)
@@ -108,8 +123,13 @@ class ReplayResult:
     figures: Figures
 
 
-def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings) -> list[MetricObservation]:
-    """What each of the rule's queries would return for this cluster state (see the module docstring)."""
+def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings,
+                 mean_load: Callable[[float], float] | None = None) -> list[MetricObservation]:
+    """What each of the rule's queries would return for this cluster state (see the module docstring).
+
+    `mean_load(window_seconds)`: the trace's mean load over the last `window_seconds` (the snapshot's load
+    when not given, or for a query without a range).
+    """
     result = []
     for metric in rule.metrics:
         if metric.name == GPU_UTILIZATION:
@@ -119,7 +139,9 @@ def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings
             else:
                 result.append(MetricObservation(metric.name, 100.0 * mean))
         elif metric.name == REQUESTS_PER_SECOND:
-            result.append(MetricObservation(metric.name, snapshot.load * settings.requests_per_gpu_second))
+            window = query_range_seconds(metric.query)
+            load = mean_load(window) if mean_load is not None and window > 0 else snapshot.load
+            result.append(MetricObservation(metric.name, load * settings.requests_per_gpu_second))
         else:
             raise ValueError(f"rule {rule.name}: metric {metric.name!r} has no simulated signal; the replay "
                              f"knows {', '.join(KNOWN_METRICS)}")
@@ -146,16 +168,25 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
     deployment = SimulatedDeployment(rule.target.namespace, rule.target.name, rule.min_replicas, clock,
                                      settings.cluster)
     history = RuleHistory()
+
+    def mean_load_until(now: float) -> Callable[[float], float]:
+        """The mean of the load sampled every step over (now - window, now], as a rate() over the window."""
+        def mean(window: float) -> float:
+            count = max(1, round(window / step))
+            return sum(trace(abs(now - k * step)) for k in range(count)) / count
+        return mean
+
     samples: list[Sample] = []
     syncs: list[SyncRecord] = []
     for index in range(total_steps + 1):
         now = (index - warmup_steps) * step
         clock.now = now
-        load = trace(abs(now))
+        load = trace(abs(now))  # the warm-up plays the trace mirrored
         snapshot = deployment.snapshot(load)
         if index % steps_per_sync == 0:
             current = deployment.spec_replicas
-            decision = decide_fn(rule, current, observations(rule, snapshot, settings), history, now)
+            decision = decide_fn(rule, current, observations(rule, snapshot, settings, mean_load_until(now)),
+                                 history, now)
             history = decision.history
             if decision.replicas != current:
                 deployment.scale_to(decision.replicas)

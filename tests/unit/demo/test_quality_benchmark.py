@@ -60,7 +60,7 @@ def test_on_the_noisy_trace_recommended_halves_overload_for_a_few_more_gpu_hours
     a, c = outcome.results["a"].figures, outcome.results["c"].figures
     assert a.scale_changes == 0
     assert c.overloaded_minutes <= a.overloaded_minutes / 2
-    assert c.gpu_hours <= a.gpu_hours * 1.12
+    assert c.gpu_hours <= a.gpu_hours * 1.13
 
 
 def test_on_the_noisy_trace_no_policy_could_save_more_than_a_few_percent_over_a(

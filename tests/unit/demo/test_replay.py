@@ -11,7 +11,15 @@ import pytest
 from autoscaler.policy import Decision, MetricObservation, Reason, RuleHistory
 from autoscaler.rules import Rule, parse_rules
 from demo.cluster import ClusterSettings, SimulatedDeployment
-from demo.replay import ReplaySettings, Sample, SyncRecord, observations, replay, score
+from demo.replay import (
+    ReplaySettings,
+    Sample,
+    SyncRecord,
+    observations,
+    query_range_seconds,
+    replay,
+    score,
+)
 from demo.traces import Trace, sudden_burst
 
 
@@ -49,6 +57,48 @@ def test_requests_per_second_is_demand_and_does_not_saturate() -> None:
     settings = ReplaySettings(requests_per_gpu_second=10.0)
     [obs] = observations(rule_with(REQUESTS), deployment.snapshot(7.0), settings)
     assert obs == MetricObservation("requests_per_second", 70.0)
+
+
+@pytest.mark.parametrize(("query", "seconds"), [
+    ("sum(rate(service_requests_total{service=\"svc\"}[1m]))", 60.0),
+    ("100 * avg(gpu_utilization_ratio)", 0.0),
+    ("rate(a[1h30m]) + rate(b[5s])", 5_400.0),
+    ("max_over_time(rate(a[1m])[30m:1m])", 1_800.0),
+    ("rate(a[500ms])", 0.5),
+])
+def test_the_range_window_of_a_query_is_its_largest_range_selector(query: str, seconds: float) -> None:
+    assert query_range_seconds(query) == seconds
+
+
+def test_a_rate_over_a_window_reads_the_mean_demand_of_that_window_not_the_instant() -> None:
+    deployment = SimulatedDeployment("ns", "svc", 2, lambda: 0.0)
+    windowed = rule_with("[{name: requests_per_second, query: 'sum(rate(r[2m]))', type: Total, target: 5}]")
+    asked: list[float] = []
+
+    def mean_load(window: float) -> float:
+        asked.append(window)
+        return 3.0
+
+    [obs] = observations(windowed, deployment.snapshot(7.0), ReplaySettings(), mean_load)
+    assert (obs.value, asked) == (30.0, [120.0])
+    [instant] = observations(rule_with(REQUESTS), deployment.snapshot(7.0), ReplaySettings(), mean_load)
+    assert instant.value == 70.0 and asked == [120.0]  # no range: the rate of the instant
+
+
+def test_after_a_step_in_demand_a_one_minute_rate_catches_up_over_one_minute() -> None:
+    step_up = Trace("step", "2 -> 6 at t=600", 1_200.0, lambda t: 6.0 if t >= 600.0 else 2.0)
+    rule = rule_with("[{name: requests_per_second, query: 'sum(rate(r[1m]))', type: Total, target: 1000}]")
+    seen: dict[float, float] = {}
+
+    def spy(rule: Rule, current: int, obs: Sequence[MetricObservation], history: RuleHistory,
+            now: float) -> Decision:
+        seen[now] = obs[0].value or 0.0
+        return Decision(current, current, current, Reason.WithinTolerance, "hold", (), history)
+
+    replay(rule, step_up, ReplaySettings(warmup_seconds=0.0, requests_per_gpu_second=10.0), decide_fn=spy)
+    assert seen[585.0] == pytest.approx(20.0)
+    assert 20.0 < seen[615.0] < seen[630.0] < seen[645.0] < 60.0
+    assert seen[660.0] == pytest.approx(60.0)
 
 
 def test_an_unknown_metric_name_is_refused_naming_the_known_ones() -> None:
