@@ -74,6 +74,12 @@ def by_uuid(raw: Holders, uuid_of_index: UuidLookup | None,
     return {key: tuple(sorted(held)) for key, held in merged.items()}
 
 
+def is_minor_id(device_id: str) -> bool:
+    """GKE's device plugin ids, `nvidia<minor>` with an optional `/gi<id>` or `/vgpu<n>`: they name a GPU by
+    its device minor, which only the driver maps to a uuid (`read_driver_minors`)."""
+    return _MINOR_ID.match(device_id) is not None
+
+
 def _gpu_number(key: str, uuid_of_index: UuidLookup | None, uuid_of_minor: UuidLookup | None) -> str | None:
     """The GPU uuid an index or minor id names; None for any other id or a number no GPU has."""
     index, minor = _INDEX_ID.match(key), _MINOR_ID.match(key)

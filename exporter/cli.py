@@ -90,6 +90,10 @@ def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
     backend.add_argument("--pod-resources-socket", metavar="PATH",
                          help="kubelet pod-resources socket (default: the config file's, else "
                               "/var/lib/kubelet/pod-resources/kubelet.sock)", **default)
+    backend.add_argument("--proc-root", metavar="PATH",
+                         help="where to read /proc/<pid>/cgroup of GPU processes and the driver's device "
+                              "minors (the host's /proc mounted in the DaemonSet; default /proc)",
+                         **({"default": argparse.SUPPRESS} if suppress else {"default": DEFAULT_PROC_ROOT}))
     backend.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                          help="log level on stderr (default INFO; WARNING for status)", **default)
     return backend
@@ -104,9 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-interval", type=_seconds, default=1.0, metavar="SECONDS",
                         help="minimum seconds between two NVML sweeps; scrapes in between share one "
                              "(default 1)")
-    parser.add_argument("--proc-root", default=DEFAULT_PROC_ROOT, metavar="PATH",
-                        help="where to read /proc/<pid>/cgroup of GPU processes (the host's /proc mounted "
-                             "in the DaemonSet; default /proc)")
     commands = parser.add_subparsers(dest="command", metavar="{status}")
     status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],
                                  help="print the local GPUs once and exit")
@@ -146,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         config = exporter_config(args)  # a bad file: ConfigError, exit 2, before anything starts
         if args.command == "status":
-            return run_status(nvml_backend(args), node_name(args.node_name), config, args.json, PROG)
+            return run_status(nvml_backend(args), node_name(args.node_name), config, args.json, PROG,
+                              args.proc_root)
         return serve(args, config)
     except (UsageError, ConfigError, ExporterError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -11,15 +11,17 @@ import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
-from exporter.attribution import by_uuid
+from exporter.attribution import by_uuid, is_minor_id
 from exporter.config import ExporterConfig
 from exporter.errors import NvmlUnavailableError
 from exporter.health import HealthThresholds
 from exporter.nvml import NodeSnapshot, NvmlAdapter
 from exporter.podresources.client import PodResourcesClient, PodResourcesUnavailableError
 from exporter.podresources.mapping import DeviceHolder, build_holder_map
+from exporter.procfs import DEFAULT_PROC_ROOT, read_driver_minors
 from exporter.snapshots import throttle_reasons
 from exporter.source import mean_by_pid
 from exporter.status_api import GpuStatus, gpu_json
@@ -30,14 +32,15 @@ Holders = Mapping[str, tuple[DeviceHolder, ...]]
 log = logging.getLogger(__name__)
 
 
-def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog: str) -> int:
+def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog: str,
+               proc_root: str | Path = DEFAULT_PROC_ROOT) -> int:
     adapter = NvmlAdapter(nvml)
     try:
         adapter.init()
         snapshot = adapter.read()
         if as_json:  # the table shows neither, so only the JSON pays for the ~40 ms per GPU
             snapshot = with_background_samples(adapter, snapshot, nvml.NVMLError)
-        holders, pods_error = read_holders(config, adapter)
+        holders, pods_error = read_holders(config, adapter, snapshot, proc_root)
     except NvmlUnavailableError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 1
@@ -70,13 +73,21 @@ def with_background_samples(adapter: NvmlAdapter, snapshot: NodeSnapshot,
     return replace(snapshot, devices=tuple(devices))
 
 
-def read_holders(config: ExporterConfig, adapter: NvmlAdapter) -> tuple[Holders, str | None]:
-    """GPU uuid -> holders from one kubelet List; ({}, reason) when the kubelet cannot be read."""
+def read_holders(config: ExporterConfig, adapter: NvmlAdapter, snapshot: NodeSnapshot,
+                 proc_root: str | Path = DEFAULT_PROC_ROOT) -> tuple[Holders, str | None]:
+    """GPU uuid -> holders from one kubelet List; ({}, reason) when the kubelet cannot be read.
+
+    Ids are mapped as the running exporter maps them, GKE's `nvidia<minor>` ones through the driver's minor
+    table under `proc_root` (read only when such an id is listed)."""
     client = PodResourcesClient(config.pod_resources.client_settings())
     try:
         holders = build_holder_map(client.list_allocations(), adapter.mig_parent,
                                    config.pod_resources.resource_filter())
-        return dict(by_uuid(holders, adapter.uuid_of)), None
+        minors: dict[int, str] = {}
+        if any(is_minor_id(key) for key in holders):
+            minors = read_driver_minors(((d.uuid, d.pci_bus_id) for d in snapshot.devices if d.uuid),
+                                        proc_root)
+        return dict(by_uuid(holders, adapter.uuid_of, minors.get)), None
     except PodResourcesUnavailableError as exc:
         return {}, str(exc)
 

@@ -15,7 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo.processes import promtool
-from tests.integration.exporter_k8s.conftest import NODE_YAML, KubeletServer, node_pods
+from tests.integration.exporter_k8s.conftest import GPU, NODE_YAML, KubeletServer, node_pods
+from tests.integration.exporter_k8s.test_exporter_pods import write_driver_minors
 from tests.integration.exporter_process import run_exporter, start_exporter, stop_all
 
 pytestmark = pytest.mark.integration
@@ -175,3 +176,21 @@ def test_unreadable_config_exits_2(tmp_path: Path) -> None:
     result = run("--simulate", "1", "--config", str(tmp_path / "absent.yaml"))
     assert result.returncode == 2 and "absent.yaml:1: (file): cannot read" in result.stderr
     assert os.path.basename(str(tmp_path / "absent.yaml")) in result.stderr
+
+
+def test_status_maps_gke_device_ids_by_the_drivers_device_minors(
+        kubelet: KubeletServer, files: dict[str, str], proc_root: str) -> None:
+    """`status` files GKE's `nvidia<minor>` ids as the running exporter does: minors opposite to the NVML
+    index here, read from --proc-root given after the subcommand."""
+    write_driver_minors(proc_root, {0: 3, 1: 2, 2: 1, 3: 0})
+    kubelet.set_pods([
+        ("ml", "trainer-0", [("main", [(GPU, ["nvidia3"])])]),
+        ("serve", "llm-a", [("server", [(GPU, ["nvidia2/vgpu0"])])]),
+        ("batch", "mig-job", [("worker", [(GPU, ["nvidia1/gi1"])])]),
+    ])
+    result = run("status", "--json", "--simulate-config", files["node"],
+                 "--pod-resources-socket", kubelet.socket_path, "--proc-root", proc_root)
+    assert result.returncode == 0, result.stderr
+    gpus = json.loads(result.stdout)["gpus"]
+    assert [[h["pod"] for h in g["holders"]] for g in gpus] == [["trainer-0"], ["llm-a"], ["mig-job"], []]
+    assert [g["shared"] for g in gpus] == [False, False, True, False]  # the GKE MIG slice is not the GPU
