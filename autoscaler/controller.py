@@ -43,6 +43,8 @@ WARNING_EVENT_REPEAT_SECONDS = 300.0
 """An identical Warning event (same rule, reason, message) is posted again only after this long."""
 SYNC_ERROR = "Error"
 """Decision reason of a rule whose sync raised an unexpected exception (a bug): its Event is FailedSync."""
+DECISION_REASONS = (*(r.value for r in Reason), "FailedGetScale", SYNC_ERROR)
+"""Every decision reason a rule can report: gpu_autoscaler_decision_reason has a series for each (0 or 1)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ class Controller:
         self.source = metrics_source
         self.clock = clock
         self.settings = settings or ControllerSettings()
-        self.metrics = metrics or ControllerMetrics(reasons=[r.value for r in Reason])
+        self.metrics = metrics or ControllerMetrics(reasons=DECISION_REASONS)
         self.metrics.dry_run = self.settings.dry_run
         self.is_leader = is_leader
         self._monotonic = monotonic

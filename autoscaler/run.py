@@ -22,13 +22,12 @@ from typing import Any
 from kubernetes import client
 
 from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_cluster_arguments
-from autoscaler.controller import Controller, ControllerSettings, Health, SyncReport
+from autoscaler.controller import DECISION_REASONS, Controller, ControllerSettings, Health, SyncReport
 from autoscaler.errors import AutoscalerError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, load_api_client
 from autoscaler.leader import LeaderElector, LeaseSettings
 from autoscaler.logfmt import configure_logging
 from autoscaler.metrics import ControllerMetrics
-from autoscaler.policy import Reason
 from autoscaler.prometheus import PromQLRunner, PromQLSettings
 from autoscaler.reload import RulesWatcher
 from autoscaler.rules import load_rules
@@ -187,7 +186,7 @@ def serve(
     except RulesError as e:
         print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
         return 2
-    metrics = ControllerMetrics(reasons=[r.value for r in Reason])
+    metrics = ControllerMetrics(reasons=DECISION_REASONS)
     elector = None
     if options.leader_elect:
         elector = LeaderElector(

@@ -35,6 +35,7 @@ def test_an_unexpected_exception_is_recorded_as_an_error_decision(
     c = make_controller(ruleset(rule("buggy"), rule("good")))
     c.sync_once()
     assert sample(c, "gpu_autoscaler_decision_reason", rule="buggy", reason="WithinTolerance") == 1
+    assert sample(c, "gpu_autoscaler_decision_reason", rule="buggy", reason="Error") == 0  # a series already
     backend.patch_errors[ref("buggy")] = RuntimeError("bug in a backend")  # not a KubeError: a surprise
     source.values["q_util"] = 160
     with caplog.at_level(logging.WARNING, logger="autoscaler.controller"):
