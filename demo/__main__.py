@@ -3,9 +3,10 @@
 A simulated GPU Deployment (demo.cluster) serves a day of load compressed into a few minutes; its replicas'
 GPUs live in simulated NVML nodes served by real exporters (demo.world); a real Prometheus scrapes them; the
 real controller (autoscaler.controller) runs the rule's PromQL and scales the Deployment through an in-memory
-scale backend (demo.scale_backend), exactly as it patches Kubernetes. One line per sync on stdout; at the
-end (or on Ctrl-C / SIGTERM / SIGHUP, after stopping everything it started) timeline.csv, demo.png and
-summary.md.
+scale backend (demo.scale_backend), exactly as it patches Kubernetes. Before the first sync it waits (bounded,
+saying what for) until the rule's queries read what the first load really is. One line per sync on stdout; at
+the end (or on Ctrl-C / SIGTERM / SIGHUP, after stopping everything it started) timeline.csv, demo.png and
+summary.md, the summary also on stdout.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -30,14 +32,15 @@ from autoscaler.errors import RulesError
 from autoscaler.metrics import ControllerMetrics
 from autoscaler.policy import Reason
 from autoscaler.prometheus import PromQLRunner, PromQLSettings
-from autoscaler.rules import Rule, RuleSet, load_rules
+from autoscaler.rules import MetricSpec, Rule, RuleSet, load_rules
 from autoscaler.server import MetricsServer
 from demo.cluster import ClusterSettings, SimulatedDeployment
-from demo.processes import ProcessError, start_prometheus
+from demo.processes import ProcessError, Stopped, start_prometheus
+from demo.replay import query_range_seconds
 from demo.report import DemoRecorder
 from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
 from demo.traces import Trace, demo_day
-from demo.world import SimulatedWorld
+from demo.world import SimulatedWorld, served_names_in
 
 DEMO_RULES = Path(__file__).resolve().parent / "demo-rules.yaml"
 REQUESTS_PER_GPU_SECOND = 10.0
@@ -45,8 +48,23 @@ REQUESTS_PER_GPU_SECOND = 10.0
 TICK_SECONDS = 0.25
 """How often the load driver updates the GPUs and the request counter."""
 READY_TIMEOUT_SECONDS = 30.0
+"""Bound on Prometheus scraping every target once."""
+SERIES_WAIT_SCRAPES = 5
+SERIES_WAIT_SLACK_SECONDS = 2.0
+"""Once every target was scraped, a query's series appears within two scrapes (rate() needs two samples):
+one that returns nothing after this many scrape intervals (plus the slack) selects series the demo lacks."""
+WINDOW_WAIT_CAP_SECONDS = 60.0
+"""Longest wait for the rule's largest range window to fill with samples before the scenario starts."""
+MAX_SCRAPE_FRACTION = 0.4
+"""The scrape interval may be at most 2/5 of the smallest range window: 2.5 scrapes per window leave the two
+samples rate() needs in every window, whatever its phase and the scrapes' jitter."""
+_BRACKETS = re.compile(r"\[[^\[\]]*\]")
 
 log = logging.getLogger("demo")
+
+
+class NothingToDemo(Exception):
+    """No query of the rule returns a series: the controller could read nothing, there is nothing to show."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -64,7 +82,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
                         help="seconds between controller syncs (default %(default)g)")
     parser.add_argument("--scrape-interval", type=float, default=1.0, metavar="SECONDS",
-                        help="Prometheus scrape interval (default %(default)g)")
+                        help="Prometheus scrape interval, at most 2/5 of the smallest range window in the "
+                             "rule's queries (default %(default)g)")
     args = parser.parse_args(argv)
     minimums = (("--duration", args.duration, 1.0), ("--startup-delay", args.startup_delay, 0.0),
                 ("--interval", args.interval, 0.2), ("--scrape-interval", args.scrape_interval, 0.2))
@@ -82,6 +101,30 @@ def choose_rule(path: Path, name: str | None) -> Rule:
     if not rules.rules:
         raise KeyError(f"{path} has no rule")
     return rules.rules[0]
+
+
+def range_windows(query: str) -> list[tuple[str, float]]:
+    """Each range selector of a PromQL query as written and in seconds (`rate(x[5s])` -> [("[5s]", 5.0)]),
+    a subquery by its range; `[0-9]` in a regex matcher is none."""
+    found = [(text, query_range_seconds(text)) for text in _BRACKETS.findall(query)]
+    return [(text, seconds) for text, seconds in found if seconds > 0]
+
+
+def scrape_interval_problem(rule: Rule, path: str, scrape_interval: float) -> str | None:
+    """Why `--scrape-interval` is too long for the rule's range windows (rate() needs two samples in its
+    window, so with one the metric fails now and then), or None."""
+    windows = [(seconds, text, metric)
+               for metric in rule.metrics for text, seconds in range_windows(metric.query)]
+    if not windows:
+        return None
+    seconds, text, metric = min(windows, key=lambda found: found[0])
+    limit = seconds * MAX_SCRAPE_FRACTION
+    if scrape_interval <= limit * (1 + 1e-9):
+        return None
+    where = f"{path}:{metric.line}" if metric.line else path
+    return (f"--scrape-interval: {scrape_interval:g} s is too long for the {text} range window of metric "
+            f"{metric.name!r} ({where}): rate() needs two samples in its window; use --scrape-interval "
+            f"{limit:g} or less (2/5 of the rule's smallest window)")
 
 
 def _query(url: str, promql: str) -> list[dict[str, object]]:
@@ -166,7 +209,7 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
         stack.callback(metrics_server.stop)
         jobs = {**world.scrape_targets(), "gpu-autoscaler": [f"127.0.0.1:{metrics_server.port}"]}
         scrape = f"{round(args.scrape_interval * 1000)}ms"  # Prometheus durations take integers only
-        prometheus = start_prometheus({
+        prometheus = start_prometheus(stop=stop, config={
             "global": {"scrape_interval": scrape, "evaluation_interval": scrape,
                        "scrape_timeout": f"{round(args.scrape_interval * 900)}ms"},
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}]}
@@ -178,23 +221,17 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
         last_drive = [time.monotonic()]
 
         def keep_load_flowing() -> None:
-            """The scenario's first load while waiting, so the first rate() Prometheus computes is the real
-            one, not the zero of an idle counter."""
+            """The scenario's first load while waiting, so the windows the first syncs read hold it, not the
+            zero of an idle counter."""
             now = time.monotonic()
             world.drive(trace(0.0), now - last_drive[0])
             last_drive[0] = now
 
         keep_load_flowing()
         targets = sum(len(t) for t in jobs.values())
-        if not wait_for_scrapes(prometheus.url, targets, stop, READY_TIMEOUT_SECONDS, keep_load_flowing):
-            print("demo: warning: Prometheus has not scraped every target yet; first syncs may fail",
-                  flush=True)
-        else:
-            queries = [m.query for m in rule.metrics]
-            for promql in wait_for_series(prometheus.url, queries, stop, READY_TIMEOUT_SECONDS,
-                                          keep_load_flowing):
-                print(f"demo: warning: no series yet for {promql}; the first syncs may report it failed",
-                      flush=True)
+        if not warm_up(prometheus.url, targets, rule, _shown(args.rules), args.scrape_interval, world, stop,
+                       keep_load_flowing):
+            return
         runner = PromQLRunner(PromQLSettings(prometheus.url, query_timeout=max(args.interval / 2, 0.5),
                                              budget=max(args.interval * 0.6, 0.5), max_attempts=2))
         stack.callback(runner.close)
@@ -205,6 +242,64 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
         print(f"demo: {rule.name} scales {rule.target} between {rule.min_replicas} and {rule.max_replicas}; "
               f"{trace.description}, {args.duration:g} s; Ctrl-C stops", flush=True)
         play(args, trace, world, controller, recorder, stop)
+
+
+def warm_up(url: str, targets: int, rule: Rule, path: str, scrape_interval: float, world: SimulatedWorld,
+            stop: threading.Event, between: Callable[[], object]) -> bool:
+    """Bounded waits, each announced, until the first sync reads what the scenario's first load really is:
+    every target scraped, every query returning a series, the largest range window filled with samples (a
+    rate() Prometheus extrapolates over a window not yet filled reads a fraction of the real rate). False when
+    `stop` was set; raises NothingToDemo when no query of the rule returns a series."""
+    print(f"demo: waiting for Prometheus to scrape its {targets} targets "
+          f"(at most {READY_TIMEOUT_SECONDS:g} s)", flush=True)
+    scraped = wait_for_scrapes(url, targets, stop, READY_TIMEOUT_SECONDS, between)
+    if stop.is_set():
+        return False
+    if not scraped:
+        print(f"demo: warning: Prometheus has not scraped every target after {READY_TIMEOUT_SECONDS:g} s; "
+              "the first syncs may fail", flush=True)
+    scraped_at = time.monotonic()
+    timeout = SERIES_WAIT_SLACK_SECONDS + SERIES_WAIT_SCRAPES * scrape_interval
+    print(f"demo: waiting for each query of rule {rule.name} to return a series (at most {timeout:g} s)",
+          flush=True)
+    empty = set(wait_for_series(url, [m.query for m in rule.metrics], stop, timeout, between))
+    if stop.is_set():
+        return False
+    if empty:
+        explain_empty(rule, path, [m for m in rule.metrics if m.query in empty], world, timeout)
+    found = [(t, s) for m in rule.metrics if m.query not in empty for t, s in range_windows(m.query)]
+    text, window = max(found, key=lambda pair: pair[1], default=("", 0.0))
+    wait = min(window, WINDOW_WAIT_CAP_SECONDS) - (time.monotonic() - scraped_at)
+    if wait > 0:
+        capped = (f" (at most {WINDOW_WAIT_CAP_SECONDS:g} s: the first syncs' rate() reads below the real "
+                  "one)" if window > WINDOW_WAIT_CAP_SECONDS else "")
+        print(f"demo: waiting {wait:.0f} s until the rule's largest range window {text} holds scraped "
+              f"samples, so the first rate() is the real one{capped}", flush=True)
+        deadline = time.monotonic() + wait
+        while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            between()
+            stop.wait(min(TICK_SECONDS, left))
+    return not stop.is_set()
+
+
+def explain_empty(rule: Rule, path: str, empty: Sequence[MetricSpec], world: SimulatedWorld,
+                  waited: float) -> None:
+    """Say which metrics find nothing, why (names the demo does not serve, or label values that do not match)
+    and what the demo serves; raises NothingToDemo when none of the rule's metrics finds a series."""
+    count = ("none" if len(empty) == len(rule.metrics) else f"{len(rule.metrics) - len(empty)}")
+    lines = [f"{count} of the {len(rule.metrics)} metrics of rule {rule.name} ({path}:{rule.line}) returned "
+             f"a series after {waited:g} s of scrapes; no series for:"]
+    for metric in empty:
+        served = served_names_in(metric.query)
+        why = (f"it selects {', '.join(served)}, which the demo serves: check its label values against these"
+               if served else "it names no series the demo serves")
+        lines.append(f"  - {metric.name} ({path}:{metric.line}): {metric.query}\n    {why}")
+    lines.append(world.describe_series())
+    if len(empty) == len(rule.metrics):
+        raise NothingToDemo("\n".join([*lines, "Nothing to demo: the controller could read none of the "
+                                       "rule's metrics; point their queries at these series."]))
+    print("demo: warning: " + "\n".join([*lines, "The syncs will report these metrics failed (NoSeries); "
+                                       "the others still scale the Deployment."]), flush=True)
 
 
 def play(args: argparse.Namespace, trace: Trace, world: SimulatedWorld, controller: Controller,
@@ -251,6 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyError as exc:
         print(f"demo: --rule: {exc.args[0]}", file=sys.stderr)
         return 2
+    problem = scrape_interval_problem(rule, _shown(args.rules), args.scrape_interval)
+    if problem is not None:
+        print(f"demo: {problem}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     received: list[int] = []
     install_signal_handlers(stop, received)
@@ -258,6 +357,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = 0
     try:
         run(args, rule, recorder, stop)
+    except Stopped:
+        pass  # Ctrl-C while Prometheus was starting: already stopped, the signal sets the exit code
+    except NothingToDemo as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        code = 2
     except ProcessError as exc:
         print(f"demo: cannot start Prometheus: {exc}", file=sys.stderr)
         code = 1
@@ -266,7 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             recorder.ended_by = f"stopped by {signal.Signals(received[0]).name}"
             code = 128 + received[0]
         if recorder.points or received:
-            for path in recorder.write(args.output):
+            written = recorder.write(args.output)
+            print(f"\n{recorder.summary()}", flush=True)  # the summary.md just written, on the terminal too
+            for path in written:
                 print(f"demo: wrote {path}", flush=True)
     return code
 

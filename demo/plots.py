@@ -82,11 +82,14 @@ class DemoPoint:
     utilization: float | None
     """The plotted metric as the engine compares it with its target (a Total one per replica), None when it
     failed."""
+    gpu_utilization: float | None = None
+    """The simulated Deployment's mean GPU utilization (%), whatever the rule queries; None: no GPU held."""
 
 
 def plot_demo(points: Sequence[DemoPoint], path: Path, metric_name: str, target: float | None,
-              title: str) -> None:
-    """Top: load and replicas (desired, ready). Bottom: the rule's first metric against its target."""
+              title: str, gpu_on_own_axis: bool = False) -> None:
+    """Top: load and replicas (desired, ready). Bottom: the rule's plotted metric against its target, and the
+    simulated mean GPU utilization (on a right-hand % axis when the metric is not a utilization)."""
     figure = Figure(figsize=SIZE_INCHES, layout="constrained")
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     times = [p.t for p in points]
@@ -105,6 +108,14 @@ def plot_demo(points: Sequence[DemoPoint], path: Path, metric_name: str, target:
                 color=COLORS[0], linewidth=1.0, label=metric_name)
     if target is not None:
         bottom.axhline(target, color="black", linestyle="--", linewidth=0.8, label=f"target {target:g}")
+    gpu_axis = bottom.twinx() if gpu_on_own_axis else bottom
+    simulated = [p.gpu_utilization if p.gpu_utilization is not None else float("nan") for p in points]
+    gpu_axis.plot(times, simulated, color=COLORS[1], linewidth=0.8,
+                  label="mean GPU utilization % (simulated)")
+    if gpu_on_own_axis:
+        gpu_axis.set_ylim(0, 105)
+        gpu_axis.set_ylabel("GPU utilization %")
+        gpu_axis.legend(loc="upper right", fontsize=7)
     bottom.set_xlabel("seconds")
     bottom.legend(loc="upper left", fontsize=7)
     _save(figure, path)

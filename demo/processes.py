@@ -7,8 +7,6 @@ port, a private data directory, a bounded wait for readiness, and a stop that ne
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import shutil
 import signal
@@ -16,10 +14,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,38 +29,34 @@ PROMTOOL_BINARY = "promtool"
 ALERTMANAGER_BINARIES = ("prometheus-alertmanager", "alertmanager")
 
 
-PR_SET_PDEATHSIG = 1
-"""prctl(2) option: the signal the kernel sends a child when the thread that forked it dies (Linux only)."""
-
-
 class ProcessError(RuntimeError):
     """A server binary is missing, or did not become ready in time."""
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn making the child get SIGTERM when its parent dies (even by SIGKILL), or None where prctl
-    is unavailable (not Linux). The servers run in their own session so a terminal's Ctrl-C reaches only the
-    demo, which stops them in order; this covers the demo being killed or crashing without its cleanup.
+class Stopped(Exception):
+    """The caller's stop event was set (Ctrl-C) while a start-up wait was under way: not an error."""
 
-    libc and prctl are looked up here, in the parent: the child only calls them between fork and exec.
-    The kernel signals when the forking *thread* exits, so callers start servers from a long-lived thread
-    (the demo and the test fixtures use the main thread).
+
+_ONLY_WHILE_PARENT_LIVES = '[ "$PPID" = "$1" ] || exit 0; shift; exec "$@"'
+
+
+def _dies_with_parent(argv: list[str]) -> list[str]:
+    """`argv` run so the server gets SIGTERM when its parent dies, even by SIGKILL: setpriv(1) (util-linux,
+    on every Debian) sets PR_SET_PDEATHSIG, which survives exec, and a shell then checks that the parent is
+    still the one that forked it (had it died before setpriv ran, no signal would come) before it execs the
+    server under the same pid. No Python runs between fork and exec, so this is safe whatever threads the
+    caller has, unlike subprocess's preexec_fn. The servers run in their own session so a terminal's Ctrl-C
+    reaches only the demo, which stops them in order; this covers the demo being killed or crashing.
+
+    The kernel signals when the forking *thread* exits, so callers start servers from a long-lived thread (the
+    demo and the test fixtures use the main thread). Without setpriv (not Linux), `argv` unchanged: the
+    servers are then stopped by their caller's cleanup only.
     """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect: no signal will come
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
+    setpriv, shell = shutil.which("setpriv"), shutil.which("sh")
+    if not sys.platform.startswith("linux") or setpriv is None or shell is None:
+        return argv
+    return [setpriv, "--pdeathsig", "TERM", "--", shell, "-c", _ONLY_WHILE_PARENT_LIVES, "sh",
+            str(os.getpid()), *argv]
 
 
 def free_port() -> int:
@@ -80,11 +75,16 @@ def find_binary(*names: str) -> str:
         f"none of {', '.join(names)} is on PATH; install the Debian package (scripts/setup.sh)")
 
 
-def wait_http_ok(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-    """Poll `url` until it answers 200, the process exits, or `timeout` seconds pass."""
+def wait_http_ok(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None,
+                 stop: threading.Event | None = None) -> None:
+    """Poll `url` until it answers 200, the process exits, or `timeout` seconds pass; raises Stopped as soon
+    as `stop` is set (Ctrl-C during start-up is not an error)."""
+    stop = stop or threading.Event()
     deadline = time.monotonic() + timeout
     last_error = "no answer"
     while time.monotonic() < deadline:
+        if stop.is_set():
+            raise Stopped(f"stopped while waiting for {url}")
         if proc is not None and proc.poll() is not None:
             raise ProcessError(f"process exited with {proc.returncode} before {url} was ready")
         try:
@@ -94,7 +94,7 @@ def wait_http_ok(url: str, timeout: float, proc: subprocess.Popen[bytes] | None 
                 last_error = f"HTTP {resp.status}"
         except (urllib.error.URLError, OSError) as exc:
             last_error = str(exc)
-        time.sleep(0.05)
+        stop.wait(0.05)
     raise ProcessError(f"{url} not ready after {timeout:.0f}s: {last_error}")
 
 
@@ -130,15 +130,18 @@ class ManagedProcess:
 
 def _start(
     name: str, argv: list[str], url: str, ready_path: str, workdir: Path,
-    owned: tempfile.TemporaryDirectory[str] | None, timeout: float,
+    owned: tempfile.TemporaryDirectory[str] | None, timeout: float, stop: threading.Event | None = None,
 ) -> ManagedProcess:
     log_path = workdir / f"{name}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-                                start_new_session=True, preexec_fn=_die_with_parent())
+        proc = subprocess.Popen(_dies_with_parent(argv), stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
+                                start_new_session=True)
     managed = ManagedProcess(name, url, workdir, proc, log_path, owned)
     try:
-        wait_http_ok(url + ready_path, timeout, proc)
+        wait_http_ok(url + ready_path, timeout, proc, stop)
+    except Stopped:
+        managed.stop()
+        raise
     except ProcessError as exc:
         tail = managed.log_tail()
         managed.stop()
@@ -152,11 +155,13 @@ def start_prometheus(
     workdir: Path | None = None,
     extra_args: tuple[str, ...] = (),
     timeout: float = 30.0,
+    stop: threading.Event | None = None,
 ) -> ManagedProcess:
     """Start Prometheus with `config` (a prometheus.yml as a dict) and optional rule files {name: text}.
 
     Rule files are written next to the config and added to `rule_files`. The server listens on 127.0.0.1 on a
-    free port with the lifecycle API enabled, so callers can reload it with POST /-/reload.
+    free port with the lifecycle API enabled, so callers can reload it with POST /-/reload. Setting `stop`
+    during the wait for readiness stops the server and raises Stopped.
     """
     owned = None
     if workdir is None:
@@ -182,7 +187,7 @@ def start_prometheus(
         "--storage.tsdb.retention.time=1d",
         *extra_args,
     ]
-    return _start("prometheus", argv, f"http://127.0.0.1:{port}", "/-/ready", workdir, owned, timeout)
+    return _start("prometheus", argv, f"http://127.0.0.1:{port}", "/-/ready", workdir, owned, timeout, stop)
 
 
 def start_alertmanager(

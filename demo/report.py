@@ -17,6 +17,9 @@ from demo.cluster import ClusterSnapshot
 from demo.plots import DemoPoint, plot_demo
 
 OVERLOAD_LINE = 0.95
+SIMULATED_GPU_COLUMN = "gpu_util_simulated"
+"""timeline.csv's column of the Deployment's mean GPU utilization (%), as simulated: shown whatever the rule
+queries, next to the rule's own metrics as Prometheus returned them."""
 
 
 @dataclass
@@ -44,6 +47,8 @@ class DemoRecorder:
     gpu_seconds: float = 0.0
     overloaded_seconds: float = 0.0
     not_ready_seconds: float = 0.0
+    busy_gpu_seconds: float = 0.0
+    """GPU-seconds of the held GPUs' utilization (their mean utilization x GPUs held, integrated)."""
     elapsed: float = 0.0
     ended_by: str = "completed"
     started_with: int | None = None
@@ -57,6 +62,7 @@ class DemoRecorder:
 
     def tick(self, snapshot: ClusterSnapshot, seconds: float) -> None:
         self.gpu_seconds += snapshot.gpus_held * seconds
+        self.busy_gpu_seconds += (snapshot.mean_utilization() or 0.0) * snapshot.gpus_held * seconds
         if snapshot.overloaded(OVERLOAD_LINE):
             self.overloaded_seconds += seconds
         if snapshot.ready < snapshot.spec_replicas:
@@ -77,17 +83,22 @@ class DemoRecorder:
             self.changes.append(ScaleChange(t, outcome.current, outcome.desired, outcome.reason,
                                             outcome.message))
         plotted = next(m for m in self.rule.metrics if m.name == self.plotted_metric)
+        mean = snapshot.mean_utilization()
+        gpu_percent = None if mean is None else 100.0 * mean
         self.points.append(DemoPoint(t, snapshot.load, replicas, snapshot.ready, outcome.desired,
-                                     _against_target(plotted, values.get(plotted.name), outcome.current)))
+                                     _against_target(plotted, values.get(plotted.name), outcome.current),
+                                     gpu_percent))
         row = {"t": f"{t:.2f}", "load": f"{snapshot.load:.3f}", "current": _num(outcome.current),
-               "desired": _num(outcome.desired), "ready": str(snapshot.ready), "reason": outcome.reason}
+               "desired": _num(outcome.desired), "ready": str(snapshot.ready),
+               SIMULATED_GPU_COLUMN: _num(gpu_percent), "reason": outcome.reason}
         row.update({m.name: _num(values.get(m.name)) for m in self.rule.metrics})
         self.rows.append(row)
         metrics = "  ".join(_shown_against_target(m, values.get(m.name), outcome.current)
                             for m in self.rule.metrics)
         arrow = f"{_num(outcome.current)} -> {_num(outcome.desired)}"
+        gpus = "  - " if gpu_percent is None else f"{gpu_percent:3.0f}%"
         return (f"[{t:6.1f}s] load {snapshot.load:5.2f}  replicas {arrow:>8} (ready {snapshot.ready:2d})  "
-                f"{metrics}  {outcome.reason}: {outcome.message}")
+                f"GPU util {gpus}  {metrics}  {outcome.reason}: {outcome.message}")
 
     def write(self, output: Path) -> list[Path]:
         """timeline.csv, demo.png (when there are points) and summary.md; returns the paths written."""
@@ -98,15 +109,21 @@ class DemoRecorder:
             label = f"{plotted.name} per replica" if plotted.type == "Total" else plotted.name
             png = output / "demo.png"
             plot_demo(self.points, png, label, plotted.target,
-                      f"gpu-autoscaler demo: {self.rule.name} ({self.rules_path})")
+                      f"gpu-autoscaler demo: {self.rule.name} ({self.rules_path})",
+                      gpu_on_own_axis=plotted.name != "gpu_utilization")
             written.append(png)
         summary = output / "summary.md"
         summary.write_text(self.summary())
         written.append(summary)
         return written
 
+    def _mean_busy(self) -> float:
+        """Mean utilization of the GPUs held over the run, weighted by GPU-seconds (idle loaders count)."""
+        return self.busy_gpu_seconds / self.gpu_seconds if self.gpu_seconds > 0 else 0.0
+
     def _write_csv(self, path: Path) -> Path:
-        columns = ["t", "load", "current", "desired", "ready", *[m.name for m in self.rule.metrics], "reason"]
+        columns = ["t", "load", "current", "desired", "ready", SIMULATED_GPU_COLUMN,
+                   *[m.name for m in self.rule.metrics], "reason"]
         with path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
@@ -128,7 +145,7 @@ class DemoRecorder:
             f"{len(self.changes) - ups} scale-downs.",
             f"- GPU time held: {self.gpu_seconds:.0f} GPU-seconds; overloaded (load per ready GPU above "
             f"{OVERLOAD_LINE:.0%}): {self.overloaded_seconds:.0f} s; replicas still loading: "
-            f"{self.not_ready_seconds:.0f} s.",
+            f"{self.not_ready_seconds:.0f} s; mean utilization of the GPUs held: {self._mean_busy():.0%}.",
             f"- Syncs with every metric failed: {self.failed_syncs}.", "",
             "| decision reason | syncs |", "|---|---:|",
             *[f"| {reason} | {count} |" for reason, count in self.reasons.most_common()], "",

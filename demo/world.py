@@ -13,6 +13,7 @@ endpoint, as an inference server or its gateway would; demand-based rules query 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from demo.cluster import ClusterSnapshot, SimulatedDeployment
 from exporter.app import ExporterApp
 from exporter.collector import PodRef
+from exporter.metrics import ALL_METRICS
 from exporter.simconfig import GIB, default_config
 from exporter.simphysics import gpu_uuid
 from exporter.simulated import SimulatedNvml
@@ -32,6 +34,18 @@ from exporter.source import SourceSettings
 MODEL_MEMORY_BYTES = 38 * GIB
 """GPU memory one replica's model holds once loaded (loading replicas fill it up gradually)."""
 FIRST_PID = 40_000
+CONTAINER = "server"
+"""The container name of every replica's pod (the `container` label of its GPU's series)."""
+REQUESTS_METRIC = "service_requests_total"
+SERVED_METRICS: frozenset[str] = frozenset({*(spec.exposed_name for spec in ALL_METRICS), REQUESTS_METRIC})
+"""Every series name the demo serves: the exporter's and the service's (Prometheus adds `up`, `scrape_*`)."""
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_NAMES = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def served_names_in(query: str) -> list[str]:
+    """The series names the demo serves that a PromQL query mentions (string literals left out)."""
+    return sorted({n for n in _NAMES.findall(_STRINGS.sub(" ", query)) if n in SERVED_METRICS})
 
 
 @dataclass(frozen=True)
@@ -98,7 +112,7 @@ class SimulatedWorld:
             self.nodes.append(Node(settings.node_of(n * settings.gpus_per_node), nvml, exporter))
         self._uuids = [gpu_uuid(n + 1, i)
                        for n in range(settings.nodes) for i in range(settings.gpus_per_node)]
-        self._counter = _RequestCounter(deployment.namespace, deployment.name)
+        self._counter = _RequestCounter(deployment.namespace, deployment.name)  # service = Deployment
         self._registry = CollectorRegistry()
         self._registry.register(self._counter)
         self._service_server: WSGIServer | None = None
@@ -143,7 +157,7 @@ class SimulatedWorld:
                 delay = settings.startup_delay_seconds
                 progress = 1.0 - (replica.ready_at - snapshot.time) / delay if delay > 0 else 1.0
             nvml.set_processes(local, [(pid, int(MODEL_MEMORY_BYTES * min(max(progress, 0.02), 1.0)))])
-            pod = PodRef(self.deployment.namespace, gpu.replica, "server")
+            pod = PodRef(self.deployment.namespace, gpu.replica, CONTAINER)
             by_uuid[node_index][self._uuids[gpu.index]] = [pod]
             by_pid[node_index][pid] = pod
         for attribution, uuids, pids in zip(self.attributions, by_uuid, by_pid, strict=True):
@@ -155,3 +169,19 @@ class SimulatedWorld:
         """Prometheus jobs -> host:port targets."""
         return {"gpu-exporter": [f"127.0.0.1:{p}" for p in self.exporter_ports],
                 "inference-service": [f"127.0.0.1:{self.service_port}"]}
+
+    def describe_series(self) -> str:
+        """What the demo serves and with which label values, for a user whose queries find nothing: every
+        label value comes from the rule's target (namespace, Deployment name)."""
+        namespace, name = self.deployment.namespace, self.deployment.name
+        nodes = " or ".join(f'"{node.name}"' for node in self.nodes)
+        per_gpu = sorted(spec.exposed_name for spec in ALL_METRICS if spec.per_gpu)
+        shown = ("gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_power_usage_watts")
+        return "\n".join([
+            f"The demo simulates the rule's target, Deployment {namespace}/{name}, and serves only:",
+            f"  - the exporter's per-GPU series ({', '.join(shown)} and {len(per_gpu) - len(shown)} more "
+            f'gpu_*), with namespace="{namespace}", pod="{name}-0001", "{name}-0002", ... (select them with '
+            f'pod=~"{name}-.*"), container="{CONTAINER}", node={nodes};',
+            f'  - {REQUESTS_METRIC}{{namespace="{namespace}", service="{name}"}}, the requests the service '
+            "receives (a counter: query its rate()).",
+        ])

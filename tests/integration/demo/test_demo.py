@@ -1,7 +1,8 @@
 """`python -m demo` end to end: real exporters, real Prometheus, the real controller, a simulated cluster.
 
 Each run plays the compressed day in 40 s (3 s model loading, a sync per second) and must leave nothing
-running behind it, whether it ends by itself, by SIGINT / SIGTERM / SIGHUP (a closed terminal), or is killed.
+running behind it, whether it ends by itself, by SIGINT / SIGTERM / SIGHUP (a closed terminal), even during
+start-up, or is killed.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
     assert max(float(r["load"]) for r in rows if int(r["current"]) >= 6) > 5  # ... and was met with replicas
     summary = (tmp_path / "summary.md").read_text()
     assert "(completed)" in summary and "scale-ups" in summary
+    assert summary.strip() in output  # the summary on the terminal too
+    assert re.search(r"^\[\s*\d+\.\d+s\] .* GPU util +\d+% ", output, re.MULTILINE), output
     assert_nothing_left(prometheus_port(output))
 
 
@@ -137,7 +140,7 @@ def test_a_signal_stops_everything_and_still_writes_what_it_has(tmp_path: Path, 
 
 def test_a_killed_demo_takes_its_prometheus_with_it(tmp_path: Path) -> None:
     """SIGKILL skips every cleanup: Prometheus (own session, so Ctrl-C reaches only the demo) goes because the
-    kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG)."""
+    kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG, set by setpriv before exec)."""
     demo = DemoProcess(tmp_path, "--duration", "120")
     try:
         port = prometheus_port(demo.wait_for_line(r"Prometheus at http://", timeout=60))
@@ -154,26 +157,118 @@ def test_a_killed_demo_takes_its_prometheus_with_it(tmp_path: Path) -> None:
     shutil.rmtree(Path(config).parent, ignore_errors=True)  # the temp dir the killed demo could not remove
 
 
-def test_the_first_sync_already_reads_every_metric(tmp_path: Path) -> None:
-    """The demo waits until each query returns a series (rate() needs two scrapes): no FailedGetMetrics."""
+def test_the_first_sync_already_reads_every_metric_and_the_real_rate(tmp_path: Path) -> None:
+    """The demo waits until each query returns a series (rate() needs two scrapes): no FailedGetMetrics;
+    then until the [5s] window holds samples: a rate() extrapolated over a window not yet filled reads far
+    below the real one (8.5 req/s for 24.7 before), so the first decision saw a third of the demand."""
     code, output = DemoProcess(tmp_path, "--duration", "6").finish(timeout=80)
     assert code == 0, output
+    assert re.search(r"waiting \d+ s until the rule's largest range window \[5s\] holds", output), output
     first = next(line for line in output.splitlines() if re.match(r"^\[\s*\d+\.\d+s\]", line))
     assert "failed" not in first and "requests_per_second" in first and "per replica" in first, first
-    assert "FailedGetMetrics" not in output and "no series yet" not in output, output
+    assert "FailedGetMetrics" not in output and "warning" not in output, output
     rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
-    assert float(rows[0]["requests_per_second"]) > 0, rows[0]  # the real rate, not an idle counter's zero
+    real = float(rows[0]["load"]) * 10  # the scenario's first load, 10 requests per GPU-second
+    assert float(rows[0]["requests_per_second"]) == pytest.approx(real, rel=0.15), rows[0]
     assert_nothing_left(prometheus_port(output))
 
 
 def test_a_users_rules_file_runs_unchanged_against_its_own_target(tmp_path: Path) -> None:
     """--rules with the README's example: its queries find the simulated pods and service by their labels."""
     example = ROOT / "examples" / "gpu-inference-rules.yaml"
-    code, output = DemoProcess(tmp_path, "--duration", "15", "--rules", str(example)).finish(timeout=80)
+    code, output = DemoProcess(tmp_path, "--duration", "15", "--rules", str(example)).finish(timeout=150)
     assert code == 0, output
     assert "embedding-service scales Deployment/medical-kg/embedding-service" in output
+    assert "window [1m] holds scraped samples" in output, output
     rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
-    later = rows[len(rows) // 2:]  # once Prometheus has two samples for rate()
-    assert later and all(r["requests_per_second"] and r["gpu_utilization"] for r in later), later
-    assert all(float(r["gpu_utilization"]) > 0 for r in later)
+    assert rows and all(r["requests_per_second"] and r["gpu_utilization"] for r in rows), rows
+    assert all(float(r["gpu_utilization"]) > 0 for r in rows)
+    real = float(rows[0]["load"]) * 10  # the [1m] window filled with the first load before the first sync
+    assert float(rows[0]["requests_per_second"]) == pytest.approx(real, rel=0.15), rows[0]
     assert_nothing_left(prometheus_port(output))
+
+
+UNKNOWN_METRICS = """\
+rules:
+  - name: vllm
+    target: {kind: Deployment, namespace: llm, name: vllm}
+    maxReplicas: 4
+    metrics:
+      - name: queue
+        query: sum(vllm:num_requests_waiting{namespace="llm"})
+        type: Total
+        target: 5
+      - name: gpu
+        query: avg(DCGM_FI_DEV_GPU_UTIL{namespace="llm", pod=~"vllm-.*"})
+        type: Average
+        target: 80
+"""
+
+
+def test_a_rules_file_whose_metrics_the_demo_cannot_simulate_exits_2_saying_what_it_serves(
+        tmp_path: Path) -> None:
+    """Not 30 silent seconds, then a whole scenario of failed syncs and exit 0: a bounded wait (5 scrape
+    intervals), then what is missing and what the demo serves for this target."""
+    rules = tmp_path / "vllm.yaml"
+    rules.write_text(UNKNOWN_METRICS)
+    out = tmp_path / "out"
+    code, output = DemoProcess(out, "--rules", str(rules), "--scrape-interval", "0.2").finish(timeout=60)
+    assert code == 2, output
+    assert output.index("waiting for each query of rule vllm to return a series") < output.index("none of")
+    for part in (f"none of the 2 metrics of rule vllm ({rules}:2)", f"queue ({rules}:6)",
+                 f"gpu ({rules}:10)", "names no series the demo serves", "Deployment llm/vllm",
+                 'pod=~"vllm-.*"', 'service_requests_total{namespace="llm", service="vllm"}',
+                 "Nothing to demo"):
+        assert part in output, (part, output)
+    assert not re.search(r"^\[\s*\d+\.\d+s\]", output, re.MULTILINE)  # no scenario played
+    assert not out.exists()
+    assert_nothing_left(prometheus_port(output))
+
+
+def test_ctrl_c_during_start_up_stops_at_once_without_false_warnings(tmp_path: Path) -> None:
+    """SIGINT while the demo waits for the [1m] window to fill (up to a minute): it stops now, says nothing
+    about Prometheus not having scraped, prints the summary and leaves nothing behind."""
+    example = ROOT / "examples" / "gpu-inference-rules.yaml"
+    demo = DemoProcess(tmp_path, "--duration", "15", "--rules", str(example))
+    try:
+        demo.wait_for_line(r"holds scraped samples", timeout=60)
+        demo.proc.send_signal(signal.SIGINT)
+    finally:
+        code, output = demo.finish(timeout=20)
+    assert code == 128 + signal.SIGINT, output
+    assert "warning" not in output and "Traceback" not in output, output
+    assert not re.search(r"^\[\s*\d+\.\d+s\]", output, re.MULTILINE)  # the scenario never started
+    assert "stopped by SIGINT" in output and "# gpu-autoscaler demo: summary" in output, output
+    assert_nothing_left(prometheus_port(output))
+
+
+THREADED_STARTER = """\
+import threading
+from demo.processes import start_prometheus
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # where a preexec_fn would be unsafe
+prometheus = start_prometheus({"global": {"scrape_interval": "1s"}})
+print(prometheus.url, prometheus.workdir, flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_prometheus_started_by_a_threaded_process_dies_with_it(tmp_path: Path) -> None:
+    """No Python runs between fork and exec (setpriv sets the parent-death signal), so a process with other
+    threads (test fixtures, servers) starts Prometheus safely, and SIGKILL still takes it along."""
+    starter = subprocess.Popen([sys.executable, "-c", THREADED_STARTER], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        assert starter.stdout is not None
+        url, workdir = starter.stdout.readline().split()  # bounded: start_prometheus times out in 30 s
+        port = int(url.rsplit(":", 1)[1])
+        assert len(processes_listening_on(port)) == 1
+    finally:
+        starter.kill()
+        starter.wait(timeout=10)
+        assert starter.stdout is not None
+        starter.stdout.close()
+    deadline = time.monotonic() + 20
+    while processes_listening_on(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert_nothing_left(port)
+    shutil.rmtree(workdir, ignore_errors=True)

@@ -43,8 +43,9 @@ def test_the_live_line_shows_time_load_replicas_metrics_against_targets_and_the_
     recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
     line = recorder.sync(12.0, snap, outcome(2, 3, True, 75.0, "ScaleUpLimit"))
-    for part in ("[  12.0s]", "load  1.50", "2 -> 3", "(ready  2)", "requests_per_second 15.0/9 per replica",
-                 "gpu_utilization 75.0/90", "ScaleUpLimit: scale 2 -> 3"):
+    for part in ("[  12.0s]", "load  1.50", "2 -> 3", "(ready  2)", "GPU util  75%",
+                 "requests_per_second 15.0/9 per replica", "gpu_utilization 75.0/90",
+                 "ScaleUpLimit: scale 2 -> 3"):
         assert part in line
 
 
@@ -64,8 +65,11 @@ def test_write_leaves_timeline_plot_and_summary(tmp_path: Path) -> None:
     assert [(r["current"], r["desired"], r["reason"]) for r in rows] == [
         ("2", "4", "DesiredWithinRange"), ("4", "4", "MetricsFailed"), ("4", "3", "ScaleDownLimit")]
     assert rows[1]["gpu_utilization"] == ""  # a failed query is empty, never 0
+    # the simulated mean over the GPUs held: 2 saturated, then 2 saturated and 2 loading at 0 %
+    assert [r["gpu_util_simulated"] for r in rows] == ["100.000", "50.000", "50.000"]
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "between 2 and 4; 1 scale-ups, 1 scale-downs" in summary
+    assert "mean utilization of the GPUs held: 67%" in summary  # (2 x 100 % + 4 x 50 %) x 2 s / 12 GPU-s
     assert "Syncs with every metric failed: 1" in summary
     assert "| MetricsFailed | 1 |" in summary
 
@@ -97,3 +101,28 @@ rules:
     line = recorder.sync(2.0, snap, RuleOutcome(rule, 0, 1, "DesiredWithinRange", "", observed, ok=True))
     assert "requests_per_second 57.3 total/9 per replica" in line
     assert recorder.points[-1].utilization is None
+
+
+def test_the_simulated_gpu_utilization_is_shown_and_plotted_even_when_the_rule_does_not_query_it(
+        tmp_path: Path) -> None:
+    """A rule on the request rate alone still shows (and plots) what the GPUs do."""
+    rule = parse_rules("""\
+rules:
+  - name: r
+    target: {kind: Deployment, namespace: demo, name: inference}
+    minReplicas: 0
+    maxReplicas: 10
+    metrics:
+      - {name: requests_per_second, query: x, type: Total, target: 9}
+""", "r.yaml").rules[0]
+    recorder = DemoRecorder(rule, "r.yaml", 10.0, 2.0)
+    snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.6)
+    observed = (MetricObservation("requests_per_second", 56.0),)
+    line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
+    assert "GPU util  80%" in line and "requests_per_second 8.0/9 per replica" in line, line
+    idle = SimulatedDeployment("demo", "inference", 0, lambda: 0.0).snapshot(0.0)
+    line = recorder.sync(2.0, idle, RuleOutcome(rule, 0, 0, "DesiredWithinRange", "", observed, ok=True))
+    assert "GPU util   - " in line, line  # no GPU held: no utilization, not 0 %
+    assert [p.gpu_utilization for p in recorder.points] == [pytest.approx(80.0), None]
+    written = recorder.write(tmp_path)
+    assert "demo.png" in [p.name for p in written] and (tmp_path / "demo.png").stat().st_size > 0
