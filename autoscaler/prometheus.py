@@ -110,7 +110,8 @@ def interpret(result: Any) -> QueryResult:
             return QueryResult(
                 None,
                 QueryErrorReason.NO_SERIES,
-                "query returned no series (wrap it in sum() or avg(), or check that the series exist)",
+                "query returned no series (does its selector match any series now? check the metric name and "
+                "labels; add `or vector(0)` if no series means 0)",
             )
         if len(result) > 1:
             return QueryResult(

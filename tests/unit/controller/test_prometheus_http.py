@@ -189,3 +189,11 @@ def test_controller_reports_prometheus_errors_end_to_end() -> None:
     assert backend.reasons() == ["FailedGetMetrics"] and "HTTPError: HTTP 503: busy" in backend.events[0][3]
     text = c.metrics.exposition().decode()
     assert 'gpu_autoscaler_query_errors_total{metric="util",reason="HTTPError",rule="svc"} 1.0' in text
+
+
+def test_the_hint_of_each_failure_fits_it() -> None:
+    """An empty result cannot be fixed by aggregating it (sum() of nothing is nothing); several series can."""
+    none = interpret([]).error or ""
+    several = interpret([{"metric": {}, "value": [1.0, "1"]}] * 2).error or ""
+    assert "sum()" not in none and "selector" in none and "or vector(0)" in none
+    assert "sum() or avg()" in several
