@@ -166,12 +166,18 @@ def main(args: argparse.Namespace) -> int:
 
 
 def install_signal_handlers(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set `stop`, from a thread: the handler runs in the main thread, which may hold the
+    Event's lock at that instant (inside `stop.wait()`), and `set()` there would wait for it forever."""
     def handle(signum: int, frame: FrameType | None) -> None:
-        log.info("received %s: finishing the current sync and exiting", signal.Signals(signum).name)
-        stop.set()
+        threading.Thread(target=_stop_on_signal, args=(stop, signum), name="signal", daemon=True).start()
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
+
+
+def _stop_on_signal(stop: threading.Event, signum: int) -> None:
+    log.info("received %s: finishing the current sync and exiting", signal.Signals(signum).name)
+    stop.set()
 
 
 def serve(

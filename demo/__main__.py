@@ -176,9 +176,11 @@ def wait_for_series(url: str, queries: Sequence[str], stop: threading.Event, tim
 
 
 def install_signal_handlers(stop: threading.Event, received: list[int]) -> None:
+    """SIGINT, SIGTERM and SIGHUP set `stop`, from a thread: the handler runs in the main thread, which may
+    hold the Event's lock at that instant (inside `stop.wait()`), and `set()` there would wait forever."""
     def handle(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
-        stop.set()
+        threading.Thread(target=stop.set, name="signal", daemon=True).start()
 
     signal.signal(signal.SIGINT, handle)
     signal.signal(signal.SIGTERM, handle)

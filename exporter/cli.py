@@ -160,14 +160,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def install_signal_handlers(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set `stop`, from a thread: the handler runs in the main thread, which may hold the
+    Event's lock at that instant (inside `stop.wait()`), and `set()` there would wait for it forever."""
+    def handle(signum: int, frame: object) -> None:
+        threading.Thread(target=stop.set, name="signal", daemon=True).start()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handle)
+
+
 def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
     nvml = nvml_backend(args)
     app = ExporterApp(nvml, node_name(args.node_name), SourceSettings(min_interval=args.min_interval),
                       config=config, proc_root=args.proc_root)
     server = app.bind(args.address, args.port)  # ServeError (port in use) before any thread starts
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    install_signal_handlers(stop)
     app.start()
     host = f"[{server.address}]" if ":" in server.address else server.address
     log.info("serving /metrics, /healthz, /readyz, /api/v1/gpus on http://%s:%d (%s)", host,

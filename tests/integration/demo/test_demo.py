@@ -30,7 +30,9 @@ class DemoProcess:
     """`python -m demo` in a subprocess; its output lines collected by a thread as they come."""
 
     def __init__(self, output: Path, *flags: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "demo", "--output", str(output), *FAST, *flags],
+        # -X faulthandler: a demo that hangs is sent SIGABRT by finish(), which prints every thread's stack
+        argv = [sys.executable, "-X", "faulthandler", "-m", "demo", "--output", str(output), *FAST, *flags]
+        self.proc = subprocess.Popen(argv,
                                      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
@@ -56,23 +58,35 @@ class DemoProcess:
         raise AssertionError(f"no line matching {pattern!r} in {timeout}s:\n{''.join(self.seen)}")
 
     def finish(self, timeout: float) -> tuple[int, str]:
-        """Exit code and the whole output; stops the demo if it does not end in time (the test then fails)."""
+        """Exit code and the whole output. A demo that does not end in time fails the test with its output
+        and, if SIGTERM does not stop it either, its threads' stacks (SIGABRT, dumped by faulthandler)."""
+        hung = None
         try:
             code = self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.poll() is None:  # a failing test: still let the demo stop its Prometheus
-                self.proc.terminate()
+        except subprocess.TimeoutExpired:
+            hung = f"the demo did not exit within {timeout:g} s"
+            self.proc.terminate()  # still let the demo stop its Prometheus
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                hung += "; nor within 20 s of SIGTERM (thread stacks below)"
+                self.proc.send_signal(signal.SIGABRT)
                 try:
-                    self.proc.wait(timeout=20)
+                    self.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait(timeout=10)
+            code = self.proc.returncode
+        finally:
             self._reader.join(timeout=10)
             assert self.proc.stdout is not None
             self.proc.stdout.close()
         while not self.lines.empty():
             self.seen.append(self.lines.get())
-        return code, "".join(self.seen)
+        output = "".join(self.seen)
+        if hung is not None:
+            raise AssertionError(f"{hung}:\n{output}")
+        return code, output
 
 
 def prometheus_port(output: str) -> int:
