@@ -1,0 +1,199 @@
+"""YAML reading that holds against hostile files: size, nesting, node-count, alias-expansion and number limits.
+
+Every file the CLIs read goes through here before any field is looked at, so a "billion laughs" file, a
+recursive alias, 10,000 nested brackets or a number with thousands of digits is one clear message naming the
+file and line, never a hang, a MemoryError or a traceback. Three passes, each bounded:
+
+1. the raw bytes: at most `max_bytes`, UTF-8;
+2. the event stream of libyaml's C parser (when PyYAML has it, else the pure-Python one): nesting depth and
+   node count are counted as events arrive, and the file is refused as soon as a limit is crossed, before a
+   node tree is built (the composer recurses, and a node tree costs ~300 bytes a node);
+3. the composed node tree, walked as a consumer would walk it (aliases and merge keys expanded): recursive
+   aliases and an expansion past `max_expanded_nodes` are refused, and so are numbers too long to be meant.
+
+PyYAML's own composer keeps line numbers on the nodes, which the typed readers need for their messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+try:  # libyaml's parser is ~10x faster; PyYAML's wheels ship it, a source build may not
+    from yaml import CSafeLoader as _FastLoader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    _FastLoader = yaml.SafeLoader  # type: ignore[assignment, misc]
+
+_NUMBER_TAGS = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
+
+
+@dataclass(frozen=True)
+class YamlLimits:
+    """Bounds on one file. The defaults keep the worst case under about a second and 100 MiB."""
+
+    max_bytes: int = 4 * 1024 * 1024
+    """File size; a rules file of 1,000 rules is about 500 KB."""
+    max_depth: int = 64
+    """Nesting of mappings and lists; real files nest under 10 deep."""
+    max_nodes: int = 250_000
+    """Nodes as written (before aliases are expanded)."""
+    max_expanded_nodes: int = 1_000_000
+    """Nodes as a reader sees them, every alias and merge key expanded: stops alias bombs."""
+    max_number_length: int = 64
+    """Characters of one integer or float: 1e308 fits, a 5,000-digit integer does not."""
+
+
+DEFAULT_LIMITS = YamlLimits()
+
+
+class YamlFileError(Exception):
+    """A file that cannot be read as YAML within the limits: `path:line: message` (line 0: the whole file)."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+        self.path = path
+        self.line = line
+        self.message = message
+
+
+def read_text(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str = "file") -> str:
+    """The file's text: at most `limits.max_bytes`, UTF-8 (the message says where the first bad byte is)."""
+    name = str(path)
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read(limits.max_bytes + 1)
+    except OSError as exc:
+        raise YamlFileError(name, 0, f"cannot read the {what}: {exc.strerror or exc}") from exc
+    if len(raw) > limits.max_bytes:
+        raise YamlFileError(name, 0, f"the {what} is larger than {limits.max_bytes:,} bytes; refusing to read it")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise YamlFileError(
+            name, line, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from exc
+
+
+def compose(text: str, path: str, limits: YamlLimits = DEFAULT_LIMITS) -> Node | None:
+    """The node tree of a one-document YAML text (None for an empty one), within `limits`."""
+    if len(text.encode("utf-8", errors="surrogatepass")) > limits.max_bytes:
+        raise YamlFileError(path, 0, f"the file is larger than {limits.max_bytes:,} bytes; refusing to read it")
+    _check_events(text, path, limits)
+    try:
+        root = yaml.compose(text, Loader=_FastLoader)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc) from exc
+    except (RecursionError, MemoryError) as exc:  # the event pass bounds both; belt and braces
+        raise YamlFileError(path, 0, "the YAML is too deeply nested or too large to read") from exc
+    if root is not None:
+        _check_tree(root, path, limits)
+    return root
+
+
+def load(text: str, path: str, limits: YamlLimits = DEFAULT_LIMITS) -> Any:
+    """Plain Python data (safe types only) of a YAML text, after the same checks as `compose`."""
+    root = compose(text, path, limits)
+    if root is None:
+        return None
+    constructor = yaml.constructor.SafeConstructor()
+    try:
+        return constructor.construct_document(root)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc) from exc
+    except (ValueError, OverflowError, RecursionError) as exc:
+        raise YamlFileError(path, 0, f"a value cannot be read: {exc}") from exc
+
+
+def compose_file(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str = "file") -> Node | None:
+    return compose(read_text(path, limits, what), str(path), limits)
+
+
+def load_file(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str = "file") -> Any:
+    return load(read_text(path, limits, what), str(path), limits)
+
+
+def line_of(node: Node) -> int:
+    """1-based line where `node` starts."""
+    return int(node.start_mark.line) + 1
+
+
+def _yaml_error(path: str, exc: yaml.YAMLError) -> YamlFileError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = int(mark.line) + 1 if mark is not None else 0
+    problem = getattr(exc, "problem", None) or str(exc)
+    return YamlFileError(path, line, f"not valid YAML: {problem}")
+
+
+def _check_events(text: str, path: str, limits: YamlLimits) -> None:
+    """Depth and node count from the event stream, refused as soon as a limit is crossed."""
+    depth = 0
+    nodes = 0
+    documents = 0
+    try:
+        for event in yaml.parse(text, Loader=_FastLoader):
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise YamlFileError(path, _event_line(event), "expected one YAML document (found a second "
+                                        "'---' document)")
+            elif isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                nodes += 1
+                if depth > limits.max_depth:
+                    raise YamlFileError(path, _event_line(event),
+                                        f"nested more than {limits.max_depth} levels deep; refusing to read it")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, yaml.ScalarEvent | yaml.AliasEvent):
+                nodes += 1
+            if nodes > limits.max_nodes:
+                raise YamlFileError(path, _event_line(event),
+                                    f"more than {limits.max_nodes:,} YAML nodes; refusing to read it")
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc) from exc
+
+
+def _event_line(event: yaml.Event) -> int:
+    mark = event.start_mark
+    return int(mark.line) + 1 if mark is not None else 0
+
+
+def _check_tree(root: Node, path: str, limits: YamlLimits) -> None:
+    """Walk the tree as a reader would (aliases expanded): no cycles, bounded expansion, sane numbers."""
+    seen_numbers: set[int] = set()
+    expanded = 0
+    on_path: set[int] = set()
+    # (node, leaving): an explicit stack, so a deep tree never meets Python's recursion limit
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(node))
+            continue
+        expanded += 1
+        if expanded > limits.max_expanded_nodes:
+            raise YamlFileError(path, line_of(node), f"aliases expand to more than {limits.max_expanded_nodes:,} "
+                                "nodes (an alias bomb?); refusing to read it")
+        if isinstance(node, ScalarNode):
+            if node.tag in _NUMBER_TAGS and id(node) not in seen_numbers:
+                seen_numbers.add(id(node))
+                if len(str(node.value)) > limits.max_number_length:
+                    raise YamlFileError(path, line_of(node), f"a number {len(str(node.value)):,} characters long "
+                                        f"(at most {limits.max_number_length}); refusing to read it")
+            continue
+        if id(node) in on_path:
+            raise YamlFileError(path, line_of(node), "an alias refers to a node that contains it (a recursive "
+                                "alias); refusing to read it")
+        on_path.add(id(node))
+        stack.append((node, True))
+        if isinstance(node, SequenceNode):
+            stack.extend((child, False) for child in reversed(node.value))
+        elif isinstance(node, MappingNode):
+            for key, value in reversed(node.value):
+                stack.append((value, False))
+                stack.append((key, False))
