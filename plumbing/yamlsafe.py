@@ -1,4 +1,4 @@
-"""YAML reading that holds against hostile files: size, nesting, node-count, alias-expansion and number limits.
+"""YAML reading that holds against hostile files: limits on size, nesting, nodes, aliases and numbers.
 
 Every file the CLIs read goes through here before any field is looked at, so a "billion laughs" file, a
 recursive alias, 10,000 nested brackets or a number with thousands of digits is one clear message naming the
@@ -28,6 +28,7 @@ try:  # libyaml's parser is ~10x faster; PyYAML's wheels ship it, a source build
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
     _FastLoader = yaml.SafeLoader  # type: ignore[assignment, misc]
 
+_REFUSED = "refusing to read it"
 _NUMBER_TAGS = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
 
 
@@ -69,20 +70,20 @@ def read_text(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str =
     except OSError as exc:
         raise YamlFileError(name, 0, f"cannot read the {what}: {exc.strerror or exc}") from exc
     if len(raw) > limits.max_bytes:
-        raise YamlFileError(name, 0, f"the {what} is larger than {limits.max_bytes:,} bytes; refusing to read it")
+        raise YamlFileError(name, 0, f"the {what} is larger than {limits.max_bytes:,} bytes; {_REFUSED}")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise YamlFileError(
-            name, line, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+            name, line, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save as UTF-8"
         ) from exc
 
 
 def compose(text: str, path: str, limits: YamlLimits = DEFAULT_LIMITS) -> Node | None:
     """The node tree of a one-document YAML text (None for an empty one), within `limits`."""
     if len(text.encode("utf-8", errors="surrogatepass")) > limits.max_bytes:
-        raise YamlFileError(path, 0, f"the file is larger than {limits.max_bytes:,} bytes; refusing to read it")
+        raise YamlFileError(path, 0, f"the file is larger than {limits.max_bytes:,} bytes; {_REFUSED}")
     _check_events(text, path, limits)
     try:
         root = yaml.compose(text, Loader=_FastLoader)
@@ -139,21 +140,21 @@ def _check_events(text: str, path: str, limits: YamlLimits) -> None:
             if isinstance(event, yaml.DocumentStartEvent):
                 documents += 1
                 if documents > 1:
-                    raise YamlFileError(path, _event_line(event), "expected one YAML document (found a second "
-                                        "'---' document)")
+                    raise YamlFileError(path, _event_line(event),
+                                        "expected one YAML document (found a second '---' document)")
             elif isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 nodes += 1
                 if depth > limits.max_depth:
                     raise YamlFileError(path, _event_line(event),
-                                        f"nested more than {limits.max_depth} levels deep; refusing to read it")
+                                        f"nested more than {limits.max_depth} levels deep; {_REFUSED}")
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
             elif isinstance(event, yaml.ScalarEvent | yaml.AliasEvent):
                 nodes += 1
             if nodes > limits.max_nodes:
                 raise YamlFileError(path, _event_line(event),
-                                    f"more than {limits.max_nodes:,} YAML nodes; refusing to read it")
+                                    f"more than {limits.max_nodes:,} YAML nodes; {_REFUSED}")
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from exc
 
@@ -177,18 +178,19 @@ def _check_tree(root: Node, path: str, limits: YamlLimits) -> None:
             continue
         expanded += 1
         if expanded > limits.max_expanded_nodes:
-            raise YamlFileError(path, line_of(node), f"aliases expand to more than {limits.max_expanded_nodes:,} "
-                                "nodes (an alias bomb?); refusing to read it")
+            raise YamlFileError(path, line_of(node), f"aliases expand to more than "
+                                f"{limits.max_expanded_nodes:,} nodes (an alias bomb?); {_REFUSED}")
         if isinstance(node, ScalarNode):
             if node.tag in _NUMBER_TAGS and id(node) not in seen_numbers:
                 seen_numbers.add(id(node))
                 if len(str(node.value)) > limits.max_number_length:
-                    raise YamlFileError(path, line_of(node), f"a number {len(str(node.value)):,} characters long "
-                                        f"(at most {limits.max_number_length}); refusing to read it")
+                    length = len(str(node.value))
+                    raise YamlFileError(path, line_of(node), f"a number {length:,} characters long "
+                                        f"(at most {limits.max_number_length}); {_REFUSED}")
             continue
         if id(node) in on_path:
-            raise YamlFileError(path, line_of(node), "an alias refers to a node that contains it (a recursive "
-                                "alias); refusing to read it")
+            raise YamlFileError(path, line_of(node),
+                                f"an alias refers to a node that contains it (a recursive alias); {_REFUSED}")
         on_path.add(id(node))
         stack.append((node, True))
         if isinstance(node, SequenceNode):
