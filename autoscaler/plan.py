@@ -9,6 +9,7 @@ tested as a table. `plan_replicas` (everything but the annotations) is shared wi
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +30,11 @@ if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this modu
 
 PAUSED_ANNOTATION = "gpu-autoscaler.io/paused"
 PAUSED_REPLICAS_ANNOTATION = "gpu-autoscaler.io/paused-replicas"
+MAX_REPLICAS = 2**31 - 1
+"""The API's replica counts are int32: a larger count cannot be applied, so it is not a valid annotation."""
+_REPLICA_COUNT = re.compile(r"[0-9]{1,10}")
+"""ASCII digits only, matched whole: str.isdigit() and int() accept "١٢", "５" and "1_0", which no user
+meant as a count, and int() of thousands of digits raises."""
 
 
 @dataclass(frozen=True)
@@ -54,14 +60,15 @@ def paused_replicas(annotations: Mapping[str, str]) -> tuple[bool, int | None, s
     """(paused, paused replicas, problem) from the annotations; a bad value is a problem, not a pause."""
     raw_count = annotations.get(PAUSED_REPLICAS_ANNOTATION)
     if raw_count is not None:
-        text = str(raw_count).strip()
-        if text.isdigit():
+        text = str(raw_count)
+        if _REPLICA_COUNT.fullmatch(text) and int(text) <= MAX_REPLICAS:
             return True, int(text), None
+        shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
         return (
             False,
             None,
-            f"annotation {PAUSED_REPLICAS_ANNOTATION}={raw_count!r} is not a replica count "
-            "(a non-negative integer); ignored",
+            f"annotation {PAUSED_REPLICAS_ANNOTATION}={shown} is not a replica count "
+            f"(ASCII digits, 0 to {MAX_REPLICAS}, no sign or spaces); ignored",
         )
     paused = str(annotations.get(PAUSED_ANNOTATION, "")).strip().lower() == "true"
     return paused, None, None

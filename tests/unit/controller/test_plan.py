@@ -84,11 +84,37 @@ def test_pause_keeps_history_unchanged() -> None:
     assert plan.history is history
 
 
-@pytest.mark.parametrize("value", ["-1", "two", "1.5", ""])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "-1", "+3", "two", "1.5", "", " 3", "3 ", "3\n", "1_0", "\u0661\u0662", "\uff15", "3\u00a0",
+        "9" * 5000, "2147483648", "99999999999",
+    ],
+    ids=[
+        "negative", "plus-sign", "word", "float", "empty", "leading-space", "trailing-space", "newline",
+        "underscore", "arabic-indic-digits", "fullwidth-digit", "nbsp", "5000-digits", "int32-overflow",
+        "11-digits",
+    ],
+)
 def test_bad_paused_replicas_is_a_problem_not_a_pause(value: str) -> None:
     paused, pinned, problem = paused_replicas({"gpu-autoscaler.io/paused-replicas": value})
     assert (paused, pinned) == (False, None)
     assert problem is not None and "gpu-autoscaler.io/paused-replicas" in problem
+    assert len(problem) < 300  # thousands of digits are not copied into the Event
+
+
+@pytest.mark.parametrize("value", ["\u0661\u0662", "9" * 5000, " 3"], ids=["unicode", "huge", "space"])
+def test_bad_paused_replicas_syncs_as_if_unannotated(value: str) -> None:
+    scale = ScaleState(4, 4, {"gpu-autoscaler.io/paused-replicas": value})
+    plan = plan_rule(RULE, scale, OK, RuleHistory(), 0, T0)
+    unannotated = plan_rule(RULE, ScaleState(4, 4, {}), OK, RuleHistory(), 0, T0)
+    assert (plan.replicas, plan.reason) == (unannotated.replicas, unannotated.reason)
+    assert plan.problem is not None and unannotated.problem is None
+
+
+@pytest.mark.parametrize(("value", "count"), [("0", 0), ("007", 7), ("2147483647", 2**31 - 1)])
+def test_good_paused_replicas(value: str, count: int) -> None:
+    assert paused_replicas({"gpu-autoscaler.io/paused-replicas": value}) == (True, count, None)
 
 
 def test_describe_metrics() -> None:
