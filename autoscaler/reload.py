@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autoscaler.errors import Problem, RulesError
-from autoscaler.rules import RuleSet, parse_rules
+from autoscaler.rules import RULES_LIMITS, RuleSet, parse_rules_bytes
+from plumbing import yamlsafe
 
 log = logging.getLogger(__name__)
 
@@ -58,36 +59,45 @@ class RulesWatcher:
         self._reported: object = _NOTHING
         self.last_error: RulesError | None = None
         if loaded is not None:
-            self._digest = self._read_digest()[1]
+            self._digest = self._read_digest()
 
-    def _read_digest(self) -> tuple[str | None, str | None]:
+    def _read(self) -> tuple[bytes | None, RulesError | None]:
+        """The file's bytes, read no further than the size limit (a 50 GB file costs one bounded read)."""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except OSError:
-            return None, None
-        return data.decode("utf-8", errors="replace"), hashlib.sha256(data).hexdigest()
+            return yamlsafe.read_bytes(self.path, RULES_LIMITS, "rules file"), None
+        except yamlsafe.YamlFileError as exc:
+            return None, RulesError([Problem(exc.path, exc.line, "file", exc.message)])
+
+    def _read_digest(self) -> str | None:
+        raw, _ = self._read()
+        return None if raw is None else hashlib.sha256(raw).hexdigest()
 
     def check(self) -> bool:
-        """Reload if the file changed; True when new rules were applied."""
+        """Reload if the file changed; True when new rules were applied.
+
+        Never raises: a hostile file (a bomb, deep nesting, a huge number, not UTF-8, too large) is a
+        RulesError from the bounded reader like any invalid file, so the sync loop goes on.
+        """
         fingerprint = _fingerprint(self.path)
         if fingerprint == self._fingerprint and fingerprint is not None:
             return False
         self._fingerprint = fingerprint
-        text, digest = self._read_digest()
+        raw, error = self._read()
+        digest = hashlib.sha256(raw).hexdigest() if raw is not None else None
         if digest is not None and digest == self._digest:
             if self.last_error is not None:  # garbage reverted to the running rules: valid again
                 self._restored()
             return False
         try:
-            if text is None:
-                raise RulesError([Problem(self.path, 0, "file", "cannot read the rules file (missing?)")])
-            rules = parse_rules(text, self.path)
+            if error is not None or raw is None:
+                raise error or RulesError([Problem(self.path, 0, "file", "cannot read the rules file")])
+            rules = parse_rules_bytes(raw, self.path)
         except RulesError as e:
             self.last_error = e
             self._set_valid(False)
-            if digest != self._reported:
-                self._reported = digest
+            seen = digest if digest is not None else str(e)  # an unreadable file: once per distinct reason
+            if seen != self._reported:
+                self._reported = seen
                 log.error("rules file %s is invalid; keeping the previous rules running:\n%s", self.path, e)
             return False
         self._digest = digest

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-import yaml
 from yaml.nodes import Node
 
 from autoscaler.errors import Problem, RulesError
 from autoscaler.yamlnodes import NodeReader, line_of
+from plumbing import yamlsafe
 
 __all__ = [
     "DEFAULT_BEHAVIOR", "Behavior", "Fallback", "MetricSpec", "Problem", "Rule", "RuleSet", "RulesError",
-    "ScalingPolicy", "ScalingRules", "TargetRef", "load_rules", "parse_rules",
+    "ScalingPolicy", "ScalingRules", "TargetRef", "load_rules", "parse_rules", "parse_rules_bytes",
 ]
 
 PolicyType = Literal["Pods", "Percent"]
@@ -30,6 +30,10 @@ TargetKind = Literal["Deployment", "StatefulSet"]
 MAX_WINDOW_SECONDS = 3600  # HPA API: stabilizationWindowSeconds in [0, 3600]
 MAX_PERIOD_SECONDS = 1800  # HPA API: periodSeconds in (0, 1800]
 DEFAULT_TOLERANCE = 0.1  # kube-controller-manager --horizontal-pod-autoscaler-tolerance
+MAX_INT32 = 2**31 - 1  # HPA API: replica counts, policy values and thresholds are int32
+MAX_TOLERANCE = 10.0  # 1000 %: beyond it a direction never scales; larger is a typo, not a policy
+MAX_TARGET = 1e15  # far above any per-replica target; keeps target x replicas finite and exact
+RULES_LIMITS = yamlsafe.YamlLimits()  # 4 MiB, 64 deep, 250,000 nodes, 1,000,000 expanded, 64-char numbers
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -135,26 +139,33 @@ class RuleSet:
 
 
 def load_rules(path: str | Path) -> RuleSet:
-    """Read and parse a rules file; an unreadable file is a RulesError like any other problem."""
-    name = str(path)
+    """Read and parse a rules file; an unreadable, too large or non-UTF-8 file is a RulesError too."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise RulesError([Problem(name, 0, "file", f"cannot read the rules file: {reason}")]) from exc
-    return parse_rules(text, name)
+        raw = yamlsafe.read_bytes(path, RULES_LIMITS, "rules file")
+    except yamlsafe.YamlFileError as exc:
+        raise _file_error(exc, "file") from exc
+    return parse_rules_bytes(raw, str(path))
+
+
+def parse_rules_bytes(raw: bytes, path: str) -> RuleSet:
+    """`parse_rules` of a file's bytes: text that is not UTF-8 is a RulesError naming the line."""
+    try:
+        text = yamlsafe.decode(raw, path)
+    except yamlsafe.YamlFileError as exc:
+        raise _file_error(exc, "file") from exc
+    return parse_rules(text, path)
 
 
 def parse_rules(text: str, path: str) -> RuleSet:
-    """Parse and validate a rules file; raises RulesError listing every problem found."""
+    """Parse and validate a rules file; raises RulesError listing every problem found.
+
+    The YAML is read by `plumbing.yamlsafe` (bounded in size, depth, nodes, alias expansion and number
+    length), so a hostile file is one RulesError too, never a hang or a traceback: hot reload relies on it.
+    """
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = int(mark.line) + 1 if mark is not None else 0
-        raise RulesError([Problem(path, line, "yaml", f"not valid YAML: {exc.problem or exc}")]) from exc
-    except yaml.YAMLError as exc:
-        raise RulesError([Problem(path, 0, "yaml", f"not valid YAML: {exc}")]) from exc
+        root = yamlsafe.compose(text, path, RULES_LIMITS)
+    except yamlsafe.YamlFileError as exc:
+        raise _file_error(exc, "yaml") from exc
     if root is None:
         raise RulesError([Problem(path, 1, "rules",
                                   "the file is empty (expected a top-level 'rules:' list)")])
@@ -163,6 +174,10 @@ def parse_rules(text: str, path: str) -> RuleSet:
     if reader.problems:
         raise RulesError(sorted(reader.problems, key=lambda p: p.line))
     return RuleSet(path, tuple(rules))
+
+
+def _file_error(exc: yamlsafe.YamlFileError, field: str) -> RulesError:
+    return RulesError([Problem(exc.path, exc.line, field, exc.message)])
 
 
 def _parse_root(reader: NodeReader, root: Node) -> list[Rule]:
@@ -223,10 +238,10 @@ def _parse_rule(
     target = _parse_target(reader, fields["target"], f"{where}.target") if "target" in fields else None
     min_replicas: int | None = 1
     if "minReplicas" in fields:
-        min_replicas = reader.integer(fields["minReplicas"], f"{where}.minReplicas", low=0)
+        min_replicas = reader.integer(fields["minReplicas"], f"{where}.minReplicas", low=0, high=MAX_INT32)
     max_replicas = None
     if "maxReplicas" in fields:
-        max_replicas = reader.integer(fields["maxReplicas"], f"{where}.maxReplicas", low=1)
+        max_replicas = reader.integer(fields["maxReplicas"], f"{where}.maxReplicas", low=1, high=MAX_INT32)
     if min_replicas is not None and max_replicas is not None and min_replicas > max_replicas:
         reader.problem(line_of(fields["maxReplicas"]), f"{where}.maxReplicas",
                        f"expected maxReplicas >= minReplicas (got {max_replicas} < {min_replicas})")
@@ -311,7 +326,9 @@ def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSp
         type_ = None
         if "type" in fields:
             type_ = reader.choice(fields["type"], f"{at}.type", ("Average", "Total"))
-        target = reader.number(fields["target"], f"{at}.target", above=0) if "target" in fields else None
+        target = None
+        if "target" in fields:
+            target = reader.number(fields["target"], f"{at}.target", above=0, high=MAX_TARGET)
         if name is None or query is None or type_ is None or target is None:
             continue
         metrics.append(MetricSpec(name, query.strip(), cast(MetricType, type_), target, line_of(item)))
@@ -348,7 +365,7 @@ def _parse_scaling_rules(reader: NodeReader, node: Node, where: str, default: Sc
                                                   ("Max", "Min", "Disabled")) or "Max")
     tolerance = default.tolerance
     if "tolerance" in fields:
-        tolerance = reader.number(fields["tolerance"], f"{where}.tolerance", low=0) or 0.0
+        tolerance = reader.number(fields["tolerance"], f"{where}.tolerance", low=0, high=MAX_TOLERANCE) or 0.0
     policies = default.policies
     if "policies" in fields:
         policies = _parse_policies(reader, fields["policies"], f"{where}.policies")
@@ -369,7 +386,9 @@ def _parse_policies(reader: NodeReader, node: Node, where: str) -> tuple[Scaling
         if fields is None:
             continue
         type_ = reader.choice(fields["type"], f"{at}.type", ("Pods", "Percent")) if "type" in fields else None
-        value = reader.integer(fields["value"], f"{at}.value", low=1) if "value" in fields else None
+        value = None
+        if "value" in fields:
+            value = reader.integer(fields["value"], f"{at}.value", low=1, high=MAX_INT32)
         period = None
         if "periodSeconds" in fields:
             period = reader.integer(fields["periodSeconds"], f"{at}.periodSeconds",
@@ -386,9 +405,10 @@ def _parse_fallback(reader: NodeReader, node: Node, where: str) -> Fallback | No
         return None
     threshold = replicas = None
     if "failureThreshold" in fields:
-        threshold = reader.integer(fields["failureThreshold"], f"{where}.failureThreshold", low=1)
+        threshold = reader.integer(fields["failureThreshold"], f"{where}.failureThreshold",
+                                   low=1, high=MAX_INT32)
     if "replicas" in fields:
-        replicas = reader.integer(fields["replicas"], f"{where}.replicas", low=0)
+        replicas = reader.integer(fields["replicas"], f"{where}.replicas", low=0, high=MAX_INT32)
     if threshold is None or replicas is None:
         return None
     return Fallback(threshold, replicas)

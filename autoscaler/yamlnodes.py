@@ -18,13 +18,11 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from autoscaler.errors import Problem
+from plumbing.yamlsafe import line_of
+
+__all__ = ["NULL_TAG", "NodeReader", "describe", "line_of"]
 
 NULL_TAG = "tag:yaml.org,2002:null"
-
-
-def line_of(node: Node) -> int:
-    """1-based line where `node` starts."""
-    return int(node.start_mark.line) + 1
 
 
 def describe(node: Node) -> str:
@@ -93,7 +91,8 @@ class NodeReader:
             return node
         try:
             return self._constructor.construct_object(node, deep=True)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError, OverflowError, TypeError):
+            # never raise on a scalar: int() of thousands of digits is a ValueError, a bad date too
             return node.value
 
     def string(self, node: Node, where: str) -> str | None:
@@ -111,13 +110,18 @@ class NodeReader:
         return self._in_range(node, where, value, low, high)
 
     def number(self, node: Node, where: str, low: float | None = None, above: float | None = None,
-               ) -> float | None:
-        """A finite number >= low (if given) and > above (if given)."""
+               high: float | None = None) -> float | None:
+        """A finite number >= low (if given), > above (if given) and <= high (if given)."""
         value = self._scalar(node)
-        if isinstance(value, str) and isinstance(node, ScalarNode) and node.style is None:
+        if isinstance(value, str) and isinstance(node, ScalarNode) and not node.style:  # plain: None or ""
             with contextlib.suppress(ValueError):  # YAML 1.1 reads 1e3 as a string; users mean a number.
                 value = float(value)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:  # an integer beyond a float's range (10**400) is not a finite number either
+                value = float(value)
+            except OverflowError:
+                value = math.inf
+        if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value):
             self.problem(line_of(node), where, f"expected a finite number (got {describe(node)})")
             return None
         if above is not None and not value > above:
@@ -126,7 +130,10 @@ class NodeReader:
         if low is not None and value < low:
             self.problem(line_of(node), where, f"expected a number >= {low:g} (got {value:g})")
             return None
-        return float(value)
+        if high is not None and value > high:
+            self.problem(line_of(node), where, f"expected a number <= {high:g} (got {value:g})")
+            return None
+        return value
 
     def choice(self, node: Node, where: str, choices: Collection[str]) -> str | None:
         value = self._scalar(node)
@@ -138,14 +145,15 @@ class NodeReader:
         return value
 
     def _in_range(self, node: Node, where: str, value: int, low: int | None, high: int | None) -> int | None:
+        got = describe(node)  # as written: str() of a 5,000-digit int raises ValueError
         if low is not None and high is not None and not low <= value <= high:
-            self.problem(line_of(node), where, f"expected an integer in [{low}, {high}] (got {value})")
+            self.problem(line_of(node), where, f"expected an integer in [{low}, {high}] (got {got})")
             return None
         if low is not None and value < low:
-            self.problem(line_of(node), where, f"expected an integer >= {low} (got {value})")
+            self.problem(line_of(node), where, f"expected an integer >= {low} (got {got})")
             return None
         if high is not None and value > high:
-            self.problem(line_of(node), where, f"expected an integer <= {high} (got {value})")
+            self.problem(line_of(node), where, f"expected an integer <= {high} (got {got})")
             return None
         return value
 

@@ -61,8 +61,8 @@ class YamlFileError(Exception):
         self.message = message
 
 
-def read_text(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str = "file") -> str:
-    """The file's text: at most `limits.max_bytes`, UTF-8 (the message says where the first bad byte is)."""
+def read_bytes(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str = "file") -> bytes:
+    """The file's bytes, at most `limits.max_bytes` (never more is read, so a 50 GB file costs nothing)."""
     name = str(path)
     try:
         with open(path, "rb") as stream:
@@ -71,13 +71,23 @@ def read_text(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str =
         raise YamlFileError(name, 0, f"cannot read the {what}: {exc.strerror or exc}") from exc
     if len(raw) > limits.max_bytes:
         raise YamlFileError(name, 0, f"the {what} is larger than {limits.max_bytes:,} bytes; {_REFUSED}")
+    return raw
+
+
+def decode(raw: bytes, path: str) -> str:
+    """UTF-8 text of `raw`; the message says on which line and at which offset the first bad byte is."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise YamlFileError(
-            name, line, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save as UTF-8"
+            path, line, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save as UTF-8"
         ) from exc
+
+
+def read_text(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str = "file") -> str:
+    """The file's text: at most `limits.max_bytes`, UTF-8."""
+    return decode(read_bytes(path, limits, what), str(path))
 
 
 def compose(text: str, path: str, limits: YamlLimits = DEFAULT_LIMITS) -> Node | None:

@@ -101,12 +101,12 @@ INVALID = [
     (
         "max-zero",
         rule_with(replace=("maxReplicas: 5", "maxReplicas: 0")),
-        "rules.yaml:4: rules[0].maxReplicas: expected an integer >= 1 (got 0)",
+        "rules.yaml:4: rules[0].maxReplicas: expected an integer in [1, 2147483647] (got 0)",
     ),
     (
         "min-negative",
         rule_with("    minReplicas: -1\n"),
-        "rules.yaml:7: rules[0].minReplicas: expected an integer >= 0 (got -1)",
+        "rules.yaml:7: rules[0].minReplicas: expected an integer in [0, 2147483647] (got -1)",
     ),
     (
         "max-not-integer",
@@ -190,7 +190,7 @@ INVALID = [
     (
         "policy-value-zero",
         rule_with("    behavior: {scaleDown: {policies: [{type: Percent, value: 0, periodSeconds: 60}]}}\n"),
-        "rules.yaml:7: rules[0].behavior.scaleDown.policies[0].value: expected an integer >= 1 (got 0)",
+        "rules.yaml:7: rules[0].behavior.scaleDown.policies[0].value: expected an integer in [1, 2147483647] (got 0)",
     ),
     (
         "policy-type",
@@ -215,12 +215,12 @@ INVALID = [
     (
         "fallback-threshold",
         rule_with("    fallback: {failureThreshold: 0, replicas: 2}\n"),
-        "rules.yaml:7: rules[0].fallback.failureThreshold: expected an integer >= 1 (got 0)",
+        "rules.yaml:7: rules[0].fallback.failureThreshold: expected an integer in [1, 2147483647] (got 0)",
     ),
     (
         "fallback-replicas",
         rule_with("    fallback: {failureThreshold: 1, replicas: -2}\n"),
-        "rules.yaml:7: rules[0].fallback.replicas: expected an integer >= 0 (got -2)",
+        "rules.yaml:7: rules[0].fallback.replicas: expected an integer in [0, 2147483647] (got -2)",
     ),
     (
         "unknown-field",
@@ -261,7 +261,7 @@ INVALID = [
     (
         "yaml-syntax",
         "rules:\n  - name: [a\n",
-        "rules.yaml:3: yaml: not valid YAML: expected ',' or ']', but got '<stream end>'",
+        "rules.yaml:3: yaml: not valid YAML: did not find expected ',' or ']'",
     ),
 ]
 
@@ -291,7 +291,7 @@ def test_unreadable_file_is_a_rules_error(tmp_path: Path) -> None:
     with pytest.raises(RulesError, match=r"missing\.yaml:0: file: cannot read the rules file: No such file"):
         load_rules(tmp_path / "missing.yaml")
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(RulesError, match="cannot read the rules file"):
+    with pytest.raises(RulesError, match=r"bin\.yaml:1: file: not UTF-8 text \(byte 0xff at offset 0\)"):
         load_rules(tmp_path / "bin.yaml")
 
 

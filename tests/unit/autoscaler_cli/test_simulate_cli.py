@@ -155,7 +155,7 @@ def test_invalid_rules_file(cli: Run, tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         "bad.yaml:2: rules[0].target: required field is missing",
         "bad.yaml:2: rules[0].metrics: required field is missing",
-        "bad.yaml:3: rules[0].maxReplicas: expected an integer >= 1 (got 0)",
+        "bad.yaml:3: rules[0].maxReplicas: expected an integer in [1, 2147483647] (got 0)",
     ]
     assert "Traceback" not in result.stderr
 
