@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autoscaler.policy import (
+    MAX_REPLICAS,
     Decision,
     MetricObservation,
     Reason,
@@ -30,11 +31,9 @@ if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this modu
 
 PAUSED_ANNOTATION = "gpu-autoscaler.io/paused"
 PAUSED_REPLICAS_ANNOTATION = "gpu-autoscaler.io/paused-replicas"
-MAX_REPLICAS = 2**31 - 1
-"""The API's replica counts are int32: a larger count cannot be applied, so it is not a valid annotation."""
 _REPLICA_COUNT = re.compile(r"[0-9]{1,10}")
-"""ASCII digits only, matched whole: str.isdigit() and int() accept "١٢", "５" and "1_0", which no user
-meant as a count, and int() of thousands of digits raises."""
+"""ASCII digits only, matched whole: str.isdigit() and int() accept Arabic-Indic and fullwidth digits and
+"1_0", which no user meant as a count, and int() of thousands of digits raises."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from autoscaler.policy.proposal import combine, propose, propose_all
 from autoscaler.policy.rate import limit_rate, period_start_replicas, scale_down_limit, scale_up_limit
 from autoscaler.policy.stabilization import stabilize
 from autoscaler.policy.types import (
+    MAX_REPLICAS,
     Decision,
     MetricObservation,
     MetricProposal,
@@ -22,6 +23,7 @@ from autoscaler.policy.types import (
 )
 
 __all__ = [
+    "MAX_REPLICAS",
     "Decision",
     "MetricObservation",
     "MetricProposal",

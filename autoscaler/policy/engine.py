@@ -17,6 +17,7 @@ from autoscaler.policy.proposal import combine, propose_all
 from autoscaler.policy.rate import limit_rate
 from autoscaler.policy.stabilization import stabilize
 from autoscaler.policy.types import (
+    MAX_REPLICAS,
     Decision,
     MetricObservation,
     MetricProposal,
@@ -64,7 +65,7 @@ def decide_desired(rule: Rule, current: int, desired: int, message: str, history
     if correction is not None:
         return Decision(current, None, correction.replicas, correction.reason, correction.message, (),
                         prune(history, rule.behavior, now))
-    proposed = Stage(max(desired, 0), Reason.DesiredWithinRange, message)
+    proposed = Stage(min(max(desired, 0), MAX_REPLICAS), Reason.DesiredWithinRange, message)
     return _normalize(rule, current, proposed, (), history, now)
 
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from autoscaler.policy.types import MetricObservation, MetricProposal, Reason, Stage
+from autoscaler.policy.types import MAX_REPLICAS, MetricObservation, MetricProposal, Reason, Stage
 
 if TYPE_CHECKING:
     from autoscaler.rules import MetricSpec
@@ -20,6 +20,7 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
     proposes ceil(value/target). Inside 1-down_tolerance <= ratio <= 1+up_tolerance it proposes `current`.
     From 0 replicas there is no tolerance band (as the HPA's getUsageRatioReplicaCount): Average proposes
     ceil(ratio), so a rule with minReplicas 0 can scale up from zero; Total proposes ceil(value/target).
+    A count above MAX_REPLICAS (a ratio that overflowed to inf included) is proposed as MAX_REPLICAS.
     """
     if observation is None:
         return MetricProposal(metric.name, None, metric.target, None, None, "no value for this metric")
@@ -29,6 +30,8 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
         return MetricProposal(metric.name, None, metric.target, None, None, error)
     if not math.isfinite(value):
         return MetricProposal(metric.name, None, metric.target, None, None, f"value is {value}")
+    if not (math.isfinite(metric.target) and metric.target > 0):  # the rules file refuses it; never divide
+        return MetricProposal(metric.name, None, metric.target, None, None, f"target is {metric.target}")
     if metric.type == "Average":
         ratio = value / metric.target
     elif current > 0:
@@ -36,14 +39,21 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
     else:  # no replicas: any load is infinitely above target; ceil(value/target) still applies
         ratio = math.inf if value > 0 else 0.0
     if current == 0:
-        replicas = math.ceil(ratio) if metric.type == "Average" else math.ceil(value / metric.target)
+        replicas = _ceil_count(ratio) if metric.type == "Average" else _ceil_count(value / metric.target)
     elif 1.0 - down_tolerance <= ratio <= 1.0 + up_tolerance:
         replicas = current
     elif metric.type == "Average":
-        replicas = math.ceil(ratio * current)
+        replicas = _ceil_count(ratio * current)
     else:
-        replicas = math.ceil(value / metric.target)
-    return MetricProposal(metric.name, value, metric.target, ratio, max(replicas, 0), None)
+        replicas = _ceil_count(value / metric.target)
+    return MetricProposal(metric.name, value, metric.target, ratio, replicas, None)
+
+
+def _ceil_count(x: float) -> int:
+    """ceil(x) as a replica count: 0 at most below, MAX_REPLICAS at most above (inf included)."""
+    if x >= MAX_REPLICAS:
+        return MAX_REPLICAS
+    return math.ceil(x) if x > 0 else 0
 
 
 def propose_all(metrics: Sequence[MetricSpec], observations: Sequence[MetricObservation], current: int,

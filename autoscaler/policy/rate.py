@@ -6,6 +6,8 @@ strictly less than the period (`ages`: exact for decimal timestamps); an event c
 not it is marked outdated, as in the HPA. Pods: start +- value. Percent: up ceil(start*(1+value/100)), down
 int(start*(1-value/100)) in float arithmetic, exactly as the HPA (so 10% up from 100 gives 111).
 selectPolicy Max takes the policy allowing the largest change, Min the smallest, Disabled allows none.
+A Percent too large for a float, or a limit that overflows to inf, saturates at +-SATURATED: it allows any
+change a count can make, as the exact value would, instead of raising OverflowError.
 """
 
 from __future__ import annotations
@@ -44,13 +46,31 @@ def scale_down_limit(current: int, rules: ScalingRules, history: RuleHistory, no
     return _select(current, rules, history, now, _down_to, direction=-1)
 
 
+SATURATED = 2**63
+"""Beyond any replica count (int32) and any period start: a limit this far allows every change."""
+_FLOAT_PERCENT = 10**300
+"""A larger Percent is as unlimited as this one, and `value / 100` of a larger int does not fit a float."""
+
+
+def _saturate(x: float, rounding: Callable[[float], int]) -> int:
+    if x >= SATURATED:
+        return SATURATED
+    if x <= -SATURATED:
+        return -SATURATED
+    return rounding(x)
+
+
 def _up_to(start: int, policy: ScalingPolicy) -> int:
-    return start + policy.value if policy.type == "Pods" else math.ceil(start * (1 + policy.value / 100))
+    if policy.type == "Pods":
+        return start + policy.value
+    return _saturate(start * (1 + min(policy.value, _FLOAT_PERCENT) / 100), math.ceil)
 
 
 def _down_to(start: int, policy: ScalingPolicy) -> int:
+    if policy.type == "Pods":
+        return start - policy.value
     # Percent: truncation toward zero, as Go's int32(float64)
-    return start - policy.value if policy.type == "Pods" else int(start * (1 - policy.value / 100))
+    return _saturate(start * (1 - min(policy.value, _FLOAT_PERCENT) / 100), int)
 
 
 def _select(current: int, rules: ScalingRules, history: RuleHistory, now: float,

@@ -11,6 +11,11 @@ from typing import NamedTuple
 
 from autoscaler.policy.ages import older_than
 
+MAX_REPLICAS = 2**31 - 1
+"""The largest replica count the Kubernetes API holds (int32): a larger proposal is capped here, so a huge
+finite metric value (1e308, or 1e10 against a 1e-300 target) asks for this many and the bounds say the rest,
+instead of math.ceil(inf) raising OverflowError."""
+
 
 class Reason(StrEnum):
     """Why a decision came out as it did: a closed set of CamelCase codes, like the HPA's conditions."""
