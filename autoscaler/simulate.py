@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import sys
 from collections.abc import Iterator, Sequence
@@ -20,10 +21,20 @@ from autoscaler.errors import Problem, TraceError, UsageError
 from autoscaler.plan import Plan, count_all_failed, plan_replicas
 from autoscaler.policy import MetricObservation, RuleHistory
 from autoscaler.rules import Rule, RuleSet, load_rules
+from plumbing import yamlsafe
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
 OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
 EMPTY_CELL_ERROR = "empty cell in the trace (query failed)"
+MAX_TRACE_BYTES = 16 * 1024 * 1024
+"""A month of 15 s syncs with three metrics is about 6 MB."""
+MAX_TRACE_ROWS = 200_000
+"""Over a month of 15 s syncs (172,800); each row costs a few hundred bytes in memory."""
+MAX_TRACE_SECONDS = 1e10
+"""|t| bound (317 years): any real trace fits, and time arithmetic on it stays exact to the millisecond."""
+MAX_NUMBER_LENGTH = 64
+"""Characters of one cell: 1e308 and any decimal fit; thousands of digits are not a measurement."""
+TRACE_LIMITS = yamlsafe.YamlLimits(max_bytes=MAX_TRACE_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +90,17 @@ def select_rule(ruleset: RuleSet, name: str | None) -> Rule:
 
 
 def read_trace(path: str, rule: Rule) -> list[TraceRow]:
-    """Read and validate the whole trace; TraceError names the file, line and column of the first problem."""
+    """Read and validate the whole trace; TraceError names the file, line and column of the first problem.
+
+    At most MAX_TRACE_BYTES are read and MAX_TRACE_ROWS rows kept, so a hostile trace is one message, never a
+    machine out of memory.
+    """
     try:
-        # utf-8-sig: a spreadsheet's "CSV UTF-8" export starts with a BOM, which must not end up in 't'
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            return parse_trace(handle, path, rule)
-    except OSError as exc:
-        raise TraceError(Problem(path, 0, "file", f"cannot read the trace: {exc.strerror or exc}")) from exc
-    except UnicodeDecodeError as exc:
-        raise TraceError(Problem(path, 0, "file", f"not UTF-8 text: {exc.reason}")) from exc
+        text = yamlsafe.read_text(path, TRACE_LIMITS, "trace")
+    except yamlsafe.YamlFileError as exc:
+        raise TraceError(Problem(path, exc.line, "file", exc.message)) from exc
+    # a spreadsheet's "CSV UTF-8" export starts with a BOM, which must not end up in 't'
+    return parse_trace(io.StringIO(text.removeprefix("\ufeff"), newline=""), path, rule)
 
 
 def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: Rule) -> list[TraceRow]:
@@ -109,6 +122,9 @@ def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: 
             t = _number(path, line, "t", t_text)
             if t is None:
                 raise TraceError(Problem(path, line, "t", "expected a time in seconds (got an empty cell)"))
+            if abs(t) > MAX_TRACE_SECONDS:
+                raise TraceError(Problem(path, line, "t", f"expected a time within ±{MAX_TRACE_SECONDS:g} s "
+                                                          f"(got {t_text})"))
             if previous is not None and t < previous[0]:
                 raise TraceError(Problem(path, line, "t", f"goes backwards ({t_text} < {previous[1]})"))
             previous = (t, t_text)
@@ -117,6 +133,9 @@ def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: 
                 value = _number(path, line, name, cell.strip())
                 error = None if value is not None else EMPTY_CELL_ERROR
                 observations.append(MetricObservation(name, value, error))
+            if len(rows) == MAX_TRACE_ROWS:
+                raise TraceError(Problem(path, line, "row", f"more than {MAX_TRACE_ROWS:,} rows; "
+                                                            "split the trace"))
             rows.append(TraceRow(line, t_text, t, tuple(observations)))
     except csv.Error as exc:
         raise TraceError(Problem(path, reader.line_num, "row", f"not valid CSV: {exc}")) from exc
@@ -154,6 +173,9 @@ def _read_header(reader: Iterator[list[str]], path: str, rule: Rule) -> list[str
 def _number(path: str, line: int, field: str, text: str) -> float | None:
     if not text:
         return None
+    if len(text) > MAX_NUMBER_LENGTH:
+        raise TraceError(Problem(path, line, field, f"a number {len(text):,} characters long "
+                                                    f"(at most {MAX_NUMBER_LENGTH})"))
     try:
         value = float(text)
     except ValueError:
