@@ -49,6 +49,9 @@ from exporter.podresources.client import (
     PodResourcesClientSettings,
 )
 from exporter.podresources.mapping import DEFAULT_RESOURCE_NAMES, resource_filter
+from plumbing import yamlsafe
+
+CONFIG_LIMITS = yamlsafe.YamlLimits(max_bytes=1024 * 1024)  # the full file with comments is under 2 KB
 
 
 @dataclass(frozen=True)
@@ -113,24 +116,22 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _positive(value: Any) -> float | None:
-    number = _number(value)
-    return number if number is not None and number > 0 else None
+def _number_in(low: float, high: float, *, above: bool = False) -> Callable[[Any], float | None]:
+    """A finite number in [low, high] ((low, high] with `above`)."""
+
+    def convert(value: Any) -> float | None:
+        number = _number(value)
+        if number is None or number > high or number < low or (above and number == low):
+            return None
+        return number
+
+    return convert
 
 
-def _non_negative(value: Any) -> float | None:
-    number = _number(value)
-    return number if number is not None and number >= 0 else None
-
-
-def _fraction(value: Any) -> float | None:
-    number = _number(value)
-    return number if number is not None and 0 <= number <= 1 else None
-
-
-def _int_at_least(minimum: int) -> Callable[[Any], int | None]:
+def _int_in(low: int, high: int) -> Callable[[Any], int | None]:
     def convert(value: Any) -> int | None:
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= minimum else None
+        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+        return value if ok else None
 
     return convert
 
@@ -148,31 +149,52 @@ def _names(value: Any) -> tuple[str, ...] | None:
 
 
 _Kind = tuple[str, Callable[[Any], Any]]
-NUMBER: _Kind = ("a number", _number)
-POSITIVE: _Kind = ("a number > 0", _positive)
 PATH: _Kind = ("a non-empty path", _non_empty_str)
+# Upper bounds: a value past them is a typo, and some would kill a background thread at run time (an interval
+# of 1e300 s overflows Event.wait, 1e-300 s spins a core, a huge retention overflows datetime arithmetic).
+MAX_INTERVAL_SECONDS = 3600.0
+MIN_INTERVAL_SECONDS = 0.01
+MAX_SAMPLES = 86_400  # a day of samples at one a second, per GPU
+MAX_RETENTION_SECONDS = 7 * 86_400.0
+MAX_GRACE_SECONDS = 86_400.0
+MAX_RATE_PER_MINUTE = 1e6
+MAX_STALE_GRACE_INTERVALS = 1000.0
+MAX_GRPC_MESSAGE_BYTES = 2**31 - 1  # gRPC's option is an int32
+BAND: _Kind = ("a number in [-1000, 1000]", _number_in(-1000.0, 1000.0))
+INTERVAL: _Kind = (f"a number of seconds in [{MIN_INTERVAL_SECONDS:g}, {MAX_INTERVAL_SECONDS:g}]",
+                   _number_in(MIN_INTERVAL_SECONDS, MAX_INTERVAL_SECONDS))
+RATE: _Kind = (f"a number in (0, {MAX_RATE_PER_MINUTE:.0f}]",
+               _number_in(0.0, MAX_RATE_PER_MINUTE, above=True))
+SAMPLES: _Kind = (f"an integer in [2, {MAX_SAMPLES}]", _int_in(2, MAX_SAMPLES))
 
-_BANDS = {"normal": NUMBER, "throttled": NUMBER, "critical": NUMBER}
+_BANDS = {"normal": BAND, "throttled": BAND, "critical": BAND}
 _SCHEMA: dict[str, dict[str, Any]] = {
     "health": {"temperature_celsius": _BANDS, "memory_percent": _BANDS},
-    "history": {"max_samples": ("an integer >= 2", _int_at_least(2)), "retention_seconds": POSITIVE,
-                "sample_interval_seconds": POSITIVE},
+    "history": {
+        "max_samples": SAMPLES,
+        "retention_seconds": (f"a number of seconds in (0, {MAX_RETENTION_SECONDS:g}]",
+                              _number_in(0.0, MAX_RETENTION_SECONDS, above=True)),
+        "sample_interval_seconds": INTERVAL,
+    },
     "trend": {
-        "temperature_celsius_per_minute": POSITIVE,
-        "utilization_percent_per_minute": POSITIVE,
-        "memory_percent_per_minute": POSITIVE,
-        "min_samples": ("an integer >= 2", _int_at_least(2)),
-        "min_window_coverage": ("a number in 0..1", _fraction),
+        "temperature_celsius_per_minute": RATE,
+        "utilization_percent_per_minute": RATE,
+        "memory_percent_per_minute": RATE,
+        "min_samples": SAMPLES,
+        "min_window_coverage": ("a number in 0..1", _number_in(0.0, 1.0)),
     },
     "pod_resources": {
         "socket": PATH,
-        "refresh_interval_seconds": POSITIVE,
-        "timeout_seconds": POSITIVE,
-        "max_receive_message_bytes": ("an integer >= 4194304 (4 MiB)", _int_at_least(4 * 1024 * 1024)),
-        "stale_grace_intervals": ("a number >= 0", _non_negative),
+        "refresh_interval_seconds": INTERVAL,
+        "timeout_seconds": ("a number of seconds in (0, 300]", _number_in(0.0, 300.0, above=True)),
+        "max_receive_message_bytes": (f"an integer in [4194304 (4 MiB), {MAX_GRPC_MESSAGE_BYTES}]",
+                                      _int_in(4 * 1024 * 1024, MAX_GRPC_MESSAGE_BYTES)),
+        "stale_grace_intervals": (f"a number in [0, {MAX_STALE_GRACE_INTERVALS:g}]",
+                                  _number_in(0.0, MAX_STALE_GRACE_INTERVALS)),
         "resource_names": ("a non-empty list of resource names", _names),
     },
-    "xid": {"recovery_grace_seconds": ("a number >= 0", _non_negative)},
+    "xid": {"recovery_grace_seconds": (f"a number of seconds in [0, {MAX_GRACE_SECONDS:g}]",
+                                       _number_in(0.0, MAX_GRACE_SECONDS))},
 }
 
 
@@ -180,7 +202,7 @@ class _Reader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.problems: list[ConfigProblem] = []
-        self._constructor = yaml.SafeLoader("")
+        self._constructor = yaml.constructor.SafeConstructor()
 
     def problem(self, node: yaml.Node | None, name: str, message: str) -> None:
         line = node.start_mark.line + 1 if node is not None else 1
@@ -222,7 +244,10 @@ class _Reader:
         """The value of a scalar or a list node; _NOT_SCALAR for a mapping."""
         if not isinstance(node, yaml.ScalarNode | yaml.SequenceNode):
             return _NOT_SCALAR
-        return self._constructor.construct_object(node, deep=True)
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError, TypeError):  # e.g. a date that does not exist
+            return node.value
 
 
 _NOT_SCALAR = object()
@@ -235,19 +260,17 @@ def _describe(node: yaml.Node, raw: Any = _NOT_SCALAR) -> str:
         return "a list"
     if raw is None:
         return "null"
-    return repr(raw) if raw is not _NOT_SCALAR else repr(node.value)
+    text = repr(raw) if raw is not _NOT_SCALAR else repr(node.value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def parse_config(text: str, path: str = "<config>") -> ExporterConfig:
     """Parse and validate; raises ExporterConfigError with every problem found."""
     reader = _Reader(path)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        reason = getattr(e, "problem", None) or str(e)
-        raise ExporterConfigError([ConfigProblem(path, line, "(yaml)", f"invalid YAML: {reason}")]) from e
+        root = yamlsafe.compose(text, path, CONFIG_LIMITS)
+    except yamlsafe.YamlFileError as e:
+        raise ExporterConfigError([ConfigProblem(path, e.line or 1, "(yaml)", e.message)]) from e
     if root is None or (isinstance(root, yaml.ScalarNode) and root.value == ""):
         return ExporterConfig(path=path)
     top = reader.mapping(root, _SCHEMA, "")
@@ -297,7 +320,7 @@ def load_config(path: str | Path) -> ExporterConfig:
     """Read and parse a config file; an unreadable file is an ExporterConfigError too."""
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ExporterConfigError([ConfigProblem(name, 1, "(file)", f"cannot read: {e}")]) from e
+        text = yamlsafe.read_text(path, CONFIG_LIMITS, "config file")
+    except yamlsafe.YamlFileError as e:
+        raise ExporterConfigError([ConfigProblem(name, e.line or 1, "(file)", e.message)]) from e
     return parse_config(text, name)

@@ -74,16 +74,16 @@ pod_resources:
 extra: 1
 """
     assert problems(text) == [
-        "cfg.yaml:4: health.memory_percent.normal: expected a number (got 'high')",
+        "cfg.yaml:4: health.memory_percent.normal: expected a number in [-1000, 1000] (got 'high')",
         "cfg.yaml:5: health.memory_percent.warm: unknown field "
         "(expected one of: normal, throttled, critical)",
-        "cfg.yaml:7: history.max_samples: expected an integer >= 2 (got 1)",
-        "cfg.yaml:8: history.retention_seconds: expected a number > 0 (got -5)",
-        "cfg.yaml:10: trend.utilization_percent_per_minute: expected a number > 0 (got True)",
+        "cfg.yaml:7: history.max_samples: expected an integer in [2, 86400] (got 1)",
+        "cfg.yaml:8: history.retention_seconds: expected a number of seconds in (0, 604800] (got -5)",
+        "cfg.yaml:10: trend.utilization_percent_per_minute: expected a number in (0, 1000000] (got True)",
         "cfg.yaml:12: pod_resources.socket: expected a non-empty path (got '')",
         "cfg.yaml:13: pod_resources.max_receive_message_bytes: "
-        "expected an integer >= 4194304 (4 MiB) (got 1024)",
-        "cfg.yaml:14: pod_resources.timeout_seconds: expected a number > 0 (got a list)",
+        "expected an integer in [4194304 (4 MiB), 2147483647] (got 1024)",
+        "cfg.yaml:14: pod_resources.timeout_seconds: expected a number of seconds in (0, 300] (got a list)",
         "cfg.yaml:15: extra: unknown field (expected one of: health, history, trend, pod_resources, xid)",
         "cfg.yaml:2: health.temperature_celsius: expected normal < throttled < critical "
         "(got normal=80, throttled=75, critical=85)",
@@ -103,7 +103,7 @@ def test_order_violation_against_defaults_is_reported() -> None:
         ("- 1\n- 2\n", "cfg.yaml:1: (top level): expected a mapping (got a list)"),
         ("health: 3\n", "cfg.yaml:1: health: expected a mapping (got '3')"),
         ("history:\n  max_samples: 5\n  max_samples: 6\n", "cfg.yaml:3: history.max_samples: duplicate"),
-        ("health: {\n  x: [\n", "cfg.yaml:3: (yaml): invalid YAML"),
+        ("health: {\n  x: [\n", "cfg.yaml:3: (yaml): not valid YAML"),
         ("history:\n  retention_seconds: .nan\n", "cfg.yaml:2: history.retention_seconds: expected a num"),
     ],
 )
