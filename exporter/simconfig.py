@@ -13,13 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from exporter.errors import ConfigError
+from plumbing import yamlsafe
 
 GIB = 1024**3
 MIB = 1024**2
 MAX_SIMULATED_GPUS = 64  # per node: `--simulate N` and a --simulate-config file alike
+SIM_CONFIG_LIMITS = yamlsafe.YamlLimits(max_bytes=1024 * 1024)  # 64 GPUs with every field fit in 50 KB
+# Upper bounds, so no value overflows later (a sleep, a byte count, time arithmetic): docs/hardening.md
+MAX_SECONDS = 365 * 86_400.0  # periods, phases, durations, fault times: one year of simulated time
+MAX_PCIE_LATENCY_SECONDS = 10.0  # slept on every PCIe sample
+MAX_PID = 4_194_304  # Linux's PID_MAX_LIMIT
+MAX_MEMORY_GIB = 1024.0  # per process; no GPU holds a TiB
+MAX_SM_SHARE = 1000.0
+MAX_SEED = 2**64 - 1
+MAX_XID = 65_535
+MAX_LIST_ITEMS = 1000  # faults, and processes per GPU group
 
 
 @dataclass(frozen=True)
@@ -148,27 +157,23 @@ def default_config(count: int, seed: int = 1) -> SimConfig:
 
 def load_sim_config(path: str | Path) -> SimConfig:
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:  # YAML is UTF-8; say where the bad byte is instead of a traceback
-        line = raw[:exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                          f"{exc.start}); save the file as UTF-8") from exc
+        text = yamlsafe.read_text(path, SIM_CONFIG_LIMITS, "simulate config")
+    except yamlsafe.YamlFileError as exc:
+        raise _file_error(exc) from exc
     return parse_sim_config(text, str(path))
 
 
 def parse_sim_config(text: str, path: str) -> SimConfig:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from exc
+        data = yamlsafe.load(text, path, SIM_CONFIG_LIMITS)
+    except yamlsafe.YamlFileError as exc:
+        raise _file_error(exc) from exc
     return _Parser(path).config(data)
+
+
+def _file_error(exc: yamlsafe.YamlFileError) -> ConfigError:
+    where = f"line {exc.line}: " if exc.line else ""
+    return ConfigError(f"{exc.path}: {where}{exc.message}")
 
 
 class _Parser:
@@ -190,6 +195,10 @@ class _Parser:
         if not isinstance(raw_gpus, list) or not raw_gpus:
             self.fail("gpus", f"expected a non-empty list of GPU groups (got {_kind(raw_gpus)})")
             raw_gpus = []
+        if len(raw_gpus) > MAX_SIMULATED_GPUS:  # each group has a GPU at least: refused before expanding
+            self.fail("gpus", f"expected at most {MAX_SIMULATED_GPUS} GPUs in all "
+                              f"(got {len(raw_gpus)} groups)")
+            raw_gpus = []
         for i, group in enumerate(raw_gpus):
             gpus.extend(self.group(group, f"gpus[{i}]", len(gpus)))
         if len(gpus) > MAX_SIMULATED_GPUS:
@@ -199,12 +208,16 @@ class _Parser:
         if not isinstance(raw_faults, list):
             self.fail("faults", f"expected a list (got {_kind(raw_faults)})")
             raw_faults = []
+        if len(raw_faults) > MAX_LIST_ITEMS:
+            self.fail("faults", f"expected at most {MAX_LIST_ITEMS} faults (got {len(raw_faults)})")
+            raw_faults = []
         for i, raw in enumerate(raw_faults):
             fault = self.fault(raw, f"faults[{i}]", len(gpus))
             if fault is not None:
                 faults.append(fault)
-        seed = self.number(data, "seed", "seed", 1, integer=True, minimum=0)
-        latency = self.number(data, "pcie_latency_seconds", "pcie_latency_seconds", 0.02, minimum=0)
+        seed = self.number(data, "seed", "seed", 1, integer=True, minimum=0, maximum=MAX_SEED)
+        latency = self.number(data, "pcie_latency_seconds", "pcie_latency_seconds", 0.02, minimum=0,
+                              maximum=MAX_PCIE_LATENCY_SECONDS)
         if self.problems:
             raise ConfigError("; ".join(self.problems))
         return SimConfig(tuple(gpus), tuple(faults), int(seed), float(latency))
@@ -247,7 +260,8 @@ class _Parser:
                                        maximum=1)
         for name in time_fields:
             minimum = 0.0 if name == "phase_seconds" else 1e-3
-            values[name] = self.number(raw, name, f"{field}.{name}", getattr(defaults, name), minimum=minimum)
+            values[name] = self.number(raw, name, f"{field}.{name}", getattr(defaults, name), minimum=minimum,
+                                       maximum=MAX_SECONDS)
         return LoadPattern(**values)
 
     def processes(self, raw: Any, field: str) -> tuple[ProcessSpec, ...]:
@@ -255,6 +269,9 @@ class _Parser:
             return ()
         if not isinstance(raw, list):
             self.fail(field, f"expected a list of {{pid, memory_gib}} (got {_kind(raw)})")
+            return ()
+        if len(raw) > MAX_LIST_ITEMS:
+            self.fail(field, f"expected at most {MAX_LIST_ITEMS} processes (got {len(raw)})")
             return ()
         result = []
         seen: dict[int, str] = {}  # pid -> where it was first listed
@@ -266,9 +283,10 @@ class _Parser:
             self.unknown(item, where, {"pid", "memory_gib", "sm_share"})
             if "pid" not in item:
                 self.fail(f"{where}.pid", "required")
-            pid = self.number(item, "pid", f"{where}.pid", 1, integer=True, minimum=1)
-            gib = self.number(item, "memory_gib", f"{where}.memory_gib", 1.0, minimum=0)
-            share = self.number(item, "sm_share", f"{where}.sm_share", 1.0, minimum=0)
+            pid = self.number(item, "pid", f"{where}.pid", 1, integer=True, minimum=1, maximum=MAX_PID)
+            gib = self.number(item, "memory_gib", f"{where}.memory_gib", 1.0, minimum=0,
+                              maximum=MAX_MEMORY_GIB)
+            share = self.number(item, "sm_share", f"{where}.sm_share", 1.0, minimum=0, maximum=MAX_SM_SHARE)
             valid = pid == item.get("pid") and not isinstance(item.get("pid"), bool)  # else reported above
             if valid and int(pid) in seen:
                 self.fail(f"{where}.pid", f"pid {pid} is already listed at {seen[int(pid)]} (one entry per "
@@ -289,8 +307,8 @@ class _Parser:
             self.fail(f"{field}.type", f"expected one of {', '.join(FAULT_TYPES)} (got {kind!r})")
             return None
         gpus = self.gpu_list(raw.get("gpu"), f"{field}.gpu", gpu_count)
-        at = self.number(raw, "at", f"{field}.at", 0.0, minimum=0)
-        until = self.number(raw, "until", f"{field}.until", None, minimum=0)
+        at = self.number(raw, "at", f"{field}.at", 0.0, minimum=0, maximum=MAX_SECONDS)
+        until = self.number(raw, "until", f"{field}.until", None, minimum=0, maximum=MAX_SECONDS)
         if until is not None and until <= at:
             self.fail(f"{field}.until", f"expected a time after 'at' ({at}) (got {until})")
         calls: tuple[str, ...] = ()
@@ -306,7 +324,7 @@ class _Parser:
         if kind == "xid":
             if "code" not in raw:
                 self.fail(f"{field}.code", "required for an xid fault (the XID number, e.g. 79)")
-            code = int(self.number(raw, "code", f"{field}.code", 0, integer=True, minimum=1))
+            code = int(self.number(raw, "code", f"{field}.code", 0, integer=True, minimum=1, maximum=MAX_XID))
         error = self.error_name(raw, str(kind), f"{field}.error")
         celsius = self.overheat_celsius(raw, str(kind), f"{field}.celsius")
         return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error,

@@ -100,7 +100,7 @@ def test_every_problem_is_reported_together() -> None:
 
 
 def test_yaml_syntax_error_names_the_line() -> None:
-    with pytest.raises(ConfigError, match=r"^f\.yaml: line 2: invalid YAML"):
+    with pytest.raises(ConfigError, match=r"^f\.yaml: line 2: not valid YAML"):
         parse_sim_config("gpus:\n\t- {model: H100}\n", "f.yaml")
 
 
