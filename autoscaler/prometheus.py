@@ -1,64 +1,47 @@
-"""PromQL runner: every distinct query of a sync sent once, concurrently, each bounded in time.
+"""PromQL runner: every distinct query of a sync sent once, concurrently, each bounded in time and size.
 
 Prometheus answers become `QueryResult`s: exactly one finite sample is a value; anything else (no
-series, several series, NaN, Inf, an HTTP error, a bad query, a timeout, an unreachable server) is a failed
-metric with a reason from `QueryErrorReason`, so the engine's failed-metric rules apply. Nothing raises
-past this module. Transient failures are retried with tenacity (exponential backoff) while the sync's time
-budget allows, so a sync never overruns its interval.
+series, several series, NaN, Inf, an HTTP error, a bad query, a malformed answer, a timeout, an unreachable
+server) is a failed metric with a reason from `QueryErrorReason`, so the engine's failed-metric rules apply.
+Nothing raises past this module. Transient failures are retried with tenacity (exponential backoff) while the
+sync's time budget allows, so a sync never overruns its interval.
+
+The instant query is sent with the endpoint's requests Session (`promhttp`) directly rather than through
+prometheus-api-client's `custom_query`: that returns only `data.result`, after reading a body of any size,
+so the envelope (status, resultType) could not be validated, nor the body bounded in size and time.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import logging
-import math
-import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 import requests
-from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
-from requests.adapters import HTTPAdapter
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from tenacity.stop import stop_base
-from urllib3.exceptions import MaxRetryError, ReadTimeoutError
-from urllib3.util.retry import Retry
+
+from autoscaler.promanswer import (
+    BadAnswer,
+    QueryErrorReason,
+    QueryResult,
+    bad_answer,
+    decode_body,
+    error_of,
+    failed,
+    interpret_body,
+)
+from autoscaler.promconfig import Endpoint, endpoint_from_url
+from autoscaler.promhttp import CredentialError, EndpointSession, describe_failure
+
+__all__ = ["MetricsSource", "PromQLRunner", "PromQLSettings", "QueryErrorReason", "QueryResult", "interpret"]
 
 log = logging.getLogger(__name__)
-
-
-class QueryErrorReason(StrEnum):
-    """Why a query gave no usable value (label values of gpu_autoscaler_query_errors_total)."""
-
-    NO_SERIES = "NoSeries"
-    MULTIPLE_SERIES = "MultipleSeries"
-    NAN = "NaN"
-    INF = "Inf"
-    TIMEOUT = "Timeout"
-    HTTP_ERROR = "HTTPError"
-    BAD_QUERY = "BadQuery"
-    UNREACHABLE = "Unreachable"
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    """One query's outcome: `value` when it returned exactly one finite sample, else the reason it failed."""
-
-    value: float | None
-    error_reason: str | None = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.value is not None
 
 
 class MetricsSource(Protocol):
@@ -72,6 +55,7 @@ class PromQLSettings:
     """How queries are sent. All durations in seconds."""
 
     url: str
+    """Base URL of the default endpoint when the runner is given no `Endpoint` (the `--prometheus` form)."""
     query_timeout: float = 5.0
     """Cap on one HTTP request; also sent as Prometheus' evaluation `timeout` so the server gives up too."""
     budget: float = 10.0
@@ -83,6 +67,8 @@ class PromQLSettings:
     backoff_max: float = 2.0
     workers: int = 16
     """Concurrent HTTP requests; 16 keeps a local Prometheus busy without queueing it."""
+    max_body_bytes: int = 16 * 1024 * 1024
+    """A bigger answer is BadAnswer: an answer the autoscaler can use is one series, a few hundred bytes."""
 
 
 class _Failure(Exception):
@@ -94,84 +80,13 @@ class _Failure(Exception):
         self.retryable = retryable
 
 
-_STATUS = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.DOTALL)
-
-
 def _failure(reason: QueryErrorReason, message: str, retryable: bool = False) -> _Failure:
-    return _Failure(QueryResult(None, str(reason), message), retryable)
+    return _Failure(failed(reason, message), retryable)
 
 
-def interpret(result: Any) -> QueryResult:
-    """Turn the `data.result` of an instant query into one value or a failure with a reason."""
-    if isinstance(result, list) and len(result) == 2 and isinstance(result[0], int | float):
-        sample: Any = result  # a scalar result: [timestamp, "value"]
-    elif isinstance(result, list):
-        if not result:
-            return QueryResult(
-                None,
-                QueryErrorReason.NO_SERIES,
-                "query returned no series (does its selector match any series now? check the metric name and "
-                "labels; add `or vector(0)` if no series means 0)",
-            )
-        if len(result) > 1:
-            return QueryResult(
-                None,
-                QueryErrorReason.MULTIPLE_SERIES,
-                f"query returned {len(result)} series, expected one (wrap it in sum() or avg())",
-            )
-        entry = result[0]
-        if not isinstance(entry, dict) or "value" not in entry:
-            return QueryResult(
-                None,
-                QueryErrorReason.BAD_QUERY,
-                "query returned a range vector; use an instant vector or a scalar",
-            )
-        sample = entry["value"]
-    else:
-        return QueryResult(
-            None, QueryErrorReason.HTTP_ERROR, f"malformed answer: result is {type(result).__name__}"
-        )
-    try:
-        value = float(sample[1])
-    except (TypeError, ValueError, IndexError):
-        return QueryResult(
-            None, QueryErrorReason.BAD_QUERY, f"query returned a non-numeric sample {sample!r}"
-        )
-    if math.isnan(value):
-        return QueryResult(None, QueryErrorReason.NAN, "query returned NaN")
-    if math.isinf(value):
-        return QueryResult(None, QueryErrorReason.INF, f"query returned {value}")
-    return QueryResult(value)
-
-
-def _classify_http(exc: PrometheusApiClientException) -> _Failure:
-    match = _STATUS.search(str(exc))
-    if match is None:
-        return _failure(QueryErrorReason.HTTP_ERROR, str(exc))
-    status = int(match.group(1))
-    detail = match.group(2)
-    error_type = ""
-    try:
-        body = json.loads(_body_text(detail))
-        error_type = str(body.get("errorType", ""))
-        detail = str(body.get("error", detail))
-    except (ValueError, TypeError, AttributeError):
-        pass  # not a Prometheus JSON error body (a proxy's page): keep the raw text
-    if error_type == "timeout":
-        return _failure(QueryErrorReason.TIMEOUT, f"Prometheus timed out: {detail}", retryable=True)
-    if status in (400, 422):
-        return _failure(QueryErrorReason.BAD_QUERY, f"HTTP {status}: {detail}")
-    retryable = status >= 500 or status == 429
-    return _failure(QueryErrorReason.HTTP_ERROR, f"HTTP {status}: {detail}", retryable=retryable)
-
-
-def _body_text(text: str) -> str:
-    """The client puts `repr(response.content)` in its message: recover the body from the `b'...'` literal."""
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else text
+def interpret(body: object) -> QueryResult:
+    """A decoded answer body as one value or a failure with a reason (see `promanswer`)."""
+    return interpret_body(body)
 
 
 class PromQLRunner:
@@ -180,29 +95,18 @@ class PromQLRunner:
     def __init__(
         self,
         settings: PromQLSettings,
-        session: requests.Session | None = None,
+        endpoint: Endpoint | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if settings.query_timeout <= 0 or settings.budget <= 0 or settings.max_attempts < 1:
             raise ValueError(f"query_timeout and budget must be > 0 and max_attempts >= 1 (got {settings})")
         self.settings = settings
+        self.endpoint = endpoint if endpoint is not None else endpoint_from_url(settings.url)
         self._monotonic = monotonic
         self._sleep = sleep
-        self._session = session if session is not None else requests.Session()
-        url = settings.url.rstrip("/")
-        # Retries are ours (tenacity, budget-aware); the client's urllib3 retries would sleep past the budget.
-        self._client = PrometheusConnect(
-            url=url, session=self._session, retry=Retry(total=0, raise_on_status=False)
-        )
-        self._session.mount(
-            url,
-            HTTPAdapter(
-                max_retries=Retry(total=0, raise_on_status=False),
-                pool_connections=1,
-                pool_maxsize=settings.workers,
-            ),
-        )
+        # Retries are ours (tenacity, budget-aware); the session's urllib3 retries are off.
+        self._session = EndpointSession(self.endpoint, pool_maxsize=settings.workers)
         self._pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="promql")
         self._lock = threading.Lock()
         self.requests_sent = 0
@@ -210,7 +114,7 @@ class PromQLRunner:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._client.close()
+        self._session.close()
 
     def run_queries(self, queries: Collection[str]) -> dict[str, QueryResult]:
         distinct = list(dict.fromkeys(queries))
@@ -253,31 +157,70 @@ class PromQLRunner:
         with self._lock:
             self.requests_sent += 1
         try:
-            data = self._client.custom_query(query, params={"timeout": f"{timeout:.3f}"}, timeout=timeout)
-        except (requests.Timeout, requests.ConnectionError) as e:
-            if isinstance(e, requests.Timeout) or _is_read_timeout(e):
-                message = f"no answer within {timeout:.2f}s"
-                raise _failure(QueryErrorReason.TIMEOUT, message, retryable=True) from e
-            message = f"cannot reach {self.settings.url}: {e}"
-            raise _failure(QueryErrorReason.UNREACHABLE, message, retryable=True) from e
-        except PrometheusApiClientException as e:
-            raise _classify_http(e) from e
-        except (ValueError, KeyError, TypeError) as e:
-            raise _failure(
-                QueryErrorReason.HTTP_ERROR, f"malformed answer from {self.settings.url}: {e}"
-            ) from e
-        except requests.RequestException as e:
-            raise _failure(QueryErrorReason.HTTP_ERROR, str(e), retryable=True) from e
-        result = interpret(data)
+            response = self._session.get_api("/api/v1/query", {"query": query, "timeout": f"{timeout:.3f}"},
+                                             timeout)
+            try:
+                raw = self._read_body(response, deadline)
+            finally:
+                response.close()
+        except (requests.RequestException, OSError, CredentialError) as e:
+            failure = describe_failure(e, self.endpoint)
+            reason = (QueryErrorReason.TIMEOUT if failure.timeout else
+                      QueryErrorReason.UNREACHABLE if failure.unreachable else QueryErrorReason.HTTP_ERROR)
+            raise _failure(reason, failure.message, failure.retryable) from e
+        result = self._judge(response.status_code, raw)
         if not result.ok:
             raise _Failure(result, retryable=False)
         return result
 
+    def _read_body(self, response: requests.Response, deadline: float) -> bytes:
+        """The body, at most `max_body_bytes`, read before the sync's deadline."""
+        limit = self.settings.max_body_bytes
+        length = response.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > limit:
+            raise _Failure(bad_answer(f"the body is larger than {limit:,} bytes"), retryable=False)
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_content(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise _Failure(bad_answer(f"the body is larger than {limit:,} bytes"), retryable=False)
+            if self._monotonic() > deadline:
+                raise _failure(QueryErrorReason.TIMEOUT, "the answer was still arriving at the sync deadline")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
-def _is_read_timeout(e: requests.ConnectionError) -> bool:
-    """requests reports urllib3's exhausted retries of a read timeout as a ConnectionError."""
-    cause = e.args[0] if e.args else None
-    return isinstance(cause, MaxRetryError) and isinstance(cause.reason, ReadTimeoutError)
+    def _judge(self, status: int, raw: bytes) -> QueryResult:
+        """The query's result from the HTTP status and body; raises _Failure for the retryable ones."""
+        name, where = self.endpoint.name, self.endpoint.display_url
+        if 200 <= status < 300:
+            try:
+                return interpret_body(decode_body(raw))
+            except BadAnswer as e:
+                return bad_answer(str(e))
+        if 300 <= status < 400:
+            return failed(QueryErrorReason.HTTP_ERROR,
+                          f"HTTP {status} from {where}: a redirect, not followed (follow_redirects is false)")
+        if status == 401:
+            return failed(QueryErrorReason.HTTP_ERROR,
+                          f"401 from Prometheus: check the credentials of endpoint {name}")
+        if status == 403:
+            return failed(QueryErrorReason.HTTP_ERROR, f"403 from Prometheus: endpoint {name}'s credentials "
+                          "are not allowed to query (RBAC, tenant)")
+        if status == 404:
+            return failed(QueryErrorReason.HTTP_ERROR, f"404 from {where}/api/v1/query: no Prometheus API "
+                          "there (check the url and its path prefix)")
+        try:
+            error = error_of(decode_body(raw))
+        except BadAnswer:
+            error = None
+        detail = error[1] if error else "not a Prometheus answer"
+        if error is not None and error[0] == "timeout":
+            raise _failure(QueryErrorReason.TIMEOUT, f"Prometheus timed out: {detail}", retryable=True)
+        if status in (400, 422):
+            return failed(QueryErrorReason.BAD_QUERY, f"HTTP {status}: {detail}")
+        retryable = status >= 500 or status == 429
+        raise _failure(QueryErrorReason.HTTP_ERROR, f"HTTP {status}: {detail}", retryable=retryable)
 
 
 class _StopAtDeadline(stop_base):

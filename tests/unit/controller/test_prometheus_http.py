@@ -33,24 +33,28 @@ def runner() -> Iterator[PromQLRunner]:
     r.close()
 
 
+def body(result: object, kind: str = "vector") -> dict[str, object]:
+    return {"status": "success", "data": {"resultType": kind, "result": result}}
+
+
 @pytest.mark.parametrize(
-    ("result", "expected"),
+    ("answer", "expected"),
     [
-        ([{"metric": {}, "value": [1.0, "42.5"]}], QueryResult(42.5)),
-        ([1.0, "7"], QueryResult(7.0)),  # scalar
-        ([], "NoSeries"),
-        ([{"metric": {}, "value": [1.0, "1"]}, {"metric": {}, "value": [1.0, "2"]}], "MultipleSeries"),
-        ([{"metric": {}, "value": [1.0, "NaN"]}], "NaN"),
-        ([{"metric": {}, "value": [1.0, "+Inf"]}], "Inf"),
-        ([{"metric": {}, "value": [1.0, "-Inf"]}], "Inf"),
-        ([{"metric": {}, "values": [[1.0, "1"]]}], "BadQuery"),  # range vector
-        ([{"metric": {}, "value": [1.0, "abc"]}], "BadQuery"),
-        ({"unexpected": 1}, "HTTPError"),
+        (body([{"metric": {}, "value": [1.0, "42.5"]}]), QueryResult(42.5)),
+        (body([1.0, "7"], "scalar"), QueryResult(7.0)),
+        (body([]), "NoSeries"),
+        (body([{"metric": {}, "value": [1.0, "1"]}, {"metric": {}, "value": [1.0, "2"]}]), "MultipleSeries"),
+        (body([{"metric": {}, "value": [1.0, "NaN"]}]), "NaN"),
+        (body([{"metric": {}, "value": [1.0, "+Inf"]}]), "Inf"),
+        (body([{"metric": {}, "value": [1.0, "-Inf"]}]), "Inf"),
+        (body([{"metric": {}, "values": [[1.0, "1"]]}], "matrix"), "BadQuery"),
+        (body([{"metric": {}, "value": [1.0, "abc"]}]), "BadAnswer"),
+        ({"unexpected": 1}, "BadAnswer"),
     ],
     ids=["one", "scalar", "none", "several", "nan", "inf", "-inf", "matrix", "text", "malformed"],
 )
-def test_interpret(result: object, expected: QueryResult | str) -> None:
-    got = interpret(result)
+def test_interpret(answer: object, expected: QueryResult | str) -> None:
+    got = interpret(answer)
     if isinstance(expected, QueryResult):
         assert got == expected
     else:
@@ -116,16 +120,16 @@ def test_prometheus_evaluation_timeout_is_timeout(runner: PromQLRunner) -> None:
 
 
 @responses.activate
-def test_malformed_json_is_httperror(runner: PromQLRunner) -> None:
+def test_malformed_json_is_badanswer(runner: PromQLRunner) -> None:
     responses.get(QUERY_URL, body="<html>proxy error</html>", content_type="text/html")
     result = runner.run_queries(["q"])["q"]
-    assert result.error_reason == "HTTPError" and "malformed" in (result.error or "")
+    assert result.error_reason == "BadAnswer" and "malformed" in (result.error or "")
 
 
 @responses.activate
-def test_missing_data_key_is_httperror(runner: PromQLRunner) -> None:
+def test_missing_data_key_is_badanswer(runner: PromQLRunner) -> None:
     responses.get(QUERY_URL, body=json.dumps({"status": "success"}))
-    assert runner.run_queries(["q"])["q"].error_reason == "HTTPError"
+    assert runner.run_queries(["q"])["q"].error_reason == "BadAnswer"
 
 
 @responses.activate
@@ -193,7 +197,7 @@ def test_controller_reports_prometheus_errors_end_to_end() -> None:
 
 def test_the_hint_of_each_failure_fits_it() -> None:
     """An empty result cannot be fixed by aggregating it (sum() of nothing is nothing); several series can."""
-    none = interpret([]).error or ""
-    several = interpret([{"metric": {}, "value": [1.0, "1"]}] * 2).error or ""
+    none = interpret(body([])).error or ""
+    several = interpret(body([{"metric": {}, "value": [1.0, "1"]}] * 2)).error or ""
     assert "sum()" not in none and "selector" in none and "or vector(0)" in none
     assert "sum() or avg()" in several
