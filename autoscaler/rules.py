@@ -119,6 +119,8 @@ class Rule:
     behavior: Behavior
     fallback: Fallback | None
     line: int  # line of the rule in its file, for messages
+    prometheus: str = "default"
+    """Name of the endpoint (in --prometheus-config) its queries go to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +224,8 @@ class _TargetAt:
     line: int
 
 
-_RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback"}
+_RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
+                "prometheus"}
 
 
 def _parse_rule(
@@ -252,11 +255,15 @@ def _parse_rule(
     fallback = None
     if "fallback" in fields:
         fallback = _parse_fallback(reader, fields["fallback"], f"{where}.fallback")
+    prometheus = "default"
+    if "prometheus" in fields:
+        prometheus = _name(reader, fields["prometheus"], f"{where}.prometheus") or "default"
     target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
-    rule = Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node))
+    rule = Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node),
+                prometheus)
     return rule, name, target_at
 
 
