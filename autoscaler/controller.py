@@ -31,6 +31,7 @@ from autoscaler.plan import Plan, count_all_failed, plan_rule
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
 from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
 from autoscaler.rules import Rule, RuleSet, TargetRef
+from autoscaler.sources import EndpointSources, QueryKey
 
 __all__ = [
     "Controller", "ControllerSettings", "Health", "RuleOutcome", "ShuttingDown", "SyncReport",
@@ -43,7 +44,9 @@ WARNING_EVENT_REPEAT_SECONDS = 300.0
 """An identical Warning event (same rule, reason, message) is posted again only after this long."""
 SYNC_ERROR = "Error"
 """Decision reason of a rule whose sync raised an unexpected exception (a bug): its Event is FailedSync."""
-DECISION_REASONS = (*(r.value for r in Reason), "FailedGetScale", SYNC_ERROR)
+UNKNOWN_ENDPOINT = "UnknownEndpoint"
+"""Decision reason of a rule naming a Prometheus endpoint that is not configured: refused, not synced."""
+DECISION_REASONS = (*(r.value for r in Reason), "FailedGetScale", SYNC_ERROR, UNKNOWN_ENDPOINT)
 """Every decision reason a rule can report: gpu_autoscaler_decision_reason has a series for each (0 or 1)."""
 
 
@@ -83,7 +86,7 @@ class Controller:
     def __init__(
         self,
         backend: ScaleBackend,
-        metrics_source: MetricsSource,
+        metrics_source: MetricsSource | Mapping[str, MetricsSource],
         rules: RuleSet,
         clock: Callable[[], float],
         *,
@@ -93,7 +96,8 @@ class Controller:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
-        self.source = metrics_source
+        self.sources = EndpointSources(metrics_source)
+        """One metrics source per Prometheus endpoint name; a rule's `prometheus` picks one."""
         self.clock = clock
         self.settings = settings or ControllerSettings()
         self.metrics = metrics or ControllerMetrics(reasons=DECISION_REASONS)
@@ -111,6 +115,7 @@ class Controller:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.sources.close()
 
     @property
     def last_success_monotonic(self) -> float | None:
@@ -153,7 +158,7 @@ class Controller:
         with self._lock:
             states = list(self._states.values())
         reads = {s.rule.name: self._pool.submit(self._read_scale, s.rule.target) for s in states}
-        results = self._run_queries({m.query for s in states for m in s.rule.metrics})
+        results = self.sources.run(s.rule for s in states)
         scales: dict[str, ScaleState | Exception] = {}
         for rule_name, future in reads.items():
             try:
@@ -179,19 +184,14 @@ class Controller:
         finally:
             self.progress.tick()
 
-    def _run_queries(self, queries: set[str]) -> Mapping[str, QueryResult]:
-        try:
-            return self.source.run_queries(queries)
-        except Exception as e:  # a metrics source must not raise; if one does, every metric failed
-            log.exception("metrics source failed")
-            failed = QueryResult(None, str(QueryErrorReason.UNREACHABLE), f"metrics source failed: {e}")
-            return {q: failed for q in queries}
-
     def _sync_rule_safely(
-        self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[str, QueryResult], now: float
+        self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[QueryKey, QueryResult],
+        now: float,
     ) -> RuleOutcome:
         if self.stopping.is_set() or isinstance(scale, ShuttingDown):
             return RuleOutcome(state.rule, None, None, "Abandoned", "shutting down: rule not synced")
+        if state.rule.prometheus not in self.sources:
+            return self._unknown_endpoint(state, now)
         try:
             return self._sync_rule(state, scale, results, now)
         except Exception as e:  # the one broad except: a bug or surprise in one rule never stops the others
@@ -219,11 +219,25 @@ class Controller:
             log.exception("rule %s: cannot report the failed sync", rule.name)
         return RuleOutcome(rule, None, None, SYNC_ERROR, message, error=str(error))
 
+    def _unknown_endpoint(self, state: _RuleState, now: float) -> RuleOutcome:
+        """A rule whose endpoint is not configured is refused alone: no query, no decision, no patch."""
+        rule = state.rule
+        message = (f"the rule names Prometheus endpoint {rule.prometheus!r}, which is not configured "
+                   f"(endpoints: {self.sources.names}); the rule is not synced")
+        self.metrics.record_decision(rule, None, None, UNKNOWN_ENDPOINT, {})
+        last = state.last_warning.get("InvalidRule")
+        if last is None or last[0] != message:
+            log.warning("rule %s: %s", rule.name, message)
+        self._warn(state, "InvalidRule", message, now)
+        return RuleOutcome(rule, None, None, UNKNOWN_ENDPOINT, message, error=message)
+
     def _sync_rule(
-        self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[str, QueryResult], now: float
+        self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[QueryKey, QueryResult],
+        now: float,
     ) -> RuleOutcome:
         rule = state.rule
-        observations = tuple(self._observe(rule, m.name, m.query, results) for m in rule.metrics)
+        observations = tuple(self._observe(rule, m.name, (rule.prometheus, m.query), results)
+                             for m in rule.metrics)
         state.all_failed_syncs = count_all_failed(state.all_failed_syncs, observations)
         if isinstance(scale, Exception):
             if not isinstance(scale, KubeError):
@@ -296,7 +310,7 @@ class Controller:
         return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, "abandoned", observations, ok=True)
 
     def _observe(
-        self, rule: Rule, metric: str, query: str, results: Mapping[str, QueryResult]
+        self, rule: Rule, metric: str, query: QueryKey, results: Mapping[QueryKey, QueryResult]
     ) -> MetricObservation:
         result = results.get(query) or QueryResult(None, str(QueryErrorReason.UNREACHABLE), "no result")
         if result.value is not None:

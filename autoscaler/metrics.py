@@ -34,9 +34,9 @@ HELP = {
     "decision_reason": "1 for the reason of the rule's last decision, 0 for the other reasons.",
     "scale_events_total": "Scale patches applied, by direction (up/down).",
     "scale_errors_total": "Failed reads or patches of the target's scale, by reason (Conflict, NotFound, "
-    "ApiError, Timeout).",
+    "ApiError, Timeout, MalformedAnswer, NamespaceNotAllowed).",
     "query_errors_total": "Failed metric queries, by reason (NoSeries, MultipleSeries, NaN, Inf, Timeout, "
-    "HTTPError, BadQuery, Unreachable).",
+    "HTTPError, BadQuery, Unreachable, BadAnswer).",
     "sync_duration_seconds": "Duration in seconds of one full sync of all rules.",
     "last_successful_sync_timestamp_seconds": "Unix time of the last successful sync: it completed and at "
     "least one rule synced successfully (or no rule is loaded). Failed metrics do not make a sync fail.",
