@@ -85,3 +85,15 @@ class KubeTimeoutError(KubeApiError):
     """The API server did not answer in time (client timeout or 504)."""
 
     reason_label = "Timeout"
+
+
+class MalformedAnswerError(KubeApiError):
+    """The API server's answer is not the object the call returns (bad JSON, wrong kind, wrong types)."""
+
+    reason_label = "MalformedAnswer"
+
+
+class NamespaceNotAllowedError(KubeError):
+    """The target's namespace is outside --namespaces: refused before any API call."""
+
+    reason_label = "NamespaceNotAllowed"

@@ -4,6 +4,8 @@
 replica count, and post an Event on it. `KubernetesScaleBackend` does it with the scale subresource of
 Deployments and StatefulSets; the demo plugs an in-memory cluster instead. Every `ApiException` and transport
 error becomes one of our `KubeError` types, chained `from` the original, so nothing from the client leaks.
+The scale and the workload are read as raw JSON and checked (`kube_answers`): a malformed answer is a failed
+read of that target, never a replica count. `NamespaceScope` keeps a backend inside `--namespaces`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -30,8 +32,11 @@ from autoscaler.errors import (
     KubeConfigError,
     KubeError,
     KubeTimeoutError,
+    MalformedAnswerError,
+    NamespaceNotAllowedError,
     NotFoundError,
 )
+from autoscaler.kube_answers import annotations_of, parse_object, scale_fields
 from autoscaler.plan import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
 from autoscaler.rules import TargetRef
 
@@ -45,6 +50,9 @@ __all__ = [
     "KubeError",
     "KubeTimeoutError",
     "KubernetesScaleBackend",
+    "MalformedAnswerError",
+    "NamespaceNotAllowedError",
+    "NamespaceScope",
     "NotFoundError",
     "ScaleBackend",
     "ScaleState",
@@ -166,26 +174,36 @@ class KubernetesScaleBackend:
         except _TRANSPORT_ERRORS as e:
             raise translate(e, what) from e
 
+    def _send(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+        """The raw body of a 2xx answer, read whole so the connection goes back to the pool clean."""
+        response = self._call(what, fn, *args, _preload_content=False, **kwargs)
+        try:
+            raw = response.data
+        except _TRANSPORT_ERRORS as e:  # the body broke off after the headers
+            raise translate(e, what) from e
+        finally:
+            response.release_conn()
+        return raw if isinstance(raw, bytes) else b""
+
+    def _get(self, what: str, kind: str, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        """A read's JSON answer, checked to be an object of `kind` (the client's models are too lenient)."""
+        return parse_object(self._send(what, fn, *args), what, kind)
+
     def read_scale(self, ref: TargetRef) -> ScaleState:
         what = f"get {ref.kind} {ref.namespace}/{ref.name}"
         if ref.kind == "Deployment":
-            scale = self._call(
-                what + " scale", self._apps.read_namespaced_deployment_scale, ref.name, ref.namespace
-            )
-            workload: Any = self._call(what, self._apps.read_namespaced_deployment, ref.name, ref.namespace)
+            read_scale = self._apps.read_namespaced_deployment_scale
+            read = self._apps.read_namespaced_deployment
         elif ref.kind == "StatefulSet":
-            scale = self._call(
-                what + " scale", self._apps.read_namespaced_stateful_set_scale, ref.name, ref.namespace
-            )
-            workload = self._call(what, self._apps.read_namespaced_stateful_set, ref.name, ref.namespace)
+            read_scale = self._apps.read_namespaced_stateful_set_scale
+            read = self._apps.read_namespaced_stateful_set
         else:
             raise KubeApiError(f"{what}: unsupported kind {ref.kind!r} (Deployment or StatefulSet)")
-        version = scale.metadata.resource_version if scale.metadata else None
+        scale = self._get(what + " scale", "Scale", read_scale, ref.name, ref.namespace)
+        spec, status, version = scale_fields(scale, what + " scale")
         with self._lock:
             self._versions[ref] = version
-        annotations = dict((workload.metadata.annotations if workload.metadata else None) or {})
-        spec = int((scale.spec.replicas if scale.spec else 0) or 0)
-        status = int((scale.status.replicas if scale.status else 0) or 0)
+        annotations = annotations_of(self._get(what, ref.kind, read, ref.name, ref.namespace), what)
         return ScaleState(spec, status, annotations, version)
 
     def patch_scale(self, ref: TargetRef, replicas: int) -> None:
@@ -200,7 +218,7 @@ class KubernetesScaleBackend:
             if ref.kind == "Deployment"
             else self._apps.patch_namespaced_stateful_set_scale
         )
-        self._call(
+        self._send(  # the answer is not used: a 2xx is the success, whatever its body
             what,
             method,
             ref.name,
@@ -233,9 +251,53 @@ class KubernetesScaleBackend:
             last_timestamp=now,
             count=1,
         )
-        self._call(
+        self._send(
             f"create event {reason} on {ref.kind} {ref.namespace}/{ref.name}",
             self._core.create_namespaced_event,
             ref.namespace,
             event,
         )
+
+
+
+class NamespaceScope:
+    """A `ScaleBackend` limited to some namespaces (`--namespaces`): outside them nothing reaches the API.
+
+    A read or patch of a target elsewhere raises `NamespaceNotAllowedError` (the rule's sync reports
+    FailedGetScale with reason NamespaceNotAllowed), logged as an ERROR once per target; an Event for it is
+    dropped, since posting one there is an API call into that namespace too.
+    """
+
+    def __init__(self, inner: ScaleBackend, namespaces: Collection[str]) -> None:
+        self.inner = inner
+        self.namespaces = frozenset(namespaces)
+        self._reported: set[TargetRef] = set()
+        self._lock = threading.Lock()
+
+    def _check(self, ref: TargetRef) -> None:
+        if ref.namespace in self.namespaces:
+            return
+        message = (
+            f"{ref.kind} {ref.namespace}/{ref.name}: namespace {ref.namespace!r} is not in --namespaces "
+            f"({','.join(sorted(self.namespaces))}); the rule is refused: not read, not scaled"
+        )
+        with self._lock:
+            first = ref not in self._reported
+            self._reported.add(ref)
+        if first:
+            log.error("%s", message)
+        raise NamespaceNotAllowedError(message)
+
+    def read_scale(self, ref: TargetRef) -> ScaleState:
+        self._check(ref)
+        return self.inner.read_scale(ref)
+
+    def patch_scale(self, ref: TargetRef, replicas: int) -> None:
+        self._check(ref)
+        self.inner.patch_scale(ref, replicas)
+
+    def emit_event(
+        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        if ref.namespace in self.namespaces:
+            self.inner.emit_event(ref, type_, reason, message)

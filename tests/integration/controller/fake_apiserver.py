@@ -9,7 +9,8 @@ namespace differs from the path's is 400; a Lease update (PUT) must carry a reso
 leases allow no unconditional update) and creates a missing Lease (leases allow create on update); a PATCH
 whose Content-Type is not a patch type is 415. JSON patch and server-side apply are real patch types the fake
 does not model: it answers 501 rather than pretend.
-Faults on demand: `fail(method, path_regex, status, times)` and `delay(method, path_regex, seconds)`.
+Faults on demand: `fail(method, path_regex, status, times)`, `delay(method, path_regex, seconds)` and
+`answer(method, path_regex, body)`: a body (JSON or raw bytes) served as a broken or hostile server would.
 Every request is recorded, so tests assert on what was sent (e.g. nothing patched twice).
 """
 
@@ -54,6 +55,7 @@ class Fault:
     times: int | None  # None: until cleared
     delay: float = 0.0
     token: str | None = None  # only requests with this bearer token (one client among several)
+    body: bytes | None = None  # served instead of the real answer (status: `status`, else 200)
 
 
 @dataclass
@@ -139,6 +141,17 @@ class FakeApiServer:
 
     def delay(self, method: str, path: str, seconds: float, times: int | None = None) -> Fault:
         fault = Fault(method, re.compile(path), None, times, seconds)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def answer(
+        self, method: str, path: str, body: object, status: int = 200, times: int | None = None
+    ) -> Fault:
+        """Serve `body` (bytes as they are, anything else as JSON) for matching requests, on the same path
+        and with the same headers the real answer would have."""
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        fault = Fault(method, re.compile(path), status, times, body=raw)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -329,11 +342,14 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             fault = api._take_fault(self.command, path, auth.removeprefix("Bearer ") or None)
             if fault is not None and fault.delay:
                 time.sleep(fault.delay)
-            if fault is not None and fault.status is not None:
-                code, payload = status(fault.status, f"injected fault {fault.status}")
+            if fault is not None and fault.body is not None:
+                code, data = fault.status or 200, fault.body
             else:
-                code, payload = api.handle(self.command, path, body, request.content_type)
-            data = json.dumps(payload).encode()
+                if fault is not None and fault.status is not None:
+                    code, payload = status(fault.status, f"injected fault {fault.status}")
+                else:
+                    code, payload = api.handle(self.command, path, body, request.content_type)
+                data = json.dumps(payload).encode()
             try:
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
