@@ -32,6 +32,7 @@ from autoscaler.prometheus import PromQLRunner, PromQLSettings
 from autoscaler.reload import RulesWatcher
 from autoscaler.rules import load_rules
 from autoscaler.server import MetricsServer
+from plumbing.web import ListenError, WebConfig, WebConfigError, load_web_config
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class RunOptions:
     leader_elect: bool = False
     lease: LeaseSettings | None = None
     metrics_host: str = "0.0.0.0"
+    web_config_file: str | None = None
+    """TLS and basic auth of /metrics (exporter-toolkit format, docs/web-config.md); None: plain HTTP."""
 
     @property
     def query_budget(self) -> float:
@@ -114,6 +117,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="port of /metrics, /healthz and /readyz (default: 9401; 0 disables)",
     )
     p.add_argument(
+        "--web-config-file",
+        metavar="FILE",
+        help="TLS and basic auth for /metrics, /healthz, /readyz (exporter-toolkit web config format)",
+    )
+    p.add_argument(
         "--leader-elect",
         action="store_true",
         help="run several replicas; only the holder of a coordination.k8s.io Lease acts",
@@ -146,6 +154,7 @@ def main(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         once=args.once,
         metrics_port=args.metrics_port or None,
+        web_config_file=args.web_config_file,
         leader_elect=args.leader_elect,
         lease=LeaseSettings(namespace=args.leader_elect_namespace, name=args.leader_elect_name)
         if args.leader_elect
@@ -192,6 +201,13 @@ def serve(
     except RulesError as e:
         print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
         return 2
+    web_config: WebConfig | None = None
+    if options.web_config_file is not None and options.metrics_port is not None:
+        try:
+            web_config = load_web_config(options.web_config_file)
+        except WebConfigError as e:
+            print(f"gpu-autoscaler run: invalid --web-config-file, not starting:\n{e}", file=sys.stderr)
+            return 2
     metrics = ControllerMetrics(reasons=DECISION_REASONS)
     elector = None
     if options.leader_elect:
@@ -229,13 +245,14 @@ def serve(
                 options.metrics_port,
                 options.metrics_host,
                 readiness=lambda: _readiness(controller.health(options.interval)),
+                web_config=web_config,
             ).start()
-        except OSError as e:  # busy port, or a privileged one without the capability
+        except ListenError as e:  # busy port, or a privileged one without the capability
             controller.close()
             runner.close()
             print(
                 f"gpu-autoscaler run: cannot serve /metrics on --metrics-port {options.metrics_port} "
-                f"({options.metrics_host}:{options.metrics_port}): {e.strerror or e}",
+                f"({options.metrics_host}:{options.metrics_port}): {e.reason}",
                 file=sys.stderr,
             )
             return 2

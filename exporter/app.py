@@ -29,6 +29,7 @@ from exporter.server import ExporterServer
 from exporter.source import NvmlSource, SourceSettings
 from exporter.status_service import StatusService
 from exporter.xid import XidMetrics, XidSettings, XidWatcher
+from plumbing.web import WebConfig
 
 
 class ExporterApp:
@@ -77,9 +78,10 @@ class ExporterApp:
         self.server: ExporterServer | None = None
         self._uses_kubelet = attribution is None
 
-    def bind(self, address: str, port: int) -> ExporterServer:
+    def bind(self, address: str, port: int, web_config: WebConfig | None = None) -> ExporterServer:
         """Bind the HTTP port first (raises ServeError when in use), before any thread starts."""
-        self.server = ExporterServer(address, port, self.registry, self.source, api=self.status.handle)
+        self.server = ExporterServer(address, port, self.registry, self.source, api=self.status.handle,
+                                     web_config=web_config)
         return self.server
 
     def start(self, address: str = "127.0.0.1", port: int = 0) -> ExporterServer:

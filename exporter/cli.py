@@ -1,7 +1,7 @@
 """`gpu-exporter`: serve GPU metrics, or print the local GPUs once (`status`, `status --json`).
 
-Bad flags, a bad --simulate-config or --config file or a port in use print one message on stderr (naming the
-file, line and field for a config file) and exit 2, no traceback.
+Bad flags, a bad --simulate-config, --config or --web-config-file or a port in use print one message on stderr
+(naming the file, line and field for a config file) and exit 2, no traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from exporter.simconfig import MAX_SIMULATED_GPUS, default_config, load_sim_conf
 from exporter.simulated import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
+from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
 EXIT_USAGE = 2
@@ -108,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--min-interval", type=_seconds, default=1.0, metavar="SECONDS",
                         help="minimum seconds between two NVML sweeps; scrapes in between share one "
                              "(default 1)")
+    parser.add_argument("--web-config-file", metavar="FILE",
+                        help="TLS and basic auth of the HTTP endpoints, in the exporter-toolkit web config "
+                             "format (node_exporter's --web.config.file); see docs/web-config.md")
     commands = parser.add_subparsers(dest="command", metavar="{status}")
     status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],
                                  help="print the local GPUs once and exit")
@@ -150,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_status(nvml_backend(args), node_name(args.node_name), config, args.json, PROG,
                               args.proc_root)
         return serve(args, config)
-    except (UsageError, ConfigError, ExporterError) as exc:
+    except (UsageError, ConfigError, ExporterError, WebConfigError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -171,16 +175,17 @@ def install_signal_handlers(stop: threading.Event) -> None:
 
 
 def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
+    web_config: WebConfig | None = load_web_config(args.web_config_file) if args.web_config_file else None
     nvml = nvml_backend(args)
     app = ExporterApp(nvml, node_name(args.node_name), SourceSettings(min_interval=args.min_interval),
                       config=config, proc_root=args.proc_root)
-    server = app.bind(args.address, args.port)  # ServeError (port in use) before any thread starts
+    server = app.bind(args.address, args.port, web_config)  # ServeError (port in use) before threads start
     stop = threading.Event()
     install_signal_handlers(stop)
     app.start()
     host = f"[{server.address}]" if ":" in server.address else server.address
-    log.info("serving /metrics, /healthz, /readyz, /api/v1/gpus on http://%s:%d (%s)", host,
-             server.port,
+    log.info("serving /metrics, /healthz, /readyz, /api/v1/gpus on %s://%s:%d (%s%s)", server.scheme, host,
+             server.port, "basic auth, " if web_config is not None and web_config.users else "",
              "simulated NVML" if isinstance(nvml, SimulatedNvml) else "NVML")
     try:
         stop.wait()
