@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import requests
 
 from autoscaler.errors import AutoscalerError, Problem, RulesError
+from autoscaler.promql_syntax import syntax_problems
 from autoscaler.rules import MetricSpec, Rule, RuleSet, load_rules
 
 HELP = "validate a rules file; with --prometheus also run every query once"
@@ -52,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.rules}: {len(exc.problems)} problem(s)", file=out)
         return 2
     metrics = sum(len(rule.metrics) for rule in ruleset.rules)
-    problems: list[Problem] = []
-    if args.prometheus:
+    problems: list[Problem] = syntax_problems(ruleset)  # offline, first: a typo never reaches a server
+    if args.prometheus and not problems:
         with requests.Session() as session:
             def runner(query: str) -> QueryCheck:
                 return run_query(session, args.prometheus, query, args.timeout)
