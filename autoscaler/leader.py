@@ -134,7 +134,7 @@ class LeaderElector:
             record = (holder, spec.renew_time, spec.lease_duration_seconds)
             if record != self._observed:
                 self._observed, self._observed_at = record, attempt_started
-            if attempt_started < self._observed_at + (spec.lease_duration_seconds or s.lease_duration):
+            if attempt_started < self._observed_at + _duration(spec.lease_duration_seconds, s.lease_duration):
                 self._renewed_at = None
                 return False
         now = self._now()
@@ -190,6 +190,13 @@ class LeaderElector:
             self._api.replace_namespaced_lease(s.name, s.namespace, lease, _request_timeout=s.request_timeout)
         except Exception as e:  # best effort: the lease expires by itself
             log.info("cannot release lease %s/%s: %s", s.namespace, s.name, _short(e))
+
+
+def _duration(seconds: object, default: int) -> int:
+    """The holder's leaseDurationSeconds, or ours when it is not one the API allows (an int32 above 0): a
+    malformed Lease is taken over after our own duration rather than never, or an OverflowError that would
+    end the election thread."""
+    return seconds if type(seconds) is int and 0 < seconds <= 2**31 - 1 else default
 
 
 def _short(e: Exception) -> str:
