@@ -1,24 +1,71 @@
-"""Flags shared by the subcommands that talk to a cluster (`run`, `status`): one spelling, one default."""
+"""Flags shared by the subcommands that talk to a cluster (`run`, `status`) and to Prometheus (`check` too):
+one spelling, one default."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+
+from autoscaler.promconfig import PrometheusConfig, endpoints_of
 
 DEFAULT_PROMETHEUS = "http://localhost:9090"
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, rules_help: str = "rules file") -> None:
-    """`--rules FILE` (required), `--prometheus URL` (default $PROMETHEUS_URL) and `--kubeconfig PATH`."""
+    """`--rules FILE` (required), the Prometheus flags and `--kubeconfig PATH`."""
     parser.add_argument("--rules", required=True, metavar="FILE", help=rules_help)
-    parser.add_argument(
-        "--prometheus",
-        default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS),
-        metavar="URL",
-        help="Prometheus base URL (default: $PROMETHEUS_URL or %(default)s)",
-    )
+    add_prometheus_arguments(parser, default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS))
     parser.add_argument(
         "--kubeconfig",
         metavar="PATH",
         help="kubeconfig file (default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)",
+    )
+
+
+def add_prometheus_arguments(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    """`--prometheus URL` or `--prometheus-config FILE` (named endpoints with auth and TLS), not both."""
+    group = parser.add_mutually_exclusive_group()
+    shown = f"$PROMETHEUS_URL or {DEFAULT_PROMETHEUS}" if default is not None else "none: no query is run"
+    group.add_argument(
+        "--prometheus",
+        default=default,
+        metavar="URL",
+        help=f"Prometheus base URL without auth settings (user:pass@ in it is basic auth) (default: {shown})",
+    )
+    group.add_argument(
+        "--prometheus-config",
+        metavar="FILE",
+        help="Prometheus endpoints with auth, TLS and headers (docs/prometheus-connections.md)",
+    )
+
+
+def prometheus_config(args: argparse.Namespace) -> PrometheusConfig | None:
+    """The endpoints the flags name (None: neither); raises PrometheusConfigError for a bad file or URL."""
+    return endpoints_of(getattr(args, "prometheus", None), getattr(args, "prometheus_config", None))
+
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def namespace_list(text: str) -> frozenset[str]:
+    """argparse type of --namespaces: 'ml,research' -> the set of names (DNS-1123 labels, as the API)."""
+    names = [n.strip() for n in text.split(",")]
+    bad = [n for n in names if not _NAMESPACE.fullmatch(n)]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected namespace names separated by commas, like ml,research (got {bad[0][:70]!r}: a namespace "
+            "is lowercase letters, digits and '-', at most 63 characters)"
+        )
+    return frozenset(names)
+
+
+def add_namespaces_argument(parser: argparse.ArgumentParser) -> None:
+    """`--namespaces NS[,NS...]`: the only namespaces whose targets may be read and scaled."""
+    parser.add_argument(
+        "--namespaces",
+        type=namespace_list,
+        metavar="NS[,NS...]",
+        help="only read and scale targets in these namespaces; a rule whose target is elsewhere is refused "
+        "(default: every namespace; docs/least-privilege.md)",
     )

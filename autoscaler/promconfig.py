@@ -47,7 +47,8 @@ class PrometheusConfigError(AutoscalerError):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        super().__init__("\n".join(str(p) if p.line else f"{p.file}: {p.field}: {p.message}"
+                                   for p in self.problems))
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,13 @@ def endpoint_from_url(url: str, name: str = DEFAULT_ENDPOINT, source: str = "--p
 
 def single_endpoint(url: str) -> PrometheusConfig:
     return PrometheusConfig("--prometheus", {DEFAULT_ENDPOINT: endpoint_from_url(url)})
+
+
+def endpoints_of(url: str | None, config_file: str | None) -> PrometheusConfig | None:
+    """The endpoints of `--prometheus-config FILE` if given, else of `--prometheus URL` (None: neither)."""
+    if config_file:
+        return load_prometheus_config(config_file)
+    return single_endpoint(url) if url else None
 
 
 def load_prometheus_config(path: str | Path) -> PrometheusConfig:

@@ -13,6 +13,7 @@ so the envelope (status, resultType) could not be validated, nor the body bounde
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -36,10 +37,11 @@ from autoscaler.promanswer import (
     failed,
     interpret_body,
 )
-from autoscaler.promconfig import Endpoint, endpoint_from_url
+from autoscaler.promconfig import Endpoint, PrometheusConfig, endpoint_from_url
 from autoscaler.promhttp import CredentialError, EndpointSession, describe_failure
 
-__all__ = ["MetricsSource", "PromQLRunner", "PromQLSettings", "QueryErrorReason", "QueryResult", "interpret"]
+__all__ = ["MetricsSource", "PromQLRunner", "PromQLSettings", "QueryErrorReason", "QueryResult", "interpret",
+           "runners"]
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +223,17 @@ class PromQLRunner:
             return failed(QueryErrorReason.BAD_QUERY, f"HTTP {status}: {detail}")
         retryable = status >= 500 or status == 429
         raise _failure(QueryErrorReason.HTTP_ERROR, f"HTTP {status}: {detail}", retryable=retryable)
+
+
+def runners(config: PrometheusConfig, settings: PromQLSettings) -> dict[str, PromQLRunner]:
+    """One runner per endpoint of `config`, each with `settings` (its url replaced by the endpoint's)."""
+    return {name: PromQLRunner(dataclasses.replace(settings, url=endpoint.url), endpoint)
+            for name, endpoint in config.endpoints.items()}
+
+
+def close_all(sources: dict[str, PromQLRunner]) -> None:
+    for runner in sources.values():
+        runner.close()
 
 
 class _StopAtDeadline(stop_base):

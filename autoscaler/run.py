@@ -23,12 +23,13 @@ from kubernetes import client
 
 from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_cluster_arguments
 from autoscaler.controller import DECISION_REASONS, Controller, ControllerSettings, Health, SyncReport
-from autoscaler.errors import AutoscalerError, RulesError
+from autoscaler.errors import AutoscalerError, Problem, RulesError
 from autoscaler.kube import KubernetesScaleBackend, load_api_client
 from autoscaler.leader import LeaderElector, LeaseSettings
 from autoscaler.logfmt import configure_logging
 from autoscaler.metrics import ControllerMetrics
-from autoscaler.prometheus import PromQLRunner, PromQLSettings
+from autoscaler.promconfig import PrometheusConfig, PrometheusConfigError, endpoints_of
+from autoscaler.prometheus import PromQLSettings, close_all, runners
 from autoscaler.reload import RulesWatcher
 from autoscaler.rules import load_rules
 from autoscaler.server import MetricsServer
@@ -65,6 +66,8 @@ class RunOptions:
 
     rules: str
     prometheus: str = DEFAULT_PROMETHEUS
+    prometheus_config: str | None = None
+    """The --prometheus-config file (named endpoints with auth and TLS); when set, `prometheus` is unused."""
     interval: float = 15.0
     dry_run: bool = False
     once: bool = False
@@ -75,6 +78,13 @@ class RunOptions:
     metrics_host: str = "0.0.0.0"
     web_config_file: str | None = None
     """TLS and basic auth of /metrics (exporter-toolkit format, docs/web-config.md); None: plain HTTP."""
+
+    def endpoints(self) -> PrometheusConfig:
+        """The Prometheus endpoints the flags name; raises PrometheusConfigError."""
+        config = endpoints_of(self.prometheus, self.prometheus_config)
+        if config is None:
+            raise PrometheusConfigError([Problem("--prometheus", 0, "url", "expected a Prometheus URL")])
+        return config
 
     @property
     def query_budget(self) -> float:
@@ -150,6 +160,7 @@ def main(args: argparse.Namespace) -> int:
     options = RunOptions(
         rules=args.rules,
         prometheus=args.prometheus,
+        prometheus_config=args.prometheus_config,
         interval=args.interval,
         dry_run=args.dry_run,
         once=args.once,
@@ -162,6 +173,7 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         load_rules(options.rules)  # a bad rules file is reported before anything else is tried
+        options.endpoints()
         api_client = load_api_client(args.kubeconfig)
     except RulesError as e:
         print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
@@ -216,14 +228,16 @@ def serve(
             options.lease or LeaseSettings(),
             on_change=lambda leader: setattr(metrics, "leader", leader),
         )
-    runner = PromQLRunner(
-        PromQLSettings(
-            options.prometheus, query_timeout=min(5.0, options.query_budget), budget=options.query_budget
-        )
-    )
+    try:
+        endpoints = options.endpoints()
+    except PrometheusConfigError as e:
+        print(f"gpu-autoscaler run: invalid Prometheus connections, not starting:\n{e}", file=sys.stderr)
+        return 2
+    sources = runners(endpoints, PromQLSettings(
+        options.prometheus, query_timeout=min(5.0, options.query_budget), budget=options.query_budget))
     controller = Controller(
         KubernetesScaleBackend(api_client, request_timeout=options.request_timeout),
-        runner,
+        sources,
         rules,
         time.time,
         settings=ControllerSettings(dry_run=options.dry_run),
@@ -249,7 +263,7 @@ def serve(
             ).start()
         except ListenError as e:  # busy port, or a privileged one without the capability
             controller.close()
-            runner.close()
+            close_all(sources)
             print(
                 f"gpu-autoscaler run: cannot serve /metrics on --metrics-port {options.metrics_port} "
                 f"({options.metrics_host}:{options.metrics_port}): {e.reason}",
@@ -262,7 +276,7 @@ def serve(
         len(rules.rules),
         options.rules,
         options.interval,
-        options.prometheus,
+        ", ".join(f"{name}={e.display_url}" for name, e in endpoints.endpoints.items()),
         " (dry-run)" if options.dry_run else "",
         f" (leader election as {elector.identity})" if elector else "",
     )
@@ -289,7 +303,7 @@ def serve(
     finally:
         stop.set()
         controller.close()
-        runner.close()
+        close_all(sources)
         if election is not None:
             election.join(timeout=5.0)  # it releases the Lease so a standby takes over at once
         if server is not None:

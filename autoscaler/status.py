@@ -15,12 +15,13 @@ from typing import Any
 
 from kubernetes import client
 
-from autoscaler.cli_args import add_cluster_arguments
+from autoscaler.cli_args import add_cluster_arguments, prometheus_config
 from autoscaler.controller import Controller, ControllerSettings, RuleOutcome
 from autoscaler.errors import AutoscalerError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, load_api_client
 from autoscaler.plan import describe_metrics
-from autoscaler.prometheus import PromQLRunner, PromQLSettings
+from autoscaler.promconfig import PrometheusConfig, single_endpoint
+from autoscaler.prometheus import PromQLSettings, close_all, runners
 from autoscaler.rules import load_rules
 
 WHY = {
@@ -42,6 +43,7 @@ WHY = {
     "Fallback": "fallback",
     "FailedGetScale": "cannot read scale",
     "Error": "error",
+    "UnknownEndpoint": "unknown Prometheus endpoint",
 }
 HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "METRICS (value/target)", "WHY")
 
@@ -62,6 +64,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     try:
         rules = load_rules(args.rules)
+        endpoints = prometheus_config(args)
         api_client = load_api_client(args.kubeconfig)
     except RulesError as e:
         print(f"gpu-autoscaler status: invalid rules file:\n{e}", file=sys.stderr)
@@ -69,20 +72,23 @@ def main(args: argparse.Namespace) -> int:
     except AutoscalerError as e:
         print(f"gpu-autoscaler status: {e}", file=sys.stderr)
         return 2
-    outcomes = gather(rules_path=args.rules, prometheus=args.prometheus, api_client=api_client, rules=rules)
+    outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=api_client,
+                      rules=rules)
     print(render(outcomes))
     return 0 if all(o.complete for o in outcomes) else 1
 
 
 def gather(
-    rules_path: str, prometheus: str, api_client: client.ApiClient, rules: Any | None = None
+    rules_path: str, prometheus: str | PrometheusConfig, api_client: client.ApiClient,
+    rules: Any | None = None,
 ) -> tuple[RuleOutcome, ...]:
     """One dry-run sync without events; the outcomes in file order."""
     rules = rules if rules is not None else load_rules(rules_path)
-    runner = PromQLRunner(PromQLSettings(prometheus, query_timeout=5.0, budget=10.0))
+    config = single_endpoint(prometheus) if isinstance(prometheus, str) else prometheus
+    sources = runners(config, PromQLSettings("", query_timeout=5.0, budget=10.0))
     controller = Controller(
         KubernetesScaleBackend(api_client),
-        runner,
+        sources,
         rules,
         time.time,
         settings=ControllerSettings(dry_run=True, emit_events=False),
@@ -91,7 +97,7 @@ def gather(
         return controller.sync_once().outcomes
     finally:
         controller.close()
-        runner.close()
+        close_all(sources)
 
 
 def why(outcome: RuleOutcome) -> str:
