@@ -173,6 +173,11 @@ class _Server(web_server.Server):
     def __call__(self) -> web_protocol.RequestHandler:
         return _Protocol(self, loop=self._loop, header_timeout=self._header_timeout, **self._kwargs)
 
+    def connections_transports(self) -> list[asyncio.Transport]:
+        """Open connections: at shutdown they are aborted, because a TLS close waits for the peer's
+        close_notify and a stopping loop cannot wait."""
+        return [transport for transport in self._connections.values() if not transport.is_closing()]
+
 
 def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """The loop's exception handler: a failed handshake or a reset connection is a DEBUG line."""
@@ -261,8 +266,11 @@ class HttpServer:
             await self._stopped.wait()
         finally:
             server.close()
+            transports = protocol.connections_transports()
             await protocol.shutdown(1.0)
-            await asyncio.wait_for(server.wait_closed(), 5)
+            for transport in transports:
+                transport.abort()
+            await asyncio.sleep(0)  # let the aborted transports call connection_lost
 
     def shutdown(self) -> None:
         """Stop serving and close the socket; safe whether or not serving started."""
