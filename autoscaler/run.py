@@ -21,17 +21,26 @@ from typing import Any
 
 from kubernetes import client
 
-from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_cluster_arguments
+from autoscaler.assumed import (
+    AssumedReplicas,
+    AssumedScaleBackend,
+    assume_item,
+    assumed_backend,
+    assumed_replicas,
+    decision_printer,
+    refusal,
+)
+from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_cluster_arguments, add_namespaces_argument
 from autoscaler.controller import DECISION_REASONS, Controller, ControllerSettings, Health, SyncReport
 from autoscaler.errors import AutoscalerError, Problem, RulesError
-from autoscaler.kube import KubernetesScaleBackend, load_api_client
+from autoscaler.kube import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
 from autoscaler.leader import LeaderElector, LeaseSettings
 from autoscaler.logfmt import configure_logging
 from autoscaler.metrics import ControllerMetrics
 from autoscaler.promconfig import PrometheusConfig, PrometheusConfigError, endpoints_of
 from autoscaler.prometheus import PromQLSettings, close_all, runners
 from autoscaler.reload import RulesWatcher
-from autoscaler.rules import load_rules
+from autoscaler.rules import RuleSet, load_rules
 from autoscaler.server import MetricsServer
 from plumbing.web import ListenError, WebConfig, WebConfigError, load_web_config
 
@@ -78,6 +87,10 @@ class RunOptions:
     metrics_host: str = "0.0.0.0"
     web_config_file: str | None = None
     """TLS and basic auth of /metrics (exporter-toolkit format, docs/web-config.md); None: plain HTTP."""
+    namespaces: frozenset[str] | None = None
+    """--namespaces: the only namespaces whose targets are read and scaled (None: every namespace)."""
+    assume_replicas: AssumedReplicas | None = None
+    """--assume-replicas: no cluster, these fixed counts instead (dry-run only; autoscaler/assumed.py)."""
 
     def endpoints(self) -> PrometheusConfig:
         """The Prometheus endpoints the flags name; raises PrometheusConfigError."""
@@ -106,6 +119,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "HPA algorithm and patch the scale subresource when the count changes.",
     )
     add_cluster_arguments(p, rules_help="rules file (reloaded when it changes)")
+    add_namespaces_argument(p)
+    p.add_argument(
+        "--assume-replicas",
+        type=assume_item,
+        action="append",
+        metavar="[RULE=]N",
+        help="no cluster: assume N replicas for every rule, or for RULE (repeatable); needs --dry-run; "
+        "prints each sync's decisions to stdout (docs/try-without-a-cluster.md)",
+    )
     p.add_argument(
         "--interval",
         type=parse_duration,
@@ -166,15 +188,21 @@ def main(args: argparse.Namespace) -> int:
         once=args.once,
         metrics_port=args.metrics_port or None,
         web_config_file=args.web_config_file,
+        namespaces=args.namespaces,
+        assume_replicas=assumed_replicas(args.assume_replicas) if args.assume_replicas else None,
         leader_elect=args.leader_elect,
         lease=LeaseSettings(namespace=args.leader_elect_namespace, name=args.leader_elect_name)
         if args.leader_elect
         else None,
     )
+    refused = refusal(args) if options.assume_replicas is not None else None
+    if refused is not None:
+        print(f"gpu-autoscaler run: {refused}", file=sys.stderr)
+        return 2
     try:
         load_rules(options.rules)  # a bad rules file is reported before anything else is tried
         options.endpoints()
-        api_client = load_api_client(args.kubeconfig)
+        api_client = None if options.assume_replicas else load_api_client(args.kubeconfig)
     except RulesError as e:
         print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
         return 2
@@ -183,7 +211,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     stop = threading.Event()
     install_signal_handlers(stop)
-    return serve(options, api_client, stop)
+    return serve(options, api_client, stop, decision_printer() if options.assume_replicas else None)
 
 
 def install_signal_handlers(stop: threading.Event) -> None:
@@ -203,7 +231,7 @@ def _stop_on_signal(stop: threading.Event, signum: int) -> None:
 
 def serve(
     options: RunOptions,
-    api_client: client.ApiClient,
+    api_client: client.ApiClient | None,
     stop: threading.Event,
     on_sync: Callable[[SyncReport], None] | None = None,
 ) -> int:
@@ -220,6 +248,11 @@ def serve(
         except WebConfigError as e:
             print(f"gpu-autoscaler run: invalid --web-config-file, not starting:\n{e}", file=sys.stderr)
             return 2
+    try:
+        backend = scale_backend(options, api_client, rules)
+    except AutoscalerError as e:
+        print(f"gpu-autoscaler run: {e}", file=sys.stderr)
+        return 2
     metrics = ControllerMetrics(reasons=DECISION_REASONS)
     elector = None
     if options.leader_elect:
@@ -236,7 +269,7 @@ def serve(
     sources = runners(endpoints, PromQLSettings(
         options.prometheus, query_timeout=min(5.0, options.query_budget), budget=options.query_budget))
     controller = Controller(
-        KubernetesScaleBackend(api_client, request_timeout=options.request_timeout),
+        backend,
         sources,
         rules,
         time.time,
@@ -246,7 +279,7 @@ def serve(
     )
     watcher = RulesWatcher(
         options.rules,
-        controller.set_rules,
+        _rules_listener(controller, backend),
         lambda valid: setattr(metrics, "rules_valid", valid),
         loaded=rules,
     )
@@ -322,6 +355,30 @@ def serve(
             return 1
         return 0 if all(o.complete for o in report.outcomes) else 1
     return 0
+
+
+def scale_backend(options: RunOptions, api_client: client.ApiClient | None, rules: RuleSet) -> ScaleBackend:
+    """The cluster, or the fixed counts of --assume-replicas, kept inside --namespaces."""
+    backend: ScaleBackend
+    if options.assume_replicas is not None:
+        backend = assumed_backend(options.assume_replicas, rules, options.dry_run, options.leader_elect)
+    elif api_client is None:
+        raise AutoscalerError("no Kubernetes API client (and no --assume-replicas)")
+    else:
+        backend = KubernetesScaleBackend(api_client, request_timeout=options.request_timeout)
+    return NamespaceScope(backend, options.namespaces) if options.namespaces else backend
+
+
+def _rules_listener(controller: Controller, backend: ScaleBackend) -> Callable[[RuleSet], None]:
+    """A reloaded rules file goes to the controller, and to the assumed counts, which are per rule."""
+    assumed = backend.inner if isinstance(backend, NamespaceScope) else backend
+
+    def set_rules(rules: RuleSet) -> None:
+        if isinstance(assumed, AssumedScaleBackend):
+            assumed.set_rules(rules)
+        controller.set_rules(rules)
+
+    return set_rules
 
 
 def _liveness(health: Health) -> tuple[bool, str]:
