@@ -54,8 +54,8 @@ def namespace_list(text: str) -> frozenset[str]:
     bad = [n for n in names if not _NAMESPACE.fullmatch(n)]
     if bad or not names:
         raise argparse.ArgumentTypeError(
-            f"expected namespace names separated by commas, like ml,research (got {bad[0][:70]!r}: a namespace "
-            "is lowercase letters, digits and '-', at most 63 characters)"
+            f"expected namespace names separated by commas, like ml,research (got {bad[0][:70]!r}: a "
+            "namespace is lowercase letters, digits and '-', at most 63 characters)"
         )
     return frozenset(names)
 
