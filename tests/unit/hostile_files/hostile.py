@@ -6,7 +6,25 @@ fed to every CLI that reads a YAML file, so one reader missing a guard shows up 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+_BIN = Path(sys.executable).parent
+AUTOSCALER = str(_BIN / "gpu-autoscaler")
+EXPORTER = str(_BIN / "gpu-exporter")
+WORK_SECONDS = 2.0
+MAX_RSS_MIB = 200.0
+
+RULES = """\
+rules:
+  - name: web
+    target: {kind: Deployment, namespace: ml, name: web}
+    maxReplicas: 10
+    metrics:
+      - {name: util, query: 'avg(gpu_utilization_ratio)', type: Average, target: 0.8}
+"""
+"""A valid rules file of one rule (maxReplicas 10, metric `util`), the base of the field cases."""
 
 
 @dataclass(frozen=True)

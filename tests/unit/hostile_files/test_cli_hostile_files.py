@@ -8,29 +8,21 @@ interpreter and import time are not the reader's work (and vary with the machine
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.unit.hostile_files.hostile import YAML_HOSTILE, Hostile
+from tests.unit.hostile_files.hostile import (
+    AUTOSCALER,
+    EXPORTER,
+    MAX_RSS_MIB,
+    RULES,
+    WORK_SECONDS,
+    YAML_HOSTILE,
+    Hostile,
+)
 from tests.unit.hostile_files.measure import Measured, run_measured
-
-BIN = Path(sys.executable).parent
-AUTOSCALER = str(BIN / "gpu-autoscaler")
-EXPORTER = str(BIN / "gpu-exporter")
-WORK_SECONDS = 2.0
-MAX_RSS_MIB = 200.0
-
-RULES = """\
-rules:
-  - name: web
-    target: {kind: Deployment, namespace: ml, name: web}
-    maxReplicas: 10
-    metrics:
-      - {name: util, query: 'avg(gpu_utilization_ratio)', type: Average, target: 0.8}
-"""
 
 Command = Callable[[Path, Path], list[str]]
 """(hostile file, directory with a valid rules file and trace) -> argv."""
