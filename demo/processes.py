@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,9 +77,11 @@ def find_binary(*names: str) -> str:
 
 
 def wait_http_ok(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, headers: Mapping[str, str] | None = None,
+                 context: ssl.SSLContext | None = None) -> None:
     """Poll `url` until it answers 200, the process exits, or `timeout` seconds pass; raises Stopped as soon
-    as `stop` is set (Ctrl-C during start-up is not an error)."""
+    as `stop` is set (Ctrl-C during start-up is not an error). `headers` and `context` (TLS) go with each
+    probe, for a server behind basic auth or TLS."""
     stop = stop or threading.Event()
     deadline = time.monotonic() + timeout
     last_error = "no answer"
@@ -88,7 +91,8 @@ def wait_http_ok(url: str, timeout: float, proc: subprocess.Popen[bytes] | None 
         if proc is not None and proc.poll() is not None:
             raise ProcessError(f"process exited with {proc.returncode} before {url} was ready")
         try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
+            request = urllib.request.Request(url, headers=dict(headers or {}))
+            with urllib.request.urlopen(request, timeout=1, context=context) as resp:
                 if resp.status == 200:
                     return
                 last_error = f"HTTP {resp.status}"
@@ -131,6 +135,7 @@ class ManagedProcess:
 def _start(
     name: str, argv: list[str], url: str, ready_path: str, workdir: Path,
     owned: tempfile.TemporaryDirectory[str] | None, timeout: float, stop: threading.Event | None = None,
+    probe_headers: Mapping[str, str] | None = None, probe_context: ssl.SSLContext | None = None,
 ) -> ManagedProcess:
     log_path = workdir / f"{name}.log"
     with open(log_path, "wb") as log:
@@ -138,7 +143,7 @@ def _start(
                                 start_new_session=True)
     managed = ManagedProcess(name, url, workdir, proc, log_path, owned)
     try:
-        wait_http_ok(url + ready_path, timeout, proc, stop)
+        wait_http_ok(url + ready_path, timeout, proc, stop, probe_headers, probe_context)
     except Stopped:
         managed.stop()
         raise
@@ -156,8 +161,14 @@ def start_prometheus(
     extra_args: tuple[str, ...] = (),
     timeout: float = 30.0,
     stop: threading.Event | None = None,
+    web_config: dict[str, object] | None = None,
+    probe_headers: Mapping[str, str] | None = None,
+    probe_context: ssl.SSLContext | None = None,
 ) -> ManagedProcess:
     """Start Prometheus with `config` (a prometheus.yml as a dict) and optional rule files {name: text}.
+
+    `web_config` is its --web.config.file (TLS, basic auth); with `tls_server_config` the URL is https, and
+    the readiness probe sends `probe_headers` (e.g. Authorization) with `probe_context` (the test CA).
 
     Rule files are written next to the config and added to `rule_files`. The server listens on 127.0.0.1 on a
     free port with the lifecycle API enabled, so callers can reload it with POST /-/reload. Setting `stop`
@@ -187,7 +198,14 @@ def start_prometheus(
         "--storage.tsdb.retention.time=1d",
         *extra_args,
     ]
-    return _start("prometheus", argv, f"http://127.0.0.1:{port}", "/-/ready", workdir, owned, timeout, stop)
+    scheme = "http"
+    if web_config is not None:
+        (workdir / "web.yml").write_text(yaml.safe_dump(web_config, sort_keys=False))
+        argv.append(f"--web.config.file={workdir / 'web.yml'}")
+        scheme = "https" if web_config.get("tls_server_config") else "http"
+    url = f"{scheme}://127.0.0.1:{port}"
+    return _start("prometheus", argv, url, "/-/ready", workdir, owned, timeout, stop, probe_headers,
+                  probe_context)
 
 
 def start_alertmanager(
