@@ -25,6 +25,9 @@ _VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
 _VERIFY = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
            "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
 
+_SSL_REASONS = {"PEM_LIB": "not a readable PEM certificate or key",
+                "KEY_VALUES_MISMATCH": "the key does not belong to the certificate",
+                "NO_CERTIFICATE_OR_CRL_FOUND": "no certificate in the file"}
 Signature = tuple[tuple[int, int, int], ...]
 
 
@@ -51,7 +54,8 @@ def build_context(config: TlsServerConfig) -> ssl.SSLContext:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError):
-        return str(exc.reason or exc).replace("_", " ").lower()
+        reason = str(exc.reason) if exc.reason else ("PEM_LIB" if "PEM lib" in str(exc) else str(exc))
+        return _SSL_REASONS.get(reason, reason.replace("_", " ").lower())
     if isinstance(exc, OSError):
         return exc.strerror or str(exc)
     return str(exc)
