@@ -1,0 +1,66 @@
+"""--namespaces: a rule whose target is elsewhere is refused without a single API call into that namespace
+(no read, no patch, no Event), reported once as an ERROR and by its outcome and metric; others work."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+import pytest
+
+from autoscaler.cli_args import namespace_list
+from autoscaler.controller import Controller, ControllerSettings
+from autoscaler.kube import KubernetesScaleBackend, NamespaceScope
+from autoscaler.rules import parse_rules
+from tests.integration.controller.fake_apiserver import FakeApiServer
+from tests.unit.controller.fakes import FakeMetrics
+
+pytestmark = pytest.mark.integration
+
+
+def test_target_outside_namespaces_is_refused_without_api_calls(
+    apiserver: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    apiserver.add("web", 2, namespace="ml")
+    apiserver.add("db", 2, namespace="finance")
+    rules = parse_rules(
+        "rules:\n"
+        + "".join(
+            f"  - name: {name}\n    target: {{kind: Deployment, namespace: {ns}, name: {name}}}\n"
+            "    maxReplicas: 20\n"
+            "    metrics: [{name: load, query: 'sum(load)', type: Total, target: 10}]\n"
+            for name, ns in (("web", "ml"), ("db", "finance"))
+        ),
+        "rules.yaml",
+    )
+    backend = NamespaceScope(KubernetesScaleBackend(apiserver.api_client(), request_timeout=2.0), {"ml"})
+    controller = Controller(backend, FakeMetrics({"sum(load)": 60.0}), rules, time.time,
+                            settings=ControllerSettings())
+    try:
+        with caplog.at_level(logging.ERROR, logger="autoscaler.kube"):
+            reports = [controller.sync_once(), controller.sync_once()]
+    finally:
+        controller.close()
+    for report in reports:
+        by_rule = {o.rule.name: o for o in report.outcomes}
+        assert by_rule["db"].reason == "FailedGetScale" and not by_rule["db"].ok
+        assert "namespace 'finance' is not in --namespaces (ml)" in by_rule["db"].message
+        assert by_rule["web"].ok
+    assert apiserver.patches("web") == [6] and apiserver.replicas("db", namespace="finance") == 2
+    assert not [r.path for r in apiserver.requests if "/namespaces/finance/" in r.path]
+    refused = [r for r in caplog.records if "not in --namespaces" in r.getMessage()]
+    assert len(refused) == 1 and refused[0].levelno == logging.ERROR
+    errors = [line for line in controller.metrics.exposition().decode().splitlines()
+              if line.startswith("gpu_autoscaler_scale_errors_total{") and 'rule="db"' in line]
+    assert len(errors) == 1 and 'reason="NamespaceNotAllowed"' in errors[0] and errors[0].endswith(" 2.0")
+
+
+@pytest.mark.parametrize("text", ["", "ml,", "ML", "a_b", "-ml", "x" * 64, "ml,\u0661"])
+def test_bad_namespace_lists_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="expected namespace names"):
+        namespace_list(text)
+
+
+def test_namespace_list() -> None:
+    assert namespace_list("ml, research,ml") == frozenset({"ml", "research"})
