@@ -192,7 +192,8 @@ def test_only_prometheus_reaches_the_metrics_port(workload: tuple[str, str]) -> 
     pod_labels = one(*workload, rendering)["spec"]["template"]["metadata"]["labels"]
     (port,) = container(one(*workload, rendering))["ports"]
     policies = [p for p in rendering if p["kind"] == "NetworkPolicy"
-                and p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()]
+                and p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+                and "Ingress" in p["spec"]["policyTypes"]]
     assert policies, "no NetworkPolicy selects the pods"
     for policy in policies:
         assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -228,3 +229,26 @@ def test_plain_prometheus_snippet_passes_promtool(tmp_path: Path) -> None:
     static = [as_static_job(job, [("127.0.0.1:9400", meta)]) for job in jobs.values()]
     result = promtool("check", "config", "--syntax-only", str(write_check_config(tmp_path / "p.yml", static)))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def egress_of(workload: tuple[str, str]) -> list[dict[str, Any]]:
+    """The egress rules of every NetworkPolicy with policyType Egress that selects the workload's pods."""
+    rendering = objects("base")
+    pod_labels = one(*workload, rendering)["spec"]["template"]["metadata"]["labels"]
+    policies = [p for p in rendering if p["kind"] == "NetworkPolicy" and "Egress" in p["spec"]["policyTypes"]
+                and p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()]
+    assert policies, f"no egress NetworkPolicy selects {workload}"
+    return [rule for p in policies for rule in p["spec"].get("egress", [])]
+
+
+def test_the_exporter_has_no_egress_at_all() -> None:
+    assert egress_of(("DaemonSet", "gpu-exporter")) == []
+
+
+def test_the_controller_reaches_only_dns_the_api_server_and_prometheus() -> None:
+    allowed = {(p["protocol"], p["port"]) for rule in egress_of(("Deployment", "gpu-autoscaler"))
+               for p in rule["ports"]}
+    assert allowed == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443), ("TCP", 9090), ("TCP", 9091),
+                       ("TCP", 8080)}
+    for rule in egress_of(("Deployment", "gpu-autoscaler")):
+        assert rule["ports"], "an egress rule without ports opens every port"
