@@ -326,9 +326,11 @@ def _tls_message(chain: list[BaseException], endpoint: Endpoint, host: str) -> s
     for e in chain:
         if isinstance(e, ssl.SSLError):
             reason = str(getattr(e, "reason", "") or "")
-            if "CERTIFICATE_REQUIRED" in reason or "HANDSHAKE_FAILURE" in reason:
-                return "TLS: the server requires a client certificate (tls_config.cert_file and key_file)"
-            if "BAD_CERTIFICATE" in reason or "UNKNOWN_CA" in reason or "CERTIFICATE_UNKNOWN" in reason:
+            refused = ("CERTIFICATE_REQUIRED", "HANDSHAKE_FAILURE", "BAD_CERTIFICATE", "UNKNOWN_CA",
+                       "CERTIFICATE_UNKNOWN")
+            if any(code in reason for code in refused):  # Go answers "bad certificate" to none at all too
+                if endpoint.tls.cert_file is None:
+                    return "TLS: the server requires a client certificate (tls_config.cert_file and key_file)"
                 return "TLS: the server refused the client certificate"
             if "WRONG_VERSION_NUMBER" in reason or "RECORD_LAYER_FAILURE" in reason:
                 return "TLS: the server does not speak TLS (http:// instead of https://?)"

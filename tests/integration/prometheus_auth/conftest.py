@@ -1,0 +1,171 @@
+"""Fixtures for authenticated Prometheus connections: a test PKI (made here with `cryptography`), a real
+Prometheus that demands TLS, a client certificate and basic auth (its --web.config.file, bcrypt hash), and a
+checking reverse proxy that demands a bearer token and a tenant header under a path prefix."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import bcrypt
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from demo.processes import ManagedProcess, running, start_prometheus
+
+USER = "autoscaler"
+PASSWORD = "pw-SECRET-correct-horse"
+TENANT = "team-a"
+PREFIX = "/prometheus"
+
+
+def _name(text: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+
+def _write(path: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+    path.with_suffix(".crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    path.with_suffix(".key").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+
+
+Key = ec.EllipticCurvePrivateKey
+
+
+def _cert(subject: str, issuer: x509.Name, signer: Key | None, *, ca: bool = False,
+          names: tuple[str, ...] = (), client: bool = False) -> tuple[x509.Certificate, Key]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    day = datetime.timedelta(days=1)
+    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - day).not_valid_after(now + day)
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if ca:
+        usage_bits = (True, False, False, False, False, True, True, False, False)
+        builder = builder.add_extension(x509.KeyUsage(*usage_bits), critical=True)
+    if names:
+        sans: list[x509.GeneralName] = []
+        for name in names:
+            try:
+                sans.append(x509.IPAddress(ipaddress.ip_address(name)))
+            except ValueError:
+                sans.append(x509.DNSName(name))
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+    if not ca:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    cert = builder.sign(signer or key, hashes.SHA256())
+    return cert, key
+
+
+@dataclass(frozen=True)
+class Pki:
+    dir: Path
+
+    def path(self, name: str) -> str:
+        return str(self.dir / name)
+
+
+@pytest.fixture(scope="package")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """ca.crt (signs server.crt for localhost and 127.0.0.1, and client.crt); other-ca.crt (signs nothing)."""
+    root = tmp_path_factory.mktemp("pki")
+    ca, ca_key = _cert("test CA", _name("test CA"), None, ca=True)
+    _write(root / "ca", ca, ca_key)
+    server, server_key = _cert("prometheus", ca.subject, ca_key, names=("localhost", "127.0.0.1"))
+    _write(root / "server", server, server_key)
+    client, client_key = _cert("gpu-autoscaler", ca.subject, ca_key, client=True)
+    _write(root / "client", client, client_key)
+    other, other_key = _cert("other CA", _name("other CA"), None, ca=True)
+    _write(root / "other-ca", other, other_key)
+    return Pki(root)
+
+
+@pytest.fixture(scope="package")
+def tls_prometheus(pki: Pki) -> Iterator[ManagedProcess]:
+    """Prometheus requiring TLS 1.2+, a client certificate signed by the test CA and basic auth."""
+    web = {
+        "tls_server_config": {"cert_file": pki.path("server.crt"), "key_file": pki.path("server.key"),
+                              "client_auth_type": "RequireAndVerifyClientCert",
+                              "client_ca_file": pki.path("ca.crt")},
+        "basic_auth_users": {USER: bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()},
+    }
+    context = ssl.create_default_context(cafile=pki.path("ca.crt"))
+    context.load_cert_chain(pki.path("client.crt"), pki.path("client.key"))
+    auth = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    with running(start_prometheus({"global": {"scrape_interval": "1m"}}, web_config=web,
+                                  probe_headers={"Authorization": auth}, probe_context=context)) as prom:
+        yield prom
+
+
+@pytest.fixture(scope="package")
+def plain_prometheus() -> Iterator[ManagedProcess]:
+    with running(start_prometheus({"global": {"scrape_interval": "1m"}})) as prom:
+        yield prom
+
+
+@dataclass
+class CheckingProxy:
+    """Forwards GETs under PREFIX to Prometheus when they carry `Bearer <token>` and the tenant header."""
+
+    url: str
+    server: ThreadingHTTPServer
+    token: str = ""
+    seen_tokens: list[str] | None = None
+
+
+def _handler(proxy: CheckingProxy, upstream: str) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            assert proxy.seen_tokens is not None
+            proxy.seen_tokens.append(self.headers.get("Authorization", ""))
+            if self.headers.get("Authorization") != f"Bearer {proxy.token}":
+                return self._send(401, b'{"status":"error","errorType":"unauthorized","error":"no"}')
+            if self.headers.get("X-Scope-OrgID") != TENANT:
+                return self._send(403, b"no tenant")
+            if not self.path.startswith(PREFIX + "/"):
+                return self._send(404, b"404 page not found")
+            try:
+                with urllib.request.urlopen(upstream + self.path.removeprefix(PREFIX), timeout=5) as answer:
+                    self._send(answer.status, answer.read())
+            except urllib.error.HTTPError as e:
+                self._send(e.code, e.read())
+
+        def _send(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def checking_proxy(plain_prometheus: ManagedProcess) -> Iterator[CheckingProxy]:
+    proxy = CheckingProxy("", None, seen_tokens=[])  # type: ignore[arg-type]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(proxy, plain_prometheus.url))
+    proxy.server = server
+    proxy.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield proxy
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
