@@ -190,7 +190,8 @@ INVALID = [
     (
         "policy-value-zero",
         rule_with("    behavior: {scaleDown: {policies: [{type: Percent, value: 0, periodSeconds: 60}]}}\n"),
-        "rules.yaml:7: rules[0].behavior.scaleDown.policies[0].value: expected an integer in [1, 2147483647] (got 0)",
+        "rules.yaml:7: rules[0].behavior.scaleDown.policies[0].value: expected an integer in [1, 2147483647] "
+        "(got 0)",
     ),
     (
         "policy-type",
