@@ -1,18 +1,34 @@
 """Run a CLI as a child process and measure it: exit code, output, wall time and peak memory (rusage).
 
-`os.wait4` returns the child's own rusage, so `ru_maxrss` (KiB on Linux) is the peak resident memory of that
-process alone, interpreter included. The wait is a bounded poll: a CLI that hangs is killed at `timeout`.
+`os.wait4` returns the child's own rusage, whose `ru_maxrss` (KiB on Linux) is the peak resident memory of
+that process. But Linux carries the high-water mark of the memory a process replaces at exec, and a child
+forked from this test process starts from pytest's own (hundreds of MiB after a long run). So the CLI is
+started by a small Python launcher: the launcher inherits pytest's mark, the CLI inherits only the launcher's
+(~10 MiB, less than the CLI itself), and the launcher reports the CLI's exit status, time and rusage in a
+file. The wait is bounded: a CLI that hangs is killed, with its launcher, at `timeout`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+_LAUNCHER = """\
+import json, os, subprocess, sys, time
+start = time.monotonic()
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+child.returncode = os.waitstatus_to_exitcode(status)
+with open(sys.argv[1], "w") as report:
+    json.dump({"returncode": child.returncode, "seconds": time.monotonic() - start,
+               "max_rss_kib": usage.ru_maxrss}, report)
+"""
 
 
 @dataclass(frozen=True)
@@ -30,22 +46,22 @@ class Measured:
 
 def run_measured(argv: list[str], cwd: Path, timeout: float = 30.0) -> Measured:
     """Run `argv` to completion (killed after `timeout` s); outputs go through files, never a full pipe."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        deadline = start + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid == proc.pid:
-                break
-            if time.monotonic() > deadline:
-                os.kill(proc.pid, signal.SIGKILL)
-                _, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.005)
-        seconds = time.monotonic() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-        return Measured(proc.returncode, stdout, stderr, seconds, usage.ru_maxrss / 1024)
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report.json"
+        with open(Path(scratch) / "out", "w+b") as out, open(Path(scratch) / "err", "w+b") as err:
+            launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(report), *argv], cwd=cwd,
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                        start_new_session=True)
+            try:
+                launcher.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(launcher.pid, signal.SIGKILL)  # the launcher and the CLI: one session
+                launcher.wait(timeout=10)
+                raise AssertionError(f"{argv[:2]} still running after {timeout:g} s") from None
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        assert launcher.returncode == 0, f"the launcher failed: {stderr[-2000:]}"
+        measured = json.loads(report.read_text())
+    return Measured(measured["returncode"], stdout, stderr, measured["seconds"],
+                    measured["max_rss_kib"] / 1024)
