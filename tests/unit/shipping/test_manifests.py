@@ -26,7 +26,8 @@ from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, ship
 
 MANIFESTS = ROOT / "manifests"
 RENDERINGS = {"base": MANIFESTS, "prometheus-operator": MANIFESTS / "overlays" / "prometheus-operator",
-              "plain-prometheus": MANIFESTS / "overlays" / "plain-prometheus"}
+              "plain-prometheus": MANIFESTS / "overlays" / "plain-prometheus",
+              "namespaced-rbac": MANIFESTS / "overlays" / "namespaced-rbac"}
 K8S_VERSION = kubernetes_validate.latest_version()
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
@@ -57,8 +58,12 @@ def test_renderer_matches_kubectl_kustomize(name: str) -> None:
 
 
 def test_renderer_refuses_what_it_does_not_implement(tmp_path: Path) -> None:
-    (tmp_path / "kustomization.yaml").write_text("resources: []\npatches: [{path: x.yaml}]\n")
-    with pytest.raises(KustomizeError, match="patches"):
+    (tmp_path / "kustomization.yaml").write_text("resources: []\nconfigMapGenerator: [{name: x}]\n")
+    with pytest.raises(KustomizeError, match="configMapGenerator"):
+        render(tmp_path)
+    (tmp_path / "kustomization.yaml").write_text("resources: []\npatches: [{path: p.yaml}]\n")
+    (tmp_path / "p.yaml").write_text("{kind: Deployment, metadata: {name: x}, spec: {replicas: 2}}\n")
+    with pytest.raises(KustomizeError, match="only `\\$patch: delete`"):
         render(tmp_path)
 
 
@@ -86,8 +91,10 @@ def test_base_and_overlays_share_the_namespace_and_labels() -> None:
     for name in RENDERINGS:
         for obj in render(RENDERINGS[name]):
             assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpu-autoscaler"
+            granted_elsewhere = name == "namespaced-rbac" and obj["kind"] == "RoleBinding" and obj[
+                "roleRef"]["kind"] == "ClusterRole"  # the per-namespace grants live in the target namespaces
             if obj["kind"] not in ("Namespace", "PriorityClass", "ClusterRole", "ClusterRoleBinding"):
-                assert obj["metadata"]["namespace"] == "gpu-autoscaler", key(obj)
+                assert granted_elsewhere or obj["metadata"]["namespace"] == "gpu-autoscaler", key(obj)
 
 
 def test_exporter_runs_on_gpu_nodes_only_and_tolerates_their_taint() -> None:

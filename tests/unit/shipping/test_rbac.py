@@ -124,3 +124,22 @@ def test_an_extra_grant_is_detected() -> None:
     roles = bound_roles(render(ROOT / "manifests"))
     roles[0]["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]})
     assert granted(roles) != api_calls()
+
+
+NAMESPACED = ROOT / "manifests" / "overlays" / "namespaced-rbac"
+
+
+def test_namespaced_overlay_grants_the_same_calls_only_in_the_listed_namespaces() -> None:
+    objects = render(NAMESPACED)
+    assert granted(bound_roles(objects)) == api_calls()
+    ours = ("ServiceAccount", SERVICE_ACCOUNT, NAMESPACE)
+    cluster_wide = [o for o in objects if o["kind"] == "ClusterRoleBinding"
+                    and any((s["kind"], s["name"], s.get("namespace")) == ours for s in o["subjects"])]
+    assert cluster_wide == []
+    cluster_role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpu-autoscaler"}
+    granted_in = {o["metadata"]["namespace"] for o in objects
+                  if o["kind"] == "RoleBinding" and o["roleRef"] == cluster_role}
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (flag,) = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+               if a.startswith("--namespaces=")]
+    assert granted_in and set(flag.removeprefix("--namespaces=").split(",")) == granted_in
