@@ -158,9 +158,9 @@ def test_status_without_kubelet_says_so_in_the_header(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, expected", [
     ("health:\n  memory_percent: {normal: high}\n", ":2: health.memory_percent.normal: expected a number"),
-    ("history:\n  max_samples: 1\n", ":2: history.max_samples: expected an integer >= 2 (got 1)"),
+    ("history:\n  max_samples: 1\n", ":2: history.max_samples: expected an integer in [2, 86400] (got 1)"),
     ("pod_resources: [1]\n", ":1: pod_resources: expected a mapping"),
-    ("health: {temperature_celsius: {normal: 1\n", ":2: (yaml): invalid YAML"),
+    ("health: {temperature_celsius: {normal: 1\n", ":2: (yaml): not valid YAML"),
 ], ids=["not-a-number", "too-small", "wrong-shape", "broken-yaml"])
 def test_bad_config_exits_2_with_one_message(tmp_path: Path, text: str, expected: str) -> None:
     config = tmp_path / "exporter.yaml"
