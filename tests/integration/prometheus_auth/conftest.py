@@ -1,12 +1,10 @@
-"""Fixtures for authenticated Prometheus connections: a test PKI (made here with `cryptography`), a real
+"""Fixtures for authenticated Prometheus connections: a test PKI (tests/pki.py), a real
 Prometheus that demands TLS, a client certificate and basic auth (its --web.config.file, bcrypt hash), and a
 checking reverse proxy that demands a bearer token and a tenant header under a path prefix."""
 
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 import ssl
 import threading
 import urllib.error
@@ -18,57 +16,14 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from demo.processes import ManagedProcess, running, start_prometheus
+from tests.pki import TestCA
 
 USER = "autoscaler"
 PASSWORD = "pw-SECRET-correct-horse"
 TENANT = "team-a"
 PREFIX = "/prometheus"
-
-
-def _name(text: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-
-def _write(path: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
-    path.with_suffix(".crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    path.with_suffix(".key").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-
-
-Key = ec.EllipticCurvePrivateKey
-
-
-def _cert(subject: str, issuer: x509.Name, signer: Key | None, *, ca: bool = False,
-          names: tuple[str, ...] = (), client: bool = False) -> tuple[x509.Certificate, Key]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    day = datetime.timedelta(days=1)
-    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - day).not_valid_after(now + day)
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if ca:
-        usage_bits = (True, False, False, False, False, True, True, False, False)
-        builder = builder.add_extension(x509.KeyUsage(*usage_bits), critical=True)
-    if names:
-        sans: list[x509.GeneralName] = []
-        for name in names:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(name)))
-            except ValueError:
-                sans.append(x509.DNSName(name))
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
-    if not ca:
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    cert = builder.sign(signer or key, hashes.SHA256())
-    return cert, key
 
 
 @dataclass(frozen=True)
@@ -83,14 +38,10 @@ class Pki:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     """ca.crt (signs server.crt for localhost and 127.0.0.1, and client.crt); other-ca.crt (signs nothing)."""
     root = tmp_path_factory.mktemp("pki")
-    ca, ca_key = _cert("test CA", _name("test CA"), None, ca=True)
-    _write(root / "ca", ca, ca_key)
-    server, server_key = _cert("prometheus", ca.subject, ca_key, names=("localhost", "127.0.0.1"))
-    _write(root / "server", server, server_key)
-    client, client_key = _cert("gpu-autoscaler", ca.subject, ca_key, client=True)
-    _write(root / "client", client, client_key)
-    other, other_key = _cert("other CA", _name("other CA"), None, ca=True)
-    _write(root / "other-ca", other, other_key)
+    ca = TestCA(root, "ca")
+    ca.issue("prometheus", stem="server")
+    ca.issue("gpu-autoscaler", server=False, stem="client")
+    TestCA(root, "other-ca")
     return Pki(root)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.web.pki import Issued, TestCA, bcrypt_hash
+from tests.pki import Issued, TestCA, bcrypt_hash
 
 PASSWORD = "s3cret-scrape"
 

@@ -1,11 +1,13 @@
 """A real Prometheus scrapes the exporter (simulated NVML) and the controller's /metrics over TLS with basic
-auth, configured as the tls-auth overlay's plain scrape config does: `up` is 1 with the right password and 0
-with a wrong one."""
+auth, with the tls-auth overlay's own scrape jobs (manifests/overlays/tls-auth/scrape-config.yaml: scheme,
+server_name, CA and password files; only discovery becomes static targets): `up` is 1 with the right password
+and 0 with a wrong one."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -18,15 +20,25 @@ from exporter.simulated import SimulatedNvml
 from plumbing.web import load_web_config
 from tests.integration.exporter.conftest import SETTINGS
 from tests.integration.web.conftest import PASSWORD, Pki
+from tests.unit.shipping.scrape_jobs import TLS_SNIPPET, as_static_job, pod_meta_labels, shipped_jobs
 
 pytestmark = pytest.mark.integration
 
 
-def job(name: str, port: int, ca: Path, password: str) -> dict[str, object]:
-    return {"job_name": name, "scheme": "https", "scrape_interval": "250ms", "scrape_timeout": "200ms",
-            "tls_config": {"ca_file": str(ca)},
-            "basic_auth": {"username": "prometheus", "password": password},
-            "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+SERVICE_NAMES = ("gpu-exporter.gpu-autoscaler.svc", "gpu-autoscaler.gpu-autoscaler.svc")
+
+
+def job(name: str, port: int, ca: Path, password_file: Path) -> dict[str, Any]:
+    """The shipped TLS job `name`, scraping 127.0.0.1:port, with the test's CA and password files."""
+    app = "gpu-exporter" if name.startswith("gpu-exporter") else "gpu-autoscaler"
+    shipped = shipped_jobs(TLS_SNIPPET)[app]
+    static = as_static_job(shipped, [(f"127.0.0.1:{port}", pod_meta_labels(app, f"{app}-0", "gpu-autoscaler",
+                                                                            "tls-node"))], "250ms")
+    static["job_name"] = name
+    static["scrape_timeout"] = "200ms"
+    static["tls_config"] = {**shipped["tls_config"], "ca_file": str(ca)}
+    static["basic_auth"] = {**shipped["basic_auth"], "password_file": str(password_file)}
+    return static
 
 
 def up_by_job(base: str) -> dict[str, float]:
@@ -35,7 +47,14 @@ def up_by_job(base: str) -> dict[str, float]:
 
 
 def test_prometheus_scrapes_both_processes_over_tls_with_basic_auth(pki: Pki) -> None:
-    web = load_web_config(pki.web_config())
+    served = pki.ca.issue("services", stem="services", names=SERVICE_NAMES)
+    config_file = pki.web_config()
+    config_file.write_text(config_file.read_text().replace(pki.server.cert.name, served.cert.name)
+                           .replace(pki.server.key.name, served.key.name))
+    web = load_web_config(config_file)
+    right, wrong = pki.root / "password", pki.root / "wrong-password"
+    right.write_text(PASSWORD)
+    wrong.write_text("not-it")
     app = ExporterApp(SimulatedNvml(default_config(1), pcie_latency_seconds=0.0), "tls-node", SETTINGS)
     app.bind("127.0.0.1", 0, web)
     exporter = app.start()
@@ -44,20 +63,20 @@ def test_prometheus_scrapes_both_processes_over_tls_with_basic_auth(pki: Pki) ->
     try:
         ca = pki.ca.cert
         config = {"global": {"scrape_interval": "250ms", "evaluation_interval": "250ms"}, "scrape_configs": [
-            job("exporter", exporter.port, ca, PASSWORD),
-            job("controller", controller.port, ca, PASSWORD),
-            job("exporter-wrong-password", exporter.port, ca, "not-it"),
+            job("gpu-exporter", exporter.port, ca, right),
+            job("gpu-autoscaler", controller.port, ca, right),
+            job("gpu-exporter-wrong-password", exporter.port, ca, wrong),
         ]}
         with running(start_prometheus(config, workdir=pki.root / "prometheus")) as prometheus:
-            wanted = {"exporter": 1.0, "controller": 1.0, "exporter-wrong-password": 0.0}
+            wanted = {"gpu-exporter": 1.0, "gpu-autoscaler": 1.0, "gpu-exporter-wrong-password": 0.0}
             deadline = time.monotonic() + 20
             while (seen := up_by_job(prometheus.url)) != wanted and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert seen == wanted
             targets = requests.get(prometheus.url + "/api/v1/targets", timeout=5).json()["data"]
             errors = {t["labels"]["job"]: t["lastError"] for t in targets["activeTargets"]}
-            assert errors["exporter"] == "" and errors["controller"] == ""
-            assert "401" in errors["exporter-wrong-password"]
+            assert errors["gpu-exporter"] == "" and errors["gpu-autoscaler"] == ""
+            assert "401" in errors["gpu-exporter-wrong-password"]
             query = requests.get(prometheus.url + "/api/v1/query", params={"query": "gpu_up"},
                                  timeout=5).json()
             assert [s["metric"]["node"] for s in query["data"]["result"]] == ["tls-node"]

@@ -19,7 +19,7 @@ from autoscaler.server import MetricsServer
 from exporter.server import ExporterServer
 from plumbing.web import load_web_config
 from tests.integration.web.conftest import PASSWORD, Pki
-from tests.integration.web.pki import TestCA, bcrypt_hash, serial_of
+from tests.pki import TestCA, bcrypt_hash, serial_of
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,14 @@ _STRINGS = {"type": "array", "items": _STRING}
 _ACTIONS = ["replace", "keep", "drop", "labeldrop", "labelkeep", "labelmap", "hashmod"]
 _RELABEL = _object({"sourceLabels": _STRINGS, "targetLabel": _STRING, "action": {"enum": _ACTIONS},
                     "regex": _STRING, "replacement": _STRING, "separator": _STRING})
+_SECRET_KEY = _object({"name": _STRING, "key": _STRING, "optional": {"type": "boolean"}}, ("key",))
+_SECRET_OR_CONFIGMAP = _object({"secret": _SECRET_KEY, "configMap": _SECRET_KEY})
+_TLS = _object({"ca": _SECRET_OR_CONFIGMAP, "cert": _SECRET_OR_CONFIGMAP, "keySecret": _SECRET_KEY,
+                "serverName": _STRING, "insecureSkipVerify": {"type": "boolean"}})
 _ENDPOINT = _object({"port": _STRING, "interval": _STRING, "scrapeTimeout": _STRING,
-                     "honorLabels": {"type": "boolean"}, "relabelings": {"type": "array", "items": _RELABEL}})
+                     "honorLabels": {"type": "boolean"}, "relabelings": {"type": "array", "items": _RELABEL},
+                     "scheme": {"enum": ["http", "https"]}, "tlsConfig": _TLS,
+                     "basicAuth": _object({"username": _SECRET_KEY, "password": _SECRET_KEY})})
 _METADATA = {"type": "object", "required": ["name", "namespace"]}
 _RULE = _object({"alert": _STRING, "record": _STRING, "expr": _STRING, "for": _STRING,
                  "labels": {"type": "object"}, "annotations": {"type": "object"}}, ("expr",))

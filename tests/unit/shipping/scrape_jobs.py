@@ -17,11 +17,12 @@ import yaml
 from tests.unit.shipping.promql_names import ROOT
 
 SNIPPET = ROOT / "manifests" / "overlays" / "plain-prometheus" / "scrape-config.yaml"
+TLS_SNIPPET = ROOT / "manifests" / "overlays" / "tls-auth" / "scrape-config.yaml"
 
 
-def shipped_jobs() -> dict[str, dict[str, Any]]:
-    """job_name -> job of the plain-prometheus scrape-config.yaml."""
-    return {job["job_name"]: job for job in yaml.safe_load(SNIPPET.read_text())["scrape_configs"]}
+def shipped_jobs(snippet: Path = SNIPPET) -> dict[str, dict[str, Any]]:
+    """job_name -> job of the plain-prometheus scrape-config.yaml (or of another shipped snippet)."""
+    return {job["job_name"]: job for job in yaml.safe_load(snippet.read_text())["scrape_configs"]}
 
 
 def pod_meta_labels(app: str, pod: str, namespace: str, node: str,

@@ -27,7 +27,8 @@ from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, ship
 MANIFESTS = ROOT / "manifests"
 RENDERINGS = {"base": MANIFESTS, "prometheus-operator": MANIFESTS / "overlays" / "prometheus-operator",
               "plain-prometheus": MANIFESTS / "overlays" / "plain-prometheus",
-              "namespaced-rbac": MANIFESTS / "overlays" / "namespaced-rbac"}
+              "namespaced-rbac": MANIFESTS / "overlays" / "namespaced-rbac",
+              "tls-auth": MANIFESTS / "overlays" / "tls-auth"}
 K8S_VERSION = kubernetes_validate.latest_version()
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
