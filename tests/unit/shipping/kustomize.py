@@ -1,7 +1,7 @@
 """A small kustomize renderer for our own manifests, so tests run where no kubectl/kustomize binary exists.
 
 It implements exactly the kustomization fields manifests/ uses (resources, namespace, labels without
-selectors, and `patches` of two kinds: JSON 6902 operations add/replace/remove on a `target`, and a
+selectors, and `patches` of two kinds: JSON 6902 operations test/add/replace/remove on a `target`, and a
 strategic-merge `$patch: delete` of a whole object) and refuses any other field or patch, so a kustomization
 that grows beyond it fails loudly instead of rendering wrong. Where `kubectl` is installed, a test compares
 this renderer's output with `kubectl kustomize`.
@@ -92,12 +92,17 @@ def _matches(obj: dict[str, Any], target: dict[str, str]) -> bool:
 
 def _apply(obj: dict[str, Any], operation: dict[str, Any], where: Path) -> None:
     op, pointer = operation.get("op"), operation.get("path", "")
-    if op not in ("add", "replace", "remove"):
-        raise KustomizeError(f"{where}: JSON 6902 op {op!r} is not implemented (add, replace, remove)")
+    if op not in ("test", "add", "replace", "remove"):
+        raise KustomizeError(f"{where}: JSON 6902 op {op!r} is not implemented (test, add, replace, remove)")
     *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:]]
     node: Any = obj
     for part in parents:
         node = node[int(part)] if isinstance(node, list) else node[part]
+    if op == "test":
+        actual = node[int(last)] if isinstance(node, list) else node.get(last)
+        if actual != operation["value"]:
+            raise KustomizeError(f"{where}: test of {pointer} failed: {actual!r} != {operation['value']!r}")
+        return
     if isinstance(node, list):
         if op == "add":
             node.insert(len(node) if last == "-" else int(last), copy.deepcopy(operation["value"]))

@@ -28,7 +28,8 @@ MANIFESTS = ROOT / "manifests"
 RENDERINGS = {"base": MANIFESTS, "prometheus-operator": MANIFESTS / "overlays" / "prometheus-operator",
               "plain-prometheus": MANIFESTS / "overlays" / "plain-prometheus",
               "namespaced-rbac": MANIFESTS / "overlays" / "namespaced-rbac",
-              "tls-auth": MANIFESTS / "overlays" / "tls-auth"}
+              "tls-auth": MANIFESTS / "overlays" / "tls-auth",
+              "openshift": MANIFESTS / "overlays" / "openshift", "mimir": MANIFESTS / "overlays" / "mimir"}
 K8S_VERSION = kubernetes_validate.latest_version()
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
 PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
