@@ -15,10 +15,10 @@ from typing import Any
 
 from kubernetes import client
 
-from autoscaler.cli_args import add_cluster_arguments, prometheus_config
+from autoscaler.cli_args import add_cluster_arguments, add_namespaces_argument, prometheus_config
 from autoscaler.controller import Controller, ControllerSettings, RuleOutcome
 from autoscaler.errors import AutoscalerError, RulesError
-from autoscaler.kube import KubernetesScaleBackend, load_api_client
+from autoscaler.kube import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
 from autoscaler.plan import describe_metrics
 from autoscaler.promconfig import PrometheusConfig, single_endpoint
 from autoscaler.prometheus import PromQLSettings, close_all, runners
@@ -57,6 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "current, desired, each metric's value/target, and why. Never patches, posts no events.",
     )
     add_cluster_arguments(p)
+    add_namespaces_argument(p)
     p.set_defaults(handler=main)
     return p
 
@@ -73,21 +74,25 @@ def main(args: argparse.Namespace) -> int:
         print(f"gpu-autoscaler status: {e}", file=sys.stderr)
         return 2
     outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=api_client,
-                      rules=rules)
+                      rules=rules, namespaces=args.namespaces)
     print(render(outcomes))
     return 0 if all(o.complete for o in outcomes) else 1
 
 
 def gather(
     rules_path: str, prometheus: str | PrometheusConfig, api_client: client.ApiClient,
-    rules: Any | None = None,
+    rules: Any | None = None, namespaces: frozenset[str] | None = None,
 ) -> tuple[RuleOutcome, ...]:
-    """One dry-run sync without events; the outcomes in file order."""
+    """One dry-run sync without events, the outcomes in file order; with `namespaces`, a target elsewhere is
+    refused before any API call, as `run --namespaces` refuses it."""
     rules = rules if rules is not None else load_rules(rules_path)
     config = single_endpoint(prometheus) if isinstance(prometheus, str) else prometheus
     sources = runners(config, PromQLSettings("", query_timeout=5.0, budget=10.0))
+    backend: ScaleBackend = KubernetesScaleBackend(api_client)
+    if namespaces:
+        backend = NamespaceScope(backend, namespaces)
     controller = Controller(
-        KubernetesScaleBackend(api_client),
+        backend,
         sources,
         rules,
         time.time,

@@ -9,10 +9,12 @@ import time
 
 import pytest
 
+from autoscaler import status
 from autoscaler.cli_args import namespace_list
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.kube import KubernetesScaleBackend, NamespaceScope
 from autoscaler.rules import parse_rules
+from tests.integration.controller.conftest import Prom
 from tests.integration.controller.fake_apiserver import FakeApiServer
 from tests.unit.controller.fakes import FakeMetrics
 
@@ -64,3 +66,29 @@ def test_bad_namespace_lists_are_refused(text: str) -> None:
 
 def test_namespace_list() -> None:
     assert namespace_list("ml, research,ml") == frozenset({"ml", "research"})
+
+
+def test_status_with_namespaces_refuses_the_same_way(apiserver: FakeApiServer, prom: Prom) -> None:
+    """`status --namespaces` shows the refusal in its table and never reads the other namespace."""
+    apiserver.add("web", 2, namespace="ml")
+    apiserver.add("db", 2, namespace="finance")
+    query = 'sum(test_load{series="namespaces"})'
+    prom.target.set("namespaces", 60.0)
+    prom.wait_value(query, 60.0)
+    rules = parse_rules(
+        "rules:\n"
+        + "".join(
+            f"  - name: {name}\n    target: {{kind: Deployment, namespace: {ns}, name: {name}}}\n"
+            "    maxReplicas: 20\n"
+            f"    metrics: [{{name: load, query: '{query}', type: Total, target: 10}}]\n"
+            for name, ns in (("web", "ml"), ("db", "finance"))
+        ),
+        "rules.yaml",
+    )
+    outcomes = {o.rule.name: o for o in status.gather("rules.yaml", prom.url, apiserver.api_client(), rules,
+                                                      namespaces=frozenset({"ml"}))}
+    assert outcomes["web"].desired == 6 and outcomes["db"].reason == "FailedGetScale"
+    table = status.render(tuple(outcomes.values()))
+    assert "namespace 'finance' is not in --namespaces (ml)" in table
+    assert not [r.path for r in apiserver.requests if "/namespaces/finance/" in r.path]
+    assert apiserver.patches("web") == []  # status never patches
