@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -112,3 +113,17 @@ def test_each_wrong_setting_is_one_clear_line(pki: Pki, url: str, tmp_path: Path
     assert cli.returncode == 2
     assert message in cli.stdout + cli.stderr
     assert "pw-SECRET" not in cli.stdout + cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_run_decides_through_the_connections_file(pki: Pki, url: str, tmp_path: Path) -> None:
+    """The `run` process itself (no cluster: --assume-replicas) reads the TLS Prometheus with the file, and
+    never prints the password; `status`/`check` share the same runner, `run` is the wiring tested here."""
+    path = write(tmp_path, endpoint(pki, url))
+    (tmp_path / "rules.yaml").write_text(RULES.replace("'vector(1)'", "'vector(3)'"))
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    done = subprocess.run([CLI, "run", "--rules", "rules.yaml", "--prometheus-config", str(path), "--dry-run",
+                           "--once", "--metrics-port", "0", "--assume-replicas", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " svc: 1 -> 3 DesiredWithinRange | one=3 (target 1) | " in done.stdout, done.stdout
+    assert PASSWORD not in done.stdout + done.stderr
