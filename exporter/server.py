@@ -74,7 +74,8 @@ class ExporterServer:
         if api is not None:
             routes[API_PREFIX] = Route(self._api_answer, any_method=True, prefix=True)
         settings = ServerSettings(idle_timeout=handler_timeout_seconds, body_timeout=handler_timeout_seconds,
-                                  header_timeout=min(handler_timeout_seconds, 10.0), name="exporter-http")
+                                  header_timeout=min(handler_timeout_seconds, 10.0), name="exporter-http",
+                                  workers=2)  # scrapes share one NVML sweep; a second thread serves the API
         try:
             self._server = HttpServer(address, port, routes, settings, web_config)
         except ListenError as exc:

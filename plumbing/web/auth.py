@@ -16,8 +16,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 
-import bcrypt
-
 _DUMMY = b"$2b$10$9m8RC2W7F1qM8IDUPgKspuv4ejEOk6A4OxbOtv4ghSepKe6VgSsI6"
 _MAX_PASSWORD_BYTES = 72
 """bcrypt reads at most 72 bytes; the library refuses longer passwords."""
@@ -66,6 +64,8 @@ class BasicAuth:
         """The bcrypt check (slow: run it off the event loop); a success is cached."""
         hashed = users.get(user)
         secret = password.encode()
+        import bcrypt  # here, not at the top: a process without basic_auth_users never loads it
+
         ok = bcrypt.checkpw(secret[:_MAX_PASSWORD_BYTES], hashed or _DUMMY)
         if hashed is None or len(secret) > _MAX_PASSWORD_BYTES or not ok:
             return False
