@@ -107,3 +107,13 @@ def test_dockerignore_keeps_local_state_out() -> None:
               if not arg.startswith("--from=") for source in shlex.split(arg)[:-1]}
     assert {"exporter", "autoscaler", "pyproject.toml"} <= copied
     assert not copied & ignored, "the Dockerfile copies something .dockerignore leaves out"
+
+
+def test_the_image_gets_every_package_the_wheel_ships() -> None:
+    """A package pyproject.toml installs but the build stage never copies would be missing from the image."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"][
+        "include"]
+    packages = {pattern.rstrip("*") for pattern in include}
+    copied = {source.rstrip("/") for stage in dockerfile() for arg in stage.args("COPY")
+              if not arg.startswith("--from=") for source in shlex.split(arg)[:-1]}
+    assert packages <= copied, f"not copied into the build stage: {sorted(packages - copied)}"
