@@ -20,7 +20,6 @@ COPY pyproject.toml README.md LICENSE ./
 COPY exporter ./exporter
 COPY autoscaler ./autoscaler
 COPY plumbing ./plumbing
-COPY demo ./demo
 RUN /opt/venv/bin/pip install --upgrade pip \
     && /opt/venv/bin/pip install /src
 
