@@ -188,7 +188,7 @@ def test_the_first_sync_already_reads_every_metric_and_the_real_rate(tmp_path: P
 
 
 def test_a_users_rules_file_runs_against_its_own_target(tmp_path: Path) -> None:
-    """--rules with the README's example (its rate window cut from [1m] to [10s], or the demo waits a minute
+    """--rules with docs/demo.md's example (its rate window cut from [1m] to [10s], or the demo waits a minute
     for it to fill): its queries find the simulated pods and service by their labels."""
     example = (ROOT / "examples" / "gpu-inference-rules.yaml").read_text()
     assert "[1m]" in example

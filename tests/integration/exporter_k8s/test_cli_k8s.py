@@ -126,9 +126,9 @@ def test_status_shows_state_score_and_holder_pods(kubelet: KubeletServer, files:
         return rows[row][lines[1].index(column):].split()[0]
     # the MIG GPU 2: NVML gives no utilization in MIG mode, hence no score; the others have both
     assert [(cell(r, "UTIL"), cell(r, "SCORE")) for r in "02"] == [("50%", "0.73"), ("-", "-")]
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    start = readme.index("node node-a  driver ")
-    assert readme[start:readme.index("```", start)] == result.stdout  # the README shows this very run
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "exporter.md").read_text()
+    start = doc.index("node node-a  driver ")
+    assert doc[start:doc.index("```", start)] == result.stdout  # docs/exporter.md shows this very run
     assert all(any(state in row for state in ("optimal", "normal", "throttled", "critical"))
                for row in rows.values())
 

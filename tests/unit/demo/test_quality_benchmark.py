@@ -1,4 +1,5 @@
-"""The autoscaling-quality benchmark: its configurations, the README's claims about them, its outputs."""
+"""The autoscaling-quality benchmark: its configurations, the claims docs/benchmarks.md makes about them, its
+outputs."""
 
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ def test_recommended_spends_fewer_gpu_hours_with_no_more_overload(outcomes: list
 
 def test_on_the_noisy_trace_recommended_halves_overload_for_a_few_more_gpu_hours(
         outcomes: list[bench.TraceOutcome]) -> None:
-    """The one trace where the target is not met, as README.md says (if a retuned (c) meets it, this
-    fails so that the README's verdict and this test are updated together): (a) never moves there."""
+    """The one trace where the target is not met, as docs/benchmarks.md says (if a retuned (c) meets it,
+    this fails so that the documented verdict and this test are updated together): (a) never moves there."""
     [outcome] = [o for o in outcomes if o.trace.name == "noisy"]
     assert not outcome.target_met, bench.verdict([outcome])
     a, c = outcome.results["a"].figures, outcome.results["c"].figures
@@ -65,8 +66,8 @@ def test_on_the_noisy_trace_recommended_halves_overload_for_a_few_more_gpu_hours
 
 def test_on_the_noisy_trace_no_policy_could_save_more_than_a_few_percent_over_a(
         outcomes: list[bench.TraceOutcome]) -> None:
-    """README.md: even a policy that knows the whole trace in advance needs at least 97 % of (a)'s GPU-hours
-    to be overloaded no longer than (a), whereas on burst and daily (a) wastes over a tenth."""
+    """docs/benchmarks.md: even a policy that knows the whole trace in advance needs at least 97 % of (a)'s
+    GPU-hours to be overloaded no longer than (a), whereas on burst and daily (a) wastes over a tenth."""
     by_name = {o.trace.name: o for o in outcomes}
     noisy_a = by_name["noisy"].results["a"].figures
     assert by_name["noisy"].bounds["a"].gpu_hours >= 0.97 * noisy_a.gpu_hours
@@ -115,8 +116,8 @@ def test_main_reports_a_bad_rules_file_with_its_line(tmp_path: Path,
 
 
 def test_noisy_levels_back_the_readme_on_where_a_fixed_count_fits(capsys: pytest.CaptureFixture[str]) -> None:
-    """README.md: at 3.6 (c) is the cheaper one; at 4.4, where (a)'s fixed count does not fit the load, (a) is
-    overloaded for over three times as long as (c) and further from the fewest possible."""
+    """docs/benchmarks.md: at 3.6 (c) is the cheaper one; at 4.4, where (a)'s fixed count does not fit the
+    load, (a) is overloaded for over three times as long as (c) and further from the fewest possible."""
     assert bench.main(["--no-plots", "--noisy-levels", "3.6,4.4"]) == 0
     out = capsys.readouterr().out
     assert "| noisy (level 3.6) | 0.98x |" in out and "| noisy (level 4.4) |" in out

@@ -1,4 +1,4 @@
-"""Every `gpu-autoscaler check ...` command the README, the runbook, the manifests and the examples tell users
+"""Every `gpu-autoscaler check ...` command the README, docs/, the manifests and the examples tell users
 to run is accepted by the real command-line parser (`check` takes the rules file as a positional argument)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from autoscaler.cli import build_parser
 from tests.unit.shipping.promql_names import ROOT
 
-DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "runbook.md", ROOT / "Dockerfile",
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "Dockerfile",
              *sorted((ROOT / "manifests").rglob("*.yaml")), *sorted((ROOT / "examples").glob("*.yaml"))]
 # A command with arguments, up to the end of its inline code span, table cell, shell comment or line (a bare
 # `gpu-autoscaler check` is the name of the command in prose).
@@ -34,7 +34,7 @@ def documented_commands() -> list[tuple[str, str]]:
 
 def test_the_documents_show_check_commands() -> None:
     where = {place.split(":")[0] for place, _ in documented_commands()}
-    assert {"README.md", "docs/runbook.md", "manifests/base/autoscaler-rules-configmap.yaml"} <= where
+    assert {"docs/rules.md", "docs/runbook.md", "manifests/base/autoscaler-rules-configmap.yaml"} <= where
 
 
 @pytest.mark.parametrize(("place", "command"), documented_commands(), ids=lambda value: value)

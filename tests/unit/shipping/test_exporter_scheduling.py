@@ -1,6 +1,6 @@
 """Which nodes run the exporter: the DaemonSet's required node affinity, evaluated as the scheduler does
 (terms ORed, expressions within a term ANDed), against the labels the GPU Operator and node-feature-discovery
-really set; and the README names exactly the labels the affinity selects on."""
+really set; and docs/alerts-dashboards-manifests.md names exactly the labels the affinity selects on."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def test_nodeselector_does_not_narrow_the_affinity() -> None:
     assert not exporter_pod().get("nodeSelector")
 
 
-def test_readme_names_exactly_the_selecting_labels() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_docs_name_exactly_the_selecting_labels() -> None:
+    text = (ROOT / "docs" / "alerts-dashboards-manifests.md").read_text()
     start = text.index("- **GPU nodes**")
     bullet = text[start:text.index("\n- **", start + 1)]
     named = set(re.findall(r"`([\w./-]+\.present)`", bullet))

@@ -1,6 +1,7 @@
 """rules/: promtool accepts the rule files and their unit tests pass; every alert is complete, documented in
-the runbook and in the README's alert table, and unit-tested both firing and silent; recording rules never
-collide with scraped series; the PrometheusRule of the operator overlay is generated from the same source."""
+the runbook and in the alert table of docs/alerts-dashboards-manifests.md, and unit-tested both firing and
+silent; recording rules never collide with scraped series; the PrometheusRule of the operator overlay is
+generated from the same source."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from demo.processes import promtool
+from tests.unit.shipping.markdown import github_anchor
 from tests.unit.shipping.promql_names import (
     CONTRACT_EXPORTER_NAMES,
     ROOT,
@@ -29,11 +31,11 @@ from tests.unit.shipping.promql_names import (
 
 RULE_TESTS = sorted((ROOT / "rules" / "tests").glob("*.test.yaml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"
-README = ROOT / "README.md"
+ALERTS_DOC = ROOT / "docs" / "alerts-dashboards-manifests.md"
 RUNBOOK_URL = "https://github.com/gpu-autoscaler/gpu-autoscaler/blob/main/docs/runbook.md#"
 SEVERITIES = {"critical", "warning", "info"}
 COMPAT_NAMES = {"gpu_utilization_percent", "gpu_memory_usage_mb", "gpu_memory_total_mb", "gpu_memory_free_mb"}
-# Our users' alert names and thresholds (shared/seeds/gpu-resource-optimizer.md), kept as they are.
+# Our users' alert names and thresholds (from the project's gpu-resource-optimizer seed), kept as they are.
 SEED_ALERTS = {"HighGPUMemoryUsage": ("5m", "warning"), "GPUTemperatureHigh": ("2m", "critical")}
 # Alerts on per-GPU counters are keyed on the device (holder labels aggregated away) and name the holder from
 # gpu_allocation_info when they are evaluated.
@@ -52,12 +54,6 @@ def load_script(name: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
-
-
-def github_anchor(heading: str) -> str:
-    """The anchor GitHub gives a markdown heading."""
-    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
-    return slug.replace(" ", "-")
 
 
 def test_promtool_check_rules_is_clean() -> None:
@@ -126,10 +122,10 @@ def test_runbook_has_a_section_per_alert() -> None:
         assert anchor in headings, f"{alert['alert']}: no runbook section {anchor}"
 
 
-def test_readme_alert_table_lists_every_alert_with_its_severity_and_for() -> None:
-    text = README.read_text()
-    start = text.index("### Alerting rules")
-    section = text[start:text.index("\n### ", start + 1)]
+def test_docs_alert_table_lists_every_alert_with_its_severity_and_for() -> None:
+    text = ALERTS_DOC.read_text()
+    start = text.index("## Alerting rules")
+    section = text[start:text.index("\n## ", start + 1)]
     rows = re.findall(r"^\| `(\w+)` \| (\w+) \| (\w+) \|", section, re.MULTILINE)
     table = {name: (severity, for_) for name, severity, for_ in rows}
     shipped = {a["alert"]: (a["labels"]["severity"], a.get("for", "0s")) for a in alerts()}
