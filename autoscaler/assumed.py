@@ -22,8 +22,8 @@ from autoscaler.errors import KubeApiError, NotFoundError, UsageError
 from autoscaler.kube import ScaleState
 from autoscaler.outcome import RuleOutcome, SyncReport
 from autoscaler.plan import describe_metrics
-from autoscaler.policy import MAX_REPLICAS
-from autoscaler.rules import RuleSet, TargetRef
+from autoscaler.policy import MAX_REPLICAS, TargetRef
+from autoscaler.rules import RuleSet
 
 _COUNT = re.compile(r"[0-9]{1,10}")
 _RULE_COUNT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,252})=([^=]*)")

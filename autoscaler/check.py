@@ -13,26 +13,29 @@ import argparse
 import sys
 from collections.abc import Callable, Mapping
 
-from autoscaler.cli_args import add_prometheus_arguments, prometheus_config
+from autoscaler.cli_args import add_prometheus_arguments, add_rules_argument, prometheus_config, rules_file
 from autoscaler.errors import Problem, RulesError
+from autoscaler.policy import MetricSpec, Rule
 from autoscaler.promconfig import PrometheusConfig, PrometheusConfigError
 from autoscaler.prometheus import PromQLSettings, QueryErrorReason, QueryResult, close_all, runners
 from autoscaler.promql_syntax import syntax_problems
-from autoscaler.rules import MetricSpec, Rule, RuleSet, load_rules
+from autoscaler.rules import RuleSet, load_rules
 from autoscaler.sources import EndpointSources, QueryKey
+from plumbing.cli import duration
 
 HELP = "validate a rules file; with --prometheus also run every query once"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rules", help="rules file (YAML)")
+    add_rules_argument(parser)
     add_prometheus_arguments(parser, default=None)
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="timeout of each query (default 10)")
+    parser.add_argument("--timeout", type=duration(0.0, 3600.0, above=True), default=10.0, metavar="DURATION",
+                        help="timeout of each query, e.g. 10s, 500ms, 1m (default 10s)")
 
 
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
+    args.rules, _ = rules_file(args, "check")
     try:
         ruleset = load_rules(args.rules)
     except RulesError as exc:
@@ -50,9 +53,6 @@ def run(args: argparse.Namespace) -> int:
     if config is not None:
         problems += unknown_endpoints(ruleset, config)
     if config is not None and not problems:
-        if not (0 < args.timeout <= 3600):
-            print(f"--timeout: expected seconds in (0, 3600] (got {args.timeout:g})", file=sys.stderr)
-            return 2
         results = run_all(ruleset, config, args.timeout)
         unreachable = sorted({r.error or "" for r in results.values()
                               if r.error_reason == QueryErrorReason.UNREACHABLE})

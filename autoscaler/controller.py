@@ -28,9 +28,9 @@ from autoscaler.kube import ScaleBackend, ScaleState
 from autoscaler.metrics import ControllerMetrics
 from autoscaler.outcome import Health, LoopProgress, RuleOutcome, ShuttingDown, SyncReport
 from autoscaler.plan import Plan, count_all_failed, plan_rule
-from autoscaler.policy import MetricObservation, Reason, RuleHistory
+from autoscaler.policy import MetricObservation, Reason, Rule, RuleHistory, TargetRef
 from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
-from autoscaler.rules import Rule, RuleSet, TargetRef
+from autoscaler.rules import RuleSet
 from autoscaler.sources import EndpointSources, QueryKey
 
 __all__ = [

@@ -6,8 +6,7 @@ from __future__ import annotations
 import logging
 
 from autoscaler.plan import Plan, describe_metrics
-from autoscaler.policy import MetricObservation
-from autoscaler.rules import Rule, TargetRef
+from autoscaler.policy import MetricObservation, Rule, TargetRef
 
 log = logging.getLogger("autoscaler.controller")  # the decision lines keep the controller's logger name
 

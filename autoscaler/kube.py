@@ -38,7 +38,7 @@ from autoscaler.errors import (
 )
 from autoscaler.kube_answers import annotations_of, parse_object, scale_fields
 from autoscaler.plan import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
-from autoscaler.rules import TargetRef
+from autoscaler.policy import TargetRef
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from autoscaler.rules import Rule, RuleSet
+from autoscaler.policy import Rule
+from autoscaler.rules import RuleSet
 
 RULE_LABELS = ("rule", "namespace", "target")
 SYNC_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)

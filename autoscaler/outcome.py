@@ -7,8 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autoscaler.policy import MetricObservation
-from autoscaler.rules import Rule
+from autoscaler.policy import MetricObservation, Rule
 
 
 class ShuttingDown(Exception):

@@ -19,12 +19,12 @@ from autoscaler.policy import (
     Decision,
     MetricObservation,
     Reason,
+    Rule,
     RuleHistory,
     decide,
     decide_desired,
     first_sight,
 )
-from autoscaler.rules import Rule
 
 if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
     from autoscaler.kube import ScaleState

@@ -1,4 +1,5 @@
-"""The rules file: typed, frozen, validated once, so everything downstream (engine, controller) trusts it.
+"""The rules file loader: YAML in, validated `autoscaler.policy.spec` values out, so everything downstream
+(engine, controller) trusts them.
 
 The `behavior` block has the fields, defaults and validation of the autoscaling/v2 HPA API. `parse_rules`
 gathers every problem in the file (with its line) and raises one `RulesError` listing them all.
@@ -9,27 +10,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import cast
 
 from yaml.nodes import Node
 
 from autoscaler.errors import Problem, RulesError
+from autoscaler.policy.spec import (
+    DEFAULT_BEHAVIOR,
+    DEFAULT_SCALE_DOWN,
+    DEFAULT_SCALE_UP,
+    Behavior,
+    Fallback,
+    MetricSpec,
+    MetricType,
+    PolicyType,
+    Rule,
+    ScalingPolicy,
+    ScalingRules,
+    SelectPolicy,
+    TargetKind,
+    TargetRef,
+)
 from autoscaler.yamlnodes import NodeReader, line_of
 from plumbing import yamlsafe
 
-__all__ = [
-    "DEFAULT_BEHAVIOR", "Behavior", "Fallback", "MetricSpec", "Problem", "Rule", "RuleSet", "RulesError",
-    "ScalingPolicy", "ScalingRules", "TargetRef", "load_rules", "parse_rules", "parse_rules_bytes",
-]
-
-PolicyType = Literal["Pods", "Percent"]
-SelectPolicy = Literal["Max", "Min", "Disabled"]
-MetricType = Literal["Average", "Total"]
-TargetKind = Literal["Deployment", "StatefulSet"]
+__all__ = ["Problem", "RuleSet", "RulesError", "load_rules", "parse_rules", "parse_rules_bytes"]
 
 MAX_WINDOW_SECONDS = 3600  # HPA API: stabilizationWindowSeconds in [0, 3600]
 MAX_PERIOD_SECONDS = 1800  # HPA API: periodSeconds in (0, 1800]
-DEFAULT_TOLERANCE = 0.1  # kube-controller-manager --horizontal-pod-autoscaler-tolerance
 MAX_INT32 = 2**31 - 1  # HPA API: replica counts, policy values and thresholds are int32
 MAX_TOLERANCE = 10.0  # 1000 %: beyond it a direction never scales; larger is a typo, not a policy
 MAX_TARGET = 1e15  # far above any per-replica target; keeps target x replicas finite and exact
@@ -38,89 +46,6 @@ RULES_LIMITS = yamlsafe.YamlLimits()  # 4 MiB, 64 deep, 250,000 nodes, 1,000,000
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-@dataclass(frozen=True, slots=True)
-class ScalingPolicy:
-    """At most `value` pods (Pods) or percent (Percent) of change per `period_seconds`."""
-
-    type: PolicyType
-    value: int
-    period_seconds: int
-
-
-@dataclass(frozen=True, slots=True)
-class ScalingRules:
-    """One direction of the HPA `behavior` block."""
-
-    stabilization_window_seconds: int
-    select_policy: SelectPolicy
-    tolerance: float
-    policies: tuple[ScalingPolicy, ...]
-
-    @property
-    def longest_period_seconds(self) -> int:
-        return max((p.period_seconds for p in self.policies), default=0)
-
-
-@dataclass(frozen=True, slots=True)
-class Behavior:
-    scale_up: ScalingRules
-    scale_down: ScalingRules
-
-
-DEFAULT_SCALE_UP = ScalingRules(0, "Max", DEFAULT_TOLERANCE, (ScalingPolicy("Pods", 4, 15),
-                                                              ScalingPolicy("Percent", 100, 15)))
-DEFAULT_SCALE_DOWN = ScalingRules(300, "Max", DEFAULT_TOLERANCE, (ScalingPolicy("Percent", 100, 15),))
-DEFAULT_BEHAVIOR = Behavior(DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
-
-
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
-    """One PromQL query that must return exactly one number, and the value it should settle at.
-
-    Average: the query returns the mean per replica, `target` is that mean (HPA Pods metric, External
-    target.value, KEDA metricType Value). Total: the query returns a total for the whole service, `target` is
-    per replica (HPA External target.averageValue, KEDA AverageValue).
-    """
-
-    name: str
-    query: str
-    type: MetricType
-    target: float
-    line: int = 0  # line of the metric in its file, for messages (an addition to the contract; defaulted)
-
-
-@dataclass(frozen=True, slots=True)
-class TargetRef:
-    kind: TargetKind
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class Fallback:
-    """KEDA-style: after more than `failure_threshold` syncs with every metric failed, go to `replicas`."""
-
-    failure_threshold: int
-    replicas: int
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    name: str
-    target: TargetRef
-    min_replicas: int
-    max_replicas: int
-    metrics: tuple[MetricSpec, ...]
-    behavior: Behavior
-    fallback: Fallback | None
-    line: int  # line of the rule in its file, for messages
-    prometheus: str = "default"
-    """Name of the endpoint (in --prometheus-config) its queries go to."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from autoscaler.cli_args import add_rules_argument, rules_file
 from autoscaler.errors import Problem, TraceError, UsageError
 from autoscaler.plan import Plan, count_all_failed, plan_replicas
-from autoscaler.policy import MetricObservation, RuleHistory
-from autoscaler.rules import Rule, RuleSet, load_rules
+from autoscaler.policy import MetricObservation, Rule, RuleHistory
+from autoscaler.rules import RuleSet, load_rules
 from plumbing import yamlsafe
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
@@ -48,15 +49,15 @@ class TraceRow:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rules", help="rules file (YAML)")
-    parser.add_argument("trace",
-                        help="CSV with a header 't,<metric name>,...'; an empty cell is a failed query")
+    add_rules_argument(parser, metavar="TRACE", positional_help="CSV with a header 't,<metric name>,...'; an "
+                       "empty cell is a failed query (the older form `simulate RULES TRACE` also works)")
     parser.add_argument("--rule", help="the rule to replay (required when the file has more than one)")
     parser.add_argument("--replicas", type=_non_negative_int, metavar="N",
                         help="replica count before the first sync (default: the rule's minReplicas)")
 
 
 def run(args: argparse.Namespace) -> int:
+    args.rules, (args.trace,) = rules_file(args, "simulate", after=("TRACE",))
     ruleset = load_rules(args.rules)
     rule = select_rule(ruleset, args.rule)
     rows = read_trace(args.trace, rule)

@@ -10,9 +10,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from autoscaler.policy import Rule
 from autoscaler.promconfig import DEFAULT_ENDPOINT
 from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
-from autoscaler.rules import Rule
 
 log = logging.getLogger(__name__)
 

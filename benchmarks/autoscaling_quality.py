@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autoscaler.errors import RulesError
-from autoscaler.rules import Rule, load_rules, parse_rules
+from autoscaler.policy import Rule
+from autoscaler.rules import load_rules, parse_rules
 from benchmarks.example_rules import embedding_service_rules
 from demo.clairvoyant import Bound, min_gpu_hours
 from demo.cluster import ClusterSettings

@@ -28,8 +28,9 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.kube import ScaleState
+from autoscaler.policy import TargetRef
 from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult
-from autoscaler.rules import RuleSet, TargetRef, parse_rules
+from autoscaler.rules import RuleSet, parse_rules
 from demo.processes import free_port, running, start_prometheus
 
 GROUP_SIZE = 10

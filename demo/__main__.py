@@ -30,9 +30,9 @@ from types import FrameType
 from autoscaler.controller import Controller
 from autoscaler.errors import RulesError
 from autoscaler.metrics import ControllerMetrics
-from autoscaler.policy import Reason
+from autoscaler.policy import MetricSpec, Reason, Rule
 from autoscaler.prometheus import PromQLRunner, PromQLSettings
-from autoscaler.rules import MetricSpec, Rule, RuleSet, load_rules
+from autoscaler.rules import RuleSet, load_rules
 from autoscaler.server import MetricsServer
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.processes import ProcessError, Stopped, start_prometheus

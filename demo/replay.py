@@ -25,8 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.policy import Decision, MetricObservation, RuleHistory, decide
-from autoscaler.rules import Rule
+from autoscaler.policy import Decision, MetricObservation, Rule, RuleHistory, decide
 from demo.cluster import ClusterSettings, ClusterSnapshot, SimulatedDeployment
 from demo.traces import Trace
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autoscaler.controller import RuleOutcome
-from autoscaler.rules import MetricSpec, Rule
+from autoscaler.policy import MetricSpec, Rule
 from demo.cluster import ClusterSnapshot
 from demo.plots import DemoPoint, plot_demo
 

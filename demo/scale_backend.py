@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from autoscaler.kube import KubeApiError, NotFoundError, ScaleState
-from autoscaler.rules import TargetRef
+from autoscaler.policy import TargetRef
 from demo.cluster import SimulatedDeployment
 
 

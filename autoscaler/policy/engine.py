@@ -28,7 +28,7 @@ from autoscaler.policy.types import (
 )
 
 if TYPE_CHECKING:
-    from autoscaler.rules import Rule
+    from autoscaler.policy.spec import Rule
 
 _HOLD = (Reason.MetricsFailed, Reason.MetricsPartiallyFailed)
 

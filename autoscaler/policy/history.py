@@ -19,7 +19,7 @@ from autoscaler.policy.ages import younger_than
 from autoscaler.policy.types import Recommendation, RuleHistory
 
 if TYPE_CHECKING:
-    from autoscaler.rules import Behavior
+    from autoscaler.policy.spec import Behavior
 
 
 def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from autoscaler.policy.types import MAX_REPLICAS, MetricObservation, MetricProposal, Reason, Stage
 
 if TYPE_CHECKING:
-    from autoscaler.rules import MetricSpec
+    from autoscaler.policy.spec import MetricSpec
 
 
 def propose(metric: MetricSpec, observation: MetricObservation | None, current: int,

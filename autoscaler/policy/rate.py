@@ -20,7 +20,7 @@ from autoscaler.policy.ages import younger_than
 from autoscaler.policy.types import Reason, RuleHistory, ScaleEvent, Stage
 
 if TYPE_CHECKING:
-    from autoscaler.rules import ScalingPolicy, ScalingRules
+    from autoscaler.policy.spec import ScalingPolicy, ScalingRules
 
 
 def _change_in_period(events: Iterable[ScaleEvent], period_seconds: float, now: float) -> int:

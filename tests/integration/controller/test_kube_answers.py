@@ -16,7 +16,8 @@ from kubernetes import client
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.errors import MalformedAnswerError
 from autoscaler.kube import KubernetesScaleBackend, ScaleState
-from autoscaler.rules import TargetRef, parse_rules
+from autoscaler.policy import TargetRef
+from autoscaler.rules import parse_rules
 from tests.integration.controller.fake_apiserver import FakeApiServer, scale_json, workload_json
 from tests.unit.controller.fakes import FakeMetrics
 

@@ -11,7 +11,7 @@ from kubernetes import client
 
 from autoscaler.errors import ConflictError, KubeApiError, KubeConfigError, KubeTimeoutError, NotFoundError
 from autoscaler.kube import KubernetesScaleBackend, ScaleState, load_api_client
-from autoscaler.rules import TargetRef
+from autoscaler.policy import TargetRef
 from demo.processes import free_port
 from tests.integration.controller.fake_apiserver import FakeApiServer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.errors import Problem, RulesError
-from autoscaler.rules import (
+from autoscaler.policy import (
     DEFAULT_BEHAVIOR,
     Behavior,
     Fallback,
@@ -15,9 +15,8 @@ from autoscaler.rules import (
     ScalingPolicy,
     ScalingRules,
     TargetRef,
-    load_rules,
-    parse_rules,
 )
+from autoscaler.rules import load_rules, parse_rules
 
 from .conftest import SECOND_RULE, VALID_RULES
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.rules import RuleSet, TargetRef, parse_rules
+from autoscaler.policy import TargetRef
+from autoscaler.rules import RuleSet, parse_rules
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics
 
 T0 = 1_700_000_000.0

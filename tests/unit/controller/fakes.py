@@ -13,8 +13,8 @@ from typing import Literal
 
 from autoscaler.errors import ConflictError, KubeApiError, NotFoundError
 from autoscaler.kube import ScaleState
+from autoscaler.policy import TargetRef
 from autoscaler.prometheus import QueryResult
-from autoscaler.rules import TargetRef
 
 
 @dataclass

@@ -11,7 +11,8 @@ import pytest
 
 from autoscaler.controller import Controller, ControllerSettings
 from autoscaler.kube import ScaleState
-from autoscaler.rules import RuleSet, TargetRef
+from autoscaler.policy import TargetRef
+from autoscaler.rules import RuleSet
 from tests.unit.controller.conftest import Clock, ref, rule, ruleset
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.rules import DEFAULT_BEHAVIOR, ScalingPolicy, load_rules
+from autoscaler.policy import DEFAULT_BEHAVIOR, ScalingPolicy
+from autoscaler.rules import load_rules
 from benchmarks import autoscaling_quality as bench
 from demo.replay import KNOWN_METRICS, ReplaySettings
 from demo.traces import benchmark_traces

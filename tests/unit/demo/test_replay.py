@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from autoscaler.policy import Decision, MetricObservation, Reason, RuleHistory
-from autoscaler.rules import Rule, parse_rules
+from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory
+from autoscaler.rules import parse_rules
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.replay import (
     ReplaySettings,

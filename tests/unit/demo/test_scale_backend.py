@@ -8,8 +8,9 @@ import pytest
 
 from autoscaler.controller import Controller
 from autoscaler.kube import KubeApiError, NotFoundError, ScaleBackend
+from autoscaler.policy import TargetRef
 from autoscaler.prometheus import QueryResult
-from autoscaler.rules import RuleSet, TargetRef, parse_rules
+from autoscaler.rules import RuleSet, parse_rules
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
 

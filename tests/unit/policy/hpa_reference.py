@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.rules import Rule, ScalingRules
+from autoscaler.policy import Rule, ScalingRules
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autoscaler.policy import Recommendation, RuleHistory, ScaleEvent
-from autoscaler.rules import (
+from autoscaler.policy import Recommendation, RuleHistory
+from autoscaler.policy.spec import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     Behavior,
@@ -15,6 +15,7 @@ from autoscaler.rules import (
     ScalingRules,
     TargetRef,
 )
+from autoscaler.policy.types import ScaleEvent
 
 T0 = 1_700_000_000.0  # the fake clock's "now" (a realistic Unix time, so float resolution is exercised)
 TARGET = TargetRef("Deployment", "ml", "embedding")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.policy import MetricObservation, Reason, Recommendation, RuleHistory, ScaleEvent, decide
+from autoscaler.policy import MetricObservation, Reason, Recommendation, RuleHistory, decide
 from autoscaler.policy.ages import older_than, younger_than
-from autoscaler.rules import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
+from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
+from autoscaler.policy.types import ScaleEvent
 
 from .support import T0, make_rule, rules
 

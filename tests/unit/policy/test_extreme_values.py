@@ -18,16 +18,20 @@ from hypothesis import strategies as st
 from autoscaler.plan import plan_replicas
 from autoscaler.policy import (
     MAX_REPLICAS,
+    Behavior,
+    Fallback,
     MetricObservation,
+    MetricSpec,
     Reason,
+    Rule,
     RuleHistory,
+    ScalingPolicy,
+    ScalingRules,
     decide,
     decide_desired,
-    propose,
-    scale_down_limit,
-    scale_up_limit,
 )
-from autoscaler.rules import Behavior, Fallback, MetricSpec, Rule, ScalingPolicy, ScalingRules
+from autoscaler.policy.proposal import propose
+from autoscaler.policy.rate import scale_down_limit, scale_up_limit
 
 from .support import T0, TARGET, at_age, make_rule, rules
 
@@ -77,7 +81,7 @@ def test_huge_value_from_zero_replicas(type_: str) -> None:
 
 def test_huge_value_is_still_rate_limited() -> None:
     """The cap is a proposal like any other: the default scale-up policy (4 pods or 100% per 15 s) holds."""
-    from autoscaler.rules import DEFAULT_SCALE_UP
+    from autoscaler.policy.spec import DEFAULT_SCALE_UP
 
     rule = one_metric("Average", 1e-300, max_replicas=1000, up=DEFAULT_SCALE_UP)
     decision = decide(rule, 3, [MetricObservation("m", 1e10)], RuleHistory(), T0)

@@ -5,8 +5,17 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.policy import MetricObservation, Reason, RuleHistory, decide
-from autoscaler.rules import Behavior, MetricSpec, Rule, ScalingPolicy, ScalingRules
+from autoscaler.policy import (
+    Behavior,
+    MetricObservation,
+    MetricSpec,
+    Reason,
+    Rule,
+    RuleHistory,
+    ScalingPolicy,
+    ScalingRules,
+    decide,
+)
 
 from .support import T0, TARGET
 
@@ -38,7 +47,7 @@ def rules_st(draw: st.DrawFn) -> Rule:
 
 @st.composite
 def history_st(draw: st.DrawFn) -> RuleHistory:
-    from autoscaler.policy import Recommendation, ScaleEvent
+    from autoscaler.policy.types import Recommendation, ScaleEvent
 
     ages = st.floats(0, 2000)
     recs = draw(

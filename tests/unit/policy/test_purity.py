@@ -60,3 +60,13 @@ def test_no_io_clock_or_client_imports(path: Path) -> None:
     imported = runtime_imports(path)
     assert not imported & FORBIDDEN, f"{path.name} imports {sorted(imported & FORBIDDEN)}"
     assert not {n for n in imported if n.startswith("autoscaler.")}, f"{path.name} imports outside the engine"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.name for p in SOURCES])
+def test_no_loader_even_for_type_checking(path: Path) -> None:
+    """The engine owns its input types: not even an annotation reaches back into the loader or controller."""
+    tree = ast.parse(path.read_text())
+    outside = {node.module for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("autoscaler")
+               and not node.module.startswith("autoscaler.policy")}
+    assert not outside, f"{path.name} imports {sorted(outside)}"

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from autoscaler.policy import MetricObservation, Reason, RuleHistory, bound_and_limit, decide
-from autoscaler.rules import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, ScalingRules
+from autoscaler.policy import MetricObservation, Reason, RuleHistory, decide
+from autoscaler.policy.engine import bound_and_limit
+from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, ScalingRules
 
 from .support import T0, at_age, history, make_rule, rules, spread
 

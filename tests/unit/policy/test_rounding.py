@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.policy import Reason, RuleHistory, scale_down_limit, scale_up_limit
-from autoscaler.rules import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
+from autoscaler.policy import Reason, RuleHistory
+from autoscaler.policy.rate import scale_down_limit, scale_up_limit
+from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
 
 from .support import T0, rules
 
@@ -32,7 +33,7 @@ def test_down_percent_truncates(start: int, percent: int, limit: int) -> None:
 
 
 def test_reason_names_the_limiting_policy() -> None:
-    from autoscaler.policy import limit_rate
+    from autoscaler.policy.rate import limit_rate
 
     stage = limit_rate(
         3, 9, rules(DEFAULT_SCALE_UP, "Pods 2/60 + Percent 10/60"), DEFAULT_SCALE_DOWN, RuleHistory(), T0

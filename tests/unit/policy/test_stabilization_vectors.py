@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.policy import MetricObservation, Reason, decide, stabilize
-from autoscaler.rules import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
+from autoscaler.policy import MetricObservation, Reason, decide
+from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
+from autoscaler.policy.stabilization import stabilize
 
 from .support import T0, history, make_rule, recs, rules
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from autoscaler.plan import plan_replicas
 from autoscaler.policy import MetricObservation, Reason, Recommendation, RuleHistory
-from autoscaler.rules import (
+from autoscaler.policy.spec import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     Behavior,
