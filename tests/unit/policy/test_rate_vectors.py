@@ -1,4 +1,5 @@
-"""Every rate-limit vector of /work/shared/hpa-behavior-vectors.md (from the HPA controller's own tests).
+"""Every rate-limit vector of data/hpa-behavior-vectors.md (from the HPA controller's own tests; the rows are
+checked against that file by test_vectors_data.py).
 
 Each row is checked twice: on the bounds+policies stage alone (the stabilized desired count given), and
 through `decide()` with stabilization windows of 0 so the metric's proposal reaches that stage unchanged.

@@ -1,4 +1,5 @@
-"""Every stabilization vector of hpa-behavior-vectors.md, on the stage and through `decide()`."""
+"""Every stabilization vector of data/hpa-behavior-vectors.md, on the stage and through `decide()` (the rows
+are checked against that file by test_vectors_data.py)."""
 
 from __future__ import annotations
 

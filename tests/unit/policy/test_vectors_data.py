@@ -25,7 +25,7 @@ def table(heading: str) -> list[list[str]]:
 
 
 def events(spec: str, sign: int) -> list[object]:
-    """'[1,5,9] over 120' (spread as in the HPA's tests) or '4 at age 60'; down events are negative changes."""
+    """'[1,5,9] over 120' (spread as in the HPA's tests) or '4 at age 60'; down events count down."""
     listed = re.fullmatch(r"\[([\d,]+)\] over (\d+)", spec)
     if listed:
         return list(spread([sign * int(c) for c in listed.group(1).split(",")], int(listed.group(2))))
