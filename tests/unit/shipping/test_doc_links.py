@@ -1,8 +1,11 @@
-"""Every relative link and image in README.md and docs/*.md points at a file of the repository, and every
-`#anchor` into a markdown file names one of its headings (moving a section cannot leave a dead link)."""
+"""Every relative link and image in README.md and docs/*.md points at a file of the repository, every
+`#anchor` into a markdown file names one of its headings (moving a section cannot leave a dead link), and
+every repository path the docs name in code (`exporter/metrics.py`) exists (moving a module cannot leave a
+stale one)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,9 @@ import pytest
 from tests.unit.shipping.markdown import ROOT, anchors, relative_links
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# A path in a code span under one of the repository's own folders; placeholders (`<piece>`) and globs skipped.
+NAMED_PATH = re.compile(r"`((?:exporter|autoscaler|plumbing|demo|benchmarks|scripts|tests|rules|manifests|"
+                        r"dashboards|examples|docs)/[\w./-]*)`")
 
 
 def dead_links(document: Path, root: Path = ROOT) -> list[str]:
@@ -27,6 +33,18 @@ def dead_links(document: Path, root: Path = ROOT) -> list[str]:
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
 def test_every_relative_link_resolves(document: Path) -> None:
     assert dead_links(document) == []
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_named_repository_path_exists(document: Path) -> None:
+    named = set(NAMED_PATH.findall(document.read_text()))
+    assert sorted(path for path in named if not (ROOT / path).exists()) == []
+
+
+def test_the_path_pattern_finds_the_architectures_paths() -> None:
+    named = NAMED_PATH.findall((ROOT / "README.md").read_text())
+    assert "exporter/metrics.py" in named and "autoscaler/policy/" in named
+    assert NAMED_PATH.findall("`exporter/gone.py` and `tests/unit/<piece>/`") == ["exporter/gone.py"]
 
 
 def test_the_readme_links_every_page_of_docs() -> None:
