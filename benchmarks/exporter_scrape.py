@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo.processes import free_port, wait_http_ok
-from exporter.simphysics import gpu_uuid
+from exporter.simulator.physics import gpu_uuid
 
 GPUS = 8
 PROCESSES_PER_GPU = 3
@@ -64,7 +64,7 @@ def start_kubelet(socket_path: str) -> object:
 
     import grpc
 
-    from exporter.podresources import api_pb2, api_pb2_grpc
+    from exporter.pods.podresources import api_pb2, api_pb2_grpc
 
     response = api_pb2.ListPodResourcesResponse()
     for gpu in range(GPUS):
@@ -162,8 +162,8 @@ def report(title: str, exporter: list[float], baseline: list[float]) -> float:
 
 def in_process(scrapes: int, socket_path: str, proc_root: Path) -> float:
     from exporter.app import ExporterApp
-    from exporter.simconfig import parse_sim_config
-    from exporter.simulated import SimulatedNvml
+    from exporter.simulator.config import parse_sim_config
+    from exporter.simulator.nvml import SimulatedNvml
     from exporter.source import SourceSettings
 
     app = ExporterApp(SimulatedNvml(parse_sim_config(fleet_yaml(), "bench.yaml")), "bench-node",

@@ -1,6 +1,6 @@
 """The demo's simulated world: GPU nodes with real exporters, and the inference service's request counter.
 
-Each node is a `SimulatedNvml` (exporter/simulated.py) behind a real `ExporterApp` serving /metrics on
+Each node is a `SimulatedNvml` (exporter/simulator/nvml.py) behind a real `ExporterApp` serving /metrics on
 127.0.0.1; its GPUs are driven through the simulated NVML's load driver from the cluster model
 (demo.cluster): a ready replica's GPU runs at the service's load share, a loading replica's GPU holds its
 model's memory at ~0 % utilization, an unallocated GPU idles with no process. The exporters label each GPU
@@ -26,9 +26,9 @@ from demo.cluster import ClusterSnapshot, SimulatedDeployment
 from exporter.app import ExporterApp
 from exporter.collector import PodRef
 from exporter.metrics import ALL_METRICS
-from exporter.simconfig import GIB, default_config
-from exporter.simphysics import gpu_uuid
-from exporter.simulated import SimulatedNvml
+from exporter.simulator.config import GIB, default_config
+from exporter.simulator.nvml import SimulatedNvml
+from exporter.simulator.physics import gpu_uuid
 from exporter.source import SourceSettings
 
 MODEL_MEMORY_BYTES = 38 * GIB

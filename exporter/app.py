@@ -16,19 +16,19 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from exporter.attribution import KubeletAttribution
 from exporter.collector import Attribution, CollectorExtension, GpuCollector
 from exporter.config import ExporterConfig
-from exporter.health_metrics import HealthMetrics
-from exporter.history import GpuHistory
-from exporter.nvml import NvmlAdapter
-from exporter.podresources.cache import PodResourcesCache
-from exporter.podresources.client import PodResourcesClient
-from exporter.procfs import DEFAULT_PROC_ROOT, ProcessAttributor
-from exporter.server import ExporterServer
+from exporter.health.history import GpuHistory
+from exporter.health.metrics import HealthMetrics
+from exporter.health.xid import XidMetrics, XidSettings, XidWatcher
+from exporter.nvml.adapter import NvmlAdapter
+from exporter.pods.attribution import KubeletAttribution
+from exporter.pods.podresources.cache import PodResourcesCache
+from exporter.pods.podresources.client import PodResourcesClient
+from exporter.pods.procfs import DEFAULT_PROC_ROOT, ProcessAttributor
+from exporter.serving.server import ExporterServer
+from exporter.serving.status_service import StatusService
 from exporter.source import NvmlSource, SourceSettings
-from exporter.status_service import StatusService
-from exporter.xid import XidMetrics, XidSettings, XidWatcher
 from plumbing.web import WebConfig
 
 

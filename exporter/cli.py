@@ -20,10 +20,10 @@ from typing import Any
 from exporter.app import ExporterApp
 from exporter.config import ExporterConfig, load_config
 from exporter.errors import ConfigError, ExporterError
-from exporter.nvml import real_nvml
-from exporter.procfs import DEFAULT_PROC_ROOT
-from exporter.simconfig import MAX_SIMULATED_GPUS, default_config, load_sim_config
-from exporter.simulated import SimulatedNvml
+from exporter.nvml.adapter import real_nvml
+from exporter.pods.procfs import DEFAULT_PROC_ROOT
+from exporter.simulator.config import MAX_SIMULATED_GPUS, default_config, load_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
 from plumbing.web import WebConfig, WebConfigError, load_web_config

@@ -1,7 +1,8 @@
 """The custom collector: turns one NodeSnapshot into Prometheus metric families at scrape time.
 
 No NVML and no HTTP here. Pod labels come from an injected `Attribution` provider
-(exporter/attribution.py: the kubelet pod-resources cache plus /proc; `NoAttribution` leaves them empty), and
+(exporter/pods/attribution.py: the kubelet pod-resources cache plus /proc; `NoAttribution` leaves them
+empty), and
 further families built from the same snapshot come from injected `CollectorExtension`s (pods, health, XID).
 Output looks like:
 
@@ -19,7 +20,7 @@ from typing import Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from exporter import metrics as m
-from exporter.nvml import DeviceSnapshot, NodeSnapshot
+from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot
 
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 # MIG device ids under any resource name: the device plugin's `mig-strategy=single` advertises MIG devices as

@@ -39,16 +39,16 @@ from typing import Any
 import yaml
 
 from exporter.errors import ConfigError
-from exporter.health import Bands, HealthThresholds
-from exporter.history import HistorySettings, TrendThresholds
-from exporter.podresources.cache import DEFAULT_REFRESH_INTERVAL_SECONDS, DEFAULT_STALE_GRACE_INTERVALS
-from exporter.podresources.client import (
+from exporter.health.history import HistorySettings, TrendThresholds
+from exporter.health.state import Bands, HealthThresholds
+from exporter.pods.podresources.cache import DEFAULT_REFRESH_INTERVAL_SECONDS, DEFAULT_STALE_GRACE_INTERVALS
+from exporter.pods.podresources.client import (
     DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
     DEFAULT_SOCKET,
     DEFAULT_TIMEOUT_SECONDS,
     PodResourcesClientSettings,
 )
-from exporter.podresources.mapping import DEFAULT_RESOURCE_NAMES, resource_filter
+from exporter.pods.podresources.mapping import DEFAULT_RESOURCE_NAMES, resource_filter
 from plumbing import yamlsafe
 
 CONFIG_LIMITS = yamlsafe.YamlLimits(max_bytes=1024 * 1024)  # the full file with comments is under 2 KB
@@ -76,7 +76,7 @@ class PodResourcesConfig:
 
 @dataclass(frozen=True)
 class XidConfig:
-    # Seconds a GPU marked down by XID 79/48 stays gpu_up 0 at least (see exporter/xid.py).
+    # Seconds a GPU marked down by XID 79/48 stays gpu_up 0 at least (see exporter/health/xid.py).
     recovery_grace_seconds: float = 30.0
 
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from exporter.errors import NvmlUnavailableError
-from exporter.nvml import NodeSnapshot, NvmlAdapter
-from exporter.snapshots import ProcessUtilizationSample
+from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
+from exporter.nvml.snapshots import ProcessUtilizationSample
 
 log = logging.getLogger(__name__)
 

@@ -14,18 +14,18 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from exporter.attribution import by_uuid, is_minor_id
 from exporter.config import ExporterConfig
 from exporter.errors import NvmlUnavailableError
-from exporter.health import HealthThresholds
-from exporter.nvml import NodeSnapshot, NvmlAdapter
-from exporter.podresources.client import PodResourcesClient, PodResourcesUnavailableError
-from exporter.podresources.mapping import DeviceHolder, build_holder_map
-from exporter.procfs import DEFAULT_PROC_ROOT, read_driver_minors
-from exporter.snapshots import throttle_reasons
+from exporter.health.state import HealthThresholds
+from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
+from exporter.nvml.snapshots import throttle_reasons
+from exporter.pods.attribution import by_uuid, is_minor_id
+from exporter.pods.podresources.client import PodResourcesClient, PodResourcesUnavailableError
+from exporter.pods.podresources.mapping import DeviceHolder, build_holder_map
+from exporter.pods.procfs import DEFAULT_PROC_ROOT, read_driver_minors
+from exporter.serving.status_api import GpuStatus, gpu_json
+from exporter.serving.status_service import gpu_statuses
 from exporter.source import mean_by_pid
-from exporter.status_api import GpuStatus, gpu_json
-from exporter.status_service import gpu_statuses
 
 Holders = Mapping[str, tuple[DeviceHolder, ...]]
 

@@ -1,5 +1,5 @@
 """Collector extension for the derived per-GPU families: health state (one-hot), speed multiplier and
-availability score, computed by exporter/health.py from the same sweep as the device series:
+availability score, computed by exporter/health/state.py from the same sweep as the device series:
 
     gpu_health_state{gpu="0",…,state="normal"} 1
     gpu_availability_score{gpu="0",…} 0.41
@@ -17,8 +17,8 @@ from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.collector import ScrapeContext, new_family
-from exporter.health import HealthState, HealthThresholds, device_health
-from exporter.nvml import NodeSnapshot
+from exporter.health.state import HealthState, HealthThresholds, device_health
+from exporter.nvml.adapter import NodeSnapshot
 
 STATES: tuple[HealthState, ...] = tuple(HealthState)
 

@@ -1,11 +1,11 @@
 """NVML adapter: the only module that imports pynvml; it turns NVML answers into frozen snapshots.
-Its call helpers (optional / versioned calls, reason bits, static facts) live in exporter/nvml_calls.py,
+Its call helpers (optional / versioned calls, reason bits, static facts) live in exporter/nvml/calls.py,
 which calls NVML only through the module object handed over here.
 
 The adapter takes the NVML module-like object as a constructor argument (`pynvml` on a GPU node, a
-`exporter.simulated.SimulatedNvml` in the demo and the tests), so the same code runs on both. NVML errors are
-mapped here: NotSupported / NoPermission leave one field out (logged once per GPU and call), any other error
-marks that GPU down, and a library-wide failure raises `NvmlUnavailableError`.
+`exporter.simulator.nvml.SimulatedNvml` in the demo and the tests), so the same code runs on both. NVML errors
+are mapped here: NotSupported / NoPermission leave one field out (logged once per GPU and call), any other
+error marks that GPU down, and a library-wide failure raises `NvmlUnavailableError`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import pynvml
 
 from exporter.errors import NvmlEventError, NvmlUnavailableError
-from exporter.nvml_calls import (
+from exporter.nvml.calls import (
     CLOCKS_EVENT_CALLS,
     CUDA_VERSION_CALLS,
     PROCESS_CALLS,
@@ -33,7 +33,7 @@ from exporter.nvml_calls import (
     performance_state,
     text,
 )
-from exporter.snapshots import (
+from exporter.nvml.snapshots import (
     DeviceSnapshot,
     NodeSnapshot,
     ProcessSnapshot,

@@ -1,5 +1,5 @@
-"""The NVML call helpers of the adapter (exporter/nvml.py): optional calls, newer-to-older call fallback,
-clocks-event reason bits, static per-GPU facts and unit helpers.
+"""The NVML call helpers of the adapter (exporter/nvml/adapter.py): optional calls, newer-to-older call
+fallback, clocks-event reason bits, static per-GPU facts and unit helpers.
 
 Kept apart so nvml.py stays small. Nothing here imports pynvml: every call goes through the module-like
 object the adapter was given (`pynvml` or `SimulatedNvml`), so only the NVML side (nvml.py + this module)
@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("exporter.nvml")
+log = logging.getLogger("exporter.nvml.adapter")
 
 # `reason` label value -> (pynvml constant suffix, the bit as a fallback for a pynvml without the constant).
 # The constant is read as nvmlClocksEventReason<suffix>, else nvmlClocksThrottleReason<suffix> (older

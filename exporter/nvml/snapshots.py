@@ -1,6 +1,6 @@
 """Frozen snapshots of what NVML answered: plain data, no NVML, so collectors and tests build them freely.
 
-Re-exported from exporter.nvml, which produces them.
+Re-exported from exporter.nvml.adapter, which produces them.
 """
 
 from __future__ import annotations

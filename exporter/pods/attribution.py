@@ -12,7 +12,7 @@ GPU with the same holders; the kubelet is only read by the cache's own thread. F
 or MIG slices) the per-holder values are the sums of the holder's processes; if those sums exceed the device
 value (the per-process samples are taken at another instant than the device's) they are scaled down to it,
 so holders never add up to more than the device. When a process on a shared GPU may be a holder's but not
-known whose (its environ unreadable, see exporter/procfs.py), that GPU's gpu_pod_* series are left out (a
+known whose (its environ unreadable, see exporter/pods/procfs.py), that GPU's gpu_pod_* series are left out (a
 WARNING once per GPU): a holder reading 0 while its processes run would be a fabrication. So are they when
 NVML cannot list the GPU's processes, and gpu_pod_utilization_ratio when it has no per-process utilization
 (a GPU in MIG mode never has: NVML does not support it there).
@@ -34,10 +34,10 @@ from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.collector import PodRef, ScrapeContext, exclusive_holder, new_family
-from exporter.nvml import DeviceSnapshot, NodeSnapshot
-from exporter.podresources.cache import PodResourcesCache
-from exporter.podresources.mapping import DeviceHolder
-from exporter.procfs import (
+from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot
+from exporter.pods.podresources.cache import PodResourcesCache
+from exporter.pods.podresources.mapping import DeviceHolder
+from exporter.pods.procfs import (
     Located,
     PodUsage,
     ProcessAttribution,

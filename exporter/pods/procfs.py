@@ -35,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from exporter.podresources.mapping import DeviceHolder
+from exporter.pods.podresources.mapping import DeviceHolder
 
 DEFAULT_PROC_ROOT = "/proc"
 
@@ -226,7 +226,7 @@ def _containers_of(holders: Sequence[DeviceHolder], namespace: str, pod: str) ->
 
 # --- per-pod usage of one GPU (gpu_pod_utilization_ratio, gpu_pod_memory_used_bytes) ---
 class GpuProcessLike(Protocol):
-    """What NVML's process list gives per process (exporter.nvml.ProcessSnapshot fits)."""
+    """What NVML's process list gives per process (exporter.nvml.adapter.ProcessSnapshot fits)."""
 
     @property
     def pid(self) -> int: ...

@@ -1,7 +1,7 @@
 """The exporter's HTTP endpoints: /metrics (Prometheus text or OpenMetrics, gzip when asked), /healthz,
 /readyz, and the JSON status API under /api/v1/ (answered by an injected `ApiHandler`, see
-exporter/status_service.py), served by the shared server of plumbing/web (aiohttp; TLS and basic auth from
-a `--web-config-file`).
+exporter/serving/status_service.py), served by the shared server of plumbing/web (aiohttp; TLS and basic
+auth from a `--web-config-file`).
 
 /healthz is liveness: 200 while the process serves HTTP, whatever NVML does, so a node without a driver
 never crash-loops the DaemonSet. /readyz is 200 once the server serves and the first NVML init attempt has
@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from exporter.errors import ServeError
-from exporter.status_api import API_PREFIX, encode
+from exporter.serving.status_api import API_PREFIX, encode
 from plumbing.web import PLAIN, Answer, HttpServer, ListenError, Request, Route, ServerSettings, WebConfig
 
 # (path without query, raw query string, method) -> (HTTP status, JSON body)

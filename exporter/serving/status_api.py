@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from exporter.attribution import pod_ref
 from exporter.collector import exclusive_holder
-from exporter.health import HealthState, HealthThresholds, device_health
-from exporter.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
-from exporter.podresources.mapping import DeviceHolder
+from exporter.health.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
+from exporter.health.state import HealthState, HealthThresholds, device_health
+from exporter.pods.attribution import pod_ref
+from exporter.pods.podresources.mapping import DeviceHolder
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from typing import Any
 
 from exporter.background import BackgroundLoop
 from exporter.errors import NvmlUnavailableError
-from exporter.health import HealthThresholds, memory_used_percent
-from exporter.history import GpuHistory, Sample, TrendThresholds
-from exporter.nvml import NodeSnapshot
-from exporter.podresources.mapping import DeviceHolder
-from exporter.snapshots import throttle_reasons
-from exporter.status_api import GpuStatus, build_gpu_status, handle
+from exporter.health.history import GpuHistory, Sample, TrendThresholds
+from exporter.health.state import HealthThresholds, memory_used_percent
+from exporter.nvml.adapter import NodeSnapshot
+from exporter.nvml.snapshots import throttle_reasons
+from exporter.pods.podresources.mapping import DeviceHolder
+from exporter.serving.status_api import GpuStatus, build_gpu_status, handle
 
 log = logging.getLogger(__name__)
 

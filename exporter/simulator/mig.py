@@ -5,7 +5,7 @@ Like real NVML, a GPU in MIG mode does not support device or per-process utiliza
 (`MIG_UNSUPPORTED_CALLS` raise NVMLError_NotSupported); memory, power, temperature, clocks, ECC and the
 process list still answer for the whole GPU.
 
-Kept apart from exporter/simulated.py so each stays small; `SimulatedNvml` inherits these methods.
+Kept apart from exporter/simulator/nvml.py so each stays small; `SimulatedNvml` inherits these methods.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A simulated NVML: the pynvml call surface over a fleet of plausible GPUs, with injected faults.
 
 `SimulatedNvml` has the same function names and signatures as pynvml and raises pynvml's own error classes,
-so `exporter.nvml.NvmlAdapter` runs unchanged on it. Utilization follows a load pattern (or the load driver:
-`set_utilization`, `set_processes`, `set_overheat`); power follows utilization up to the power limit,
+so `exporter.nvml.adapter.NvmlAdapter` runs unchanged on it. Utilization follows a load pattern (or the load
+driver: `set_utilization`, `set_processes`, `set_overheat`); power follows utilization up to the power limit,
 temperature follows power with a 30 s lag, clocks drop under power cap and heat, energy integrates power.
 Time comes from an injectable clock so tests and the demo can drive simulated time.
 """
@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.nvml import real_nvml
-from exporter.simconfig import ProcessSpec, SimConfig
-from exporter.simmig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
-from exporter.simphysics import SimGpu, process_memory
+from exporter.nvml.adapter import real_nvml
+from exporter.simulator.config import ProcessSpec, SimConfig
+from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
+from exporter.simulator.physics import SimGpu, process_memory
 
 
 class _Obj:

@@ -1,9 +1,9 @@
 """Physics of one simulated GPU: utilization from its load, power, lagged temperature, clocks, energy.
 
-Kept apart from exporter/simulated.py (the pynvml call surface) so each stays small; state is advanced lazily
-to the simulated time of each NVML call. An overheat (the `overheat` fault or the driver's `set_overheat`)
-raises the temperature the GPU settles at, as a failed fan or blocked airflow would; past the thermal
-thresholds the GPU throttles like a real one: sw_thermal, then hw_thermal, lower SM clocks and power.
+Kept apart from exporter/simulator/nvml.py (the pynvml call surface) so each stays small; state is advanced
+lazily to the simulated time of each NVML call. An overheat (the `overheat` fault or the driver's
+`set_overheat`) raises the temperature the GPU settles at, as a failed fan or blocked airflow would; past the
+thermal thresholds the GPU throttles like a real one: sw_thermal, then hw_thermal, lower SM clocks and power.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ import hashlib
 import math
 from collections.abc import Sequence
 
-from exporter.simconfig import MAX_OVERHEAT_CELSIUS, MIN_OVERHEAT_CELSIUS, Fault, ProcessSpec, SimGpuSpec
+from exporter.simulator.config import (
+    MAX_OVERHEAT_CELSIUS,
+    MIN_OVERHEAT_CELSIUS,
+    Fault,
+    ProcessSpec,
+    SimGpuSpec,
+)
 
 AMBIENT_CELSIUS = 28.0
 CELSIUS_PER_WATT = 0.075  # H100 at 700 W settles near 80 C

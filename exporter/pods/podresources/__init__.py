@@ -4,13 +4,13 @@
 for how device ids (time-slicing `::<n>`, MIG) become GPU keys.
 """
 
-from exporter.podresources.cache import (
+from exporter.pods.podresources.cache import (
     DEFAULT_REFRESH_INTERVAL_SECONDS,
     AllocationLister,
     HolderSnapshot,
     PodResourcesCache,
 )
-from exporter.podresources.client import (
+from exporter.pods.podresources.client import (
     DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
     DEFAULT_SOCKET,
     DEFAULT_TIMEOUT_SECONDS,
@@ -19,7 +19,7 @@ from exporter.podresources.client import (
     PodResourcesUnavailableError,
     allocations_from_response,
 )
-from exporter.podresources.mapping import (
+from exporter.pods.podresources.mapping import (
     DEFAULT_RESOURCE_NAMES,
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from exporter.background import BackgroundLoop
-from exporter.podresources.client import PodResourcesUnavailableError
-from exporter.podresources.mapping import (
+from exporter.pods.podresources.client import PodResourcesUnavailableError
+from exporter.pods.podresources.mapping import (
     DeviceAllocation,
     DeviceHolder,
     MigParentLookup,

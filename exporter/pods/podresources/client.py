@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from exporter.errors import ExporterError
-from exporter.podresources.mapping import DeviceAllocation
+from exporter.pods.podresources.mapping import DeviceAllocation
 
 if TYPE_CHECKING:
-    from exporter.podresources import api_pb2
+    from exporter.pods.podresources import api_pb2
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -70,7 +70,7 @@ class PodResourcesClient:
             raise PodResourcesUnavailableError(f"socket {path} does not exist")
         import grpc  # deferred: see the module doc
 
-        from exporter.podresources import api_pb2, api_pb2_grpc
+        from exporter.pods.podresources import api_pb2, api_pb2_grpc
 
         options = [
             ("grpc.max_receive_message_length", self.settings.max_receive_message_bytes),

@@ -11,7 +11,7 @@ The kubelet reports device ids exactly as the NVIDIA device plugin advertised th
 - GKE's device plugin: `nvidia<minor>` (a whole GPU, by its device minor), `nvidia<minor>/vgpu<n>` (replica n
   of a time-shared GPU: the suffix is stripped like `::<n>`), `nvidia<minor>/gi<id>` (a MIG GPU instance);
 - anything else (deviceIDStrategy index: `0`, `1`, `0:1`, and the GKE ids) is filed under the id as given;
-  exporter/attribution.py's `by_uuid` maps index and minor ids to GPU uuids.
+  exporter/pods/attribution.py's `by_uuid` maps index and minor ids to GPU uuids.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from exporter.app import ExporterApp
-from exporter.nvml import real_nvml
-from exporter.simconfig import default_config, parse_sim_config
-from exporter.simulated import SimulatedNvml
+from exporter.nvml.adapter import real_nvml
+from exporter.simulator.config import default_config, parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 
 SETTINGS = SourceSettings(min_interval=0.0, init_retry_interval=0.05, pcie_interval=0.05)

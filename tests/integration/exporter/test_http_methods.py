@@ -12,9 +12,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from exporter.app import ExporterApp
-from exporter.server import ExporterServer
-from exporter.simconfig import default_config
-from exporter.simulated import SimulatedNvml
+from exporter.serving.server import ExporterServer
+from exporter.simulator.config import default_config
+from exporter.simulator.nvml import SimulatedNvml
 from tests.integration.exporter.conftest import SETTINGS, get
 
 pytestmark = pytest.mark.integration

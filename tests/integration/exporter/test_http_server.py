@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from demo.processes import promtool
 from exporter import metrics as m
-from exporter.server import ExporterServer
+from exporter.serving.server import ExporterServer
 from exporter.source import SourceSettings
 from tests.integration.exporter.conftest import StartExporter, get, wait_for
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import grpc
 import pytest
 
-from exporter.podresources import api_pb2, api_pb2_grpc
+from exporter.pods.podresources import api_pb2, api_pb2_grpc
 
 # (namespace, pod, [(container, [(resource, [device ids])])])
 PodSpec = tuple[str, str, Sequence[tuple[str, Sequence[tuple[str, Sequence[str]]]]]]
@@ -116,13 +116,13 @@ PROCESSES = {
 
 
 def node_uuids() -> list[str]:
-    from exporter.simphysics import gpu_uuid
+    from exporter.simulator.physics import gpu_uuid
 
     return [gpu_uuid(SEED, index) for index in range(4)]
 
 
 def mig_device(slot: int = 0) -> str:
-    from exporter.simmig import mig_uuid
+    from exporter.simulator.mig import mig_uuid
 
     return mig_uuid(SEED, 2, slot)
 

@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from demo.processes import promtool
 from exporter.app import ExporterApp
 from exporter.config import ExporterConfig, PodResourcesConfig, XidConfig
-from exporter.history import HistorySettings
-from exporter.simconfig import parse_sim_config
-from exporter.simulated import SimulatedNvml
+from exporter.health.history import HistorySettings
+from exporter.simulator.config import parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from tests.integration.exporter_k8s.conftest import (
     GPU,
@@ -188,7 +188,7 @@ def test_exclusive_shared_mig_and_free_gpus_are_labelled_without_double_counting
 
 def test_socket_vanishing_mid_run_empties_labels_with_one_log_line(
         kubelet: KubeletServer, start_node: Callable[..., Node], caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.podresources.cache")
+    caplog.set_level(logging.INFO, logger="exporter.pods.podresources.cache")
     kubelet.set_pods(node_pods())
     node = start_node(kubelet.socket_path)
     wait_for(attributed(node))
@@ -316,7 +316,7 @@ def test_gke_device_ids_map_by_device_minor_and_an_unknown_id_is_logged_once(
     """GKE's device plugin names GPUs `nvidia<minor>` (`/vgpu<n>` for time-sharing, `/gi<id>` for a MIG GPU
     instance, all under nvidia.com/gpu): minors here run opposite to the NVML index, so `nvidia3` is GPU 0,
     `nvidia2/vgpu*` GPU 1 and `nvidia1/gi1` a slice of the MIG GPU 2, whose one holder does not own GPU 2."""
-    caplog.set_level(logging.WARNING, logger="exporter.attribution")
+    caplog.set_level(logging.WARNING, logger="exporter.pods.attribution")
     write_driver_minors(proc_root, {0: 3, 1: 2, 2: 1, 3: 0})
     kubelet.set_pods([
         ("ml", "trainer-0", [("main", [(GPU, ["nvidia3"])])]),
@@ -354,7 +354,7 @@ def test_shared_gpu_with_unreadable_environ_has_no_pod_series(
     """Workloads running as another uid: the exporter (uid 0, no capabilities) cannot read their environ.
     The time-sliced GPU 1 then has no gpu_pod_* series (never 0 for holders whose processes run), one
     WARNING; the exclusive GPU 0 and the MIG holder of GPU 2 are still attributed."""
-    caplog.set_level(logging.WARNING, logger="exporter.attribution")
+    caplog.set_level(logging.WARNING, logger="exporter.pods.attribution")
     for pid in (201, 202):
         os.unlink(os.path.join(proc_root, str(pid), "environ"))
     kubelet.set_pods(node_pods())

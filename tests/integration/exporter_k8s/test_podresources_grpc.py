@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from exporter.podresources import (
+from exporter.pods.podresources import (
     DeviceHolder,
     PodResourcesCache,
     PodResourcesClient,
@@ -112,7 +112,7 @@ def test_reply_above_4_mib_needs_and_gets_the_larger_limit(kubelet: KubeletServe
 
 
 def test_socket_vanishing_and_coming_back(kubelet: KubeletServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.podresources.cache")
+    caplog.set_level(logging.INFO, logger="exporter.pods.podresources.cache")
     kubelet.set_pods([("a", "p1", [("c", [(GPU, [UUID_A])])])])
     cache = cache_for(kubelet)
     assert cache.refresh().up
@@ -137,7 +137,7 @@ def test_socket_vanishing_and_coming_back(kubelet: KubeletServer, caplog: pytest
 
 
 def test_kubelet_down_with_socket_file_left_behind(socket_dir: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.podresources.cache")
+    caplog.set_level(logging.INFO, logger="exporter.pods.podresources.cache")
     path = os.path.join(socket_dir, "kubelet.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.bind(path)  # a socket file nobody listens on, as a crashed kubelet leaves behind

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from exporter.history import GpuHistory, Sample
-from exporter.podresources import DeviceHolder
-from exporter.status_api import GpuStatus, build_gpu_status, encode, handle, is_api_path
+from exporter.health.history import GpuHistory, Sample
+from exporter.pods.podresources import DeviceHolder
+from exporter.serving.status_api import GpuStatus, build_gpu_status, encode, handle, is_api_path
 
 pytestmark = pytest.mark.integration
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from exporter.nvml import NvmlAdapter
-from exporter.simconfig import parse_sim_config
-from exporter.simulated import SimulatedNvml
-from exporter.xid import XidSettings, XidWatcher
+from exporter.health.xid import XidSettings, XidWatcher
+from exporter.nvml.adapter import NvmlAdapter
+from exporter.simulator.config import parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 
 pytestmark = pytest.mark.integration
 

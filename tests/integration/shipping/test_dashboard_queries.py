@@ -63,7 +63,7 @@ MAIN_PANELS = {
 def holders() -> list[tuple[str, str, list[tuple[str, list[tuple[str, list[str]]]]]]]:
     """Pods holding the simulated GPUs (kubelet pod-resources shape): GPU 0 exclusive, GPU 1 time-sliced
     between two namespaces, GPU 2 free."""
-    from exporter.simphysics import gpu_uuid
+    from exporter.simulator.physics import gpu_uuid
 
     gpu0, gpu1 = gpu_uuid(1, 0), gpu_uuid(1, 1)
     return [("ml", "embed-7d9f8b6c5-x2x4z", [("server", [("nvidia.com/gpu", [gpu0])])]),

@@ -15,8 +15,8 @@ import requests
 from autoscaler.server import MetricsServer
 from demo.processes import running, start_prometheus
 from exporter.app import ExporterApp
-from exporter.simconfig import default_config
-from exporter.simulated import SimulatedNvml
+from exporter.simulator.config import default_config
+from exporter.simulator.nvml import SimulatedNvml
 from plumbing.web import load_web_config
 from tests.integration.exporter.conftest import SETTINGS
 from tests.integration.web.conftest import PASSWORD, Pki

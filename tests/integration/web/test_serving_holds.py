@@ -15,8 +15,8 @@ import pytest
 
 from autoscaler.server import MetricsServer
 from exporter.app import ExporterApp
-from exporter.simconfig import default_config
-from exporter.simulated import SimulatedNvml
+from exporter.simulator.config import default_config
+from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from plumbing.web import Answer, HttpServer, Route, ServerSettings
 

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from exporter.nvml import NvmlAdapter
-from exporter.simconfig import SimConfig, default_config, parse_sim_config
-from exporter.simulated import SimulatedNvml
+from exporter.nvml.adapter import NvmlAdapter
+from exporter.simulator.config import SimConfig, default_config, parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 
 T0 = 1_000.0
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from exporter import metrics as m
-from exporter.simconfig import FAULT_TYPES, parse_sim_config
+from exporter.simulator.config import FAULT_TYPES, parse_sim_config
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 

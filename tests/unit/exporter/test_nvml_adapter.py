@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from exporter.errors import NvmlUnavailableError
-from exporter.nvml import NvmlAdapter, real_nvml
-from exporter.simulated import SimHandle
+from exporter.nvml.adapter import NvmlAdapter, real_nvml
+from exporter.simulator.nvml import SimHandle
 from tests.unit.exporter.conftest import FakeClock, SimFactory
 
 GIB = 1024**3
@@ -69,7 +69,7 @@ gpus: [{model: H100, count: 2}]
 faults:
   - {type: not_supported, gpu: 0, calls: [nvmlDeviceGetPowerUsage, nvmlDeviceGetTemperature]}
 """)
-    with caplog.at_level(logging.INFO, logger="exporter.nvml"):
+    with caplog.at_level(logging.INFO, logger="exporter.nvml.adapter"):
         for _ in range(3):
             snapshot = adapter.read()
     d0, d1 = snapshot.devices

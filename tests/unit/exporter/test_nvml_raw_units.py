@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporter.collector import GpuCollector
-from exporter.nvml import NodeSnapshot, NvmlAdapter
+from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
 
 
 class RawNvml:

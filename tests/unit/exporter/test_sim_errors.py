@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.collector import GpuCollector
 from exporter.errors import ConfigError
-from exporter.nvml import NvmlAdapter, real_nvml
-from exporter.simconfig import ERROR_FAULT_ERRORS, parse_sim_config
-from exporter.simulated import SimulatedNvml
+from exporter.nvml.adapter import NvmlAdapter, real_nvml
+from exporter.simulator.config import ERROR_FAULT_ERRORS, parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import NvmlSource, SourceSettings
 from tests.unit.exporter.conftest import FakeClock, SimFactory
 
@@ -107,7 +107,7 @@ def test_no_permission_leaves_one_field_out_and_logs_once(make_sim: SimFactory,
 gpus: [{count: 2}]
 faults: [{type: error, gpu: 0, calls: [nvmlDeviceGetTotalEnergyConsumption], error: NoPermission}]
 """)
-    with caplog.at_level(logging.INFO, logger="exporter.nvml"):
+    with caplog.at_level(logging.INFO, logger="exporter.nvml.adapter"):
         for _ in range(3):
             d0, d1 = adapter.read().devices
     assert d0.up and d0.energy_joules is None and d0.power_watts is not None

@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.collector import GpuCollector
-from exporter.health import HealthThresholds
-from exporter.health_metrics import HealthMetrics
-from exporter.nvml import NodeSnapshot, real_nvml
+from exporter.health.metrics import HealthMetrics
+from exporter.health.state import HealthThresholds
+from exporter.nvml.adapter import NodeSnapshot, real_nvml
 from tests.unit.exporter.conftest import SimFactory
 
 FLEET = """
@@ -55,7 +55,7 @@ def test_a_mig_gpu_reports_everything_but_utilization_and_logs_it_once(
     make_sim: SimFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, adapter = make_sim(FLEET)
-    with caplog.at_level(logging.INFO, logger="exporter.nvml"):
+    with caplog.at_level(logging.INFO, logger="exporter.nvml.adapter"):
         for _ in range(3):
             whole, mig = adapter.read().devices
             assert adapter.process_utilization(1) is None

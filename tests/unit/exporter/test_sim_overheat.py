@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from exporter.nvml import DeviceSnapshot
-from exporter.simphysics import SW_THERMAL_CELSIUS, THERMAL_TAU_SECONDS
+from exporter.nvml.adapter import DeviceSnapshot
+from exporter.simulator.physics import SW_THERMAL_CELSIUS, THERMAL_TAU_SECONDS
 from tests.unit.exporter.conftest import FakeClock, SimFactory
 
 HOT = """

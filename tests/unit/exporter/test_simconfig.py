@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from exporter.errors import ConfigError
-from exporter.simconfig import GIB, MAX_SIMULATED_GPUS, default_config, load_sim_config, parse_sim_config
+from exporter.simulator.config import (
+    GIB,
+    MAX_SIMULATED_GPUS,
+    default_config,
+    load_sim_config,
+    parse_sim_config,
+)
 
 FULL = """
 seed: 7

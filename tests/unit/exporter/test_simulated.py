@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.nvml import real_nvml
-from exporter.simconfig import default_config
-from exporter.simulated import SimulatedNvml
+from exporter.nvml.adapter import real_nvml
+from exporter.simulator.config import default_config
+from exporter.simulator.nvml import SimulatedNvml
 from tests.unit.exporter.conftest import FakeClock, SimFactory
 
 GIB = 1024**3

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from exporter.nvml import NvmlAdapter
-from exporter.simconfig import default_config, parse_sim_config
-from exporter.simulated import SimulatedNvml
+from exporter.nvml.adapter import NvmlAdapter
+from exporter.simulator.config import default_config, parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import NvmlSource, SourceSettings
 from tests.unit.exporter.conftest import FakeClock
 

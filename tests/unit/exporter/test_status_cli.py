@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from exporter.config import ExporterConfig, PodResourcesConfig
-from exporter.simconfig import parse_sim_config
-from exporter.simulated import SimulatedNvml
+from exporter.simulator.config import parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml
 from exporter.status_cli import run_status
 from tests.unit.exporter.conftest import FakeClock
 

@@ -11,17 +11,17 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution import KubeletAttribution, by_uuid
 from exporter.collector import GpuCollector, PodRef, exclusive_holder
-from exporter.health_metrics import HealthMetrics
-from exporter.nvml import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
-from exporter.podresources import (
+from exporter.health.metrics import HealthMetrics
+from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
+from exporter.pods.attribution import KubeletAttribution, by_uuid
+from exporter.pods.podresources import (
     DeviceAllocation,
     PodResourcesCache,
     PodResourcesUnavailableError,
     build_holder_map,
 )
-from exporter.procfs import ProcessAttributor
+from exporter.pods.procfs import ProcessAttributor
 
 GPU = "nvidia.com/gpu"
 GIB = 1024**3
@@ -213,7 +213,7 @@ def test_shared_gpu_whose_processes_cannot_be_attributed_has_no_pod_series_and_l
     cache = PodResourcesCache(lambda: allocations)
     cache.refresh()
     kubelet = KubeletAttribution(cache, ProcessAttributor(tmp_path))
-    caplog.set_level(logging.WARNING, logger="exporter.attribution")
+    caplog.set_level(logging.WARNING, logger="exporter.pods.attribution")
     for _ in range(3):  # three sweeps, three scrapes
         kubelet.observe(snapshot)
         registry = CollectorRegistry()

@@ -8,7 +8,7 @@ import pytest
 
 from exporter.config import ExporterConfig, ExporterConfigError, load_config, parse_config
 from exporter.errors import ConfigError
-from exporter.health import Bands
+from exporter.health.state import Bands
 
 
 def problems(text: str) -> list[str]:

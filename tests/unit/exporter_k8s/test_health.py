@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from exporter.health import (
+from exporter.health.state import (
     Bands,
     HealthState,
     HealthThresholds,

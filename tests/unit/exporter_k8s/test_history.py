@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from exporter.history import (
+from exporter.health.history import (
     GpuHistory,
     HistorySettings,
     Sample,

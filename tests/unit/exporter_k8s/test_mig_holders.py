@@ -12,12 +12,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.attribution import KubeletAttribution
 from exporter.collector import GpuCollector, PodRef, exclusive_holder
-from exporter.health_metrics import HealthMetrics
-from exporter.nvml import NodeSnapshot, ProcessSnapshot
-from exporter.podresources import DeviceAllocation, PodResourcesCache
-from exporter.procfs import ProcessAttributor
+from exporter.health.metrics import HealthMetrics
+from exporter.nvml.adapter import NodeSnapshot, ProcessSnapshot
+from exporter.pods.attribution import KubeletAttribution
+from exporter.pods.podresources import DeviceAllocation, PodResourcesCache
+from exporter.pods.procfs import ProcessAttributor
 from tests.unit.exporter_k8s.test_attribution import GIB, GPU, Source, device, node, write_proc
 
 MIG_1G = "nvidia.com/mig-1g.10gb"

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from exporter.podresources import (
+from exporter.pods.podresources import (
     DeviceAllocation,
     DeviceHolder,
     PodResourcesCache,
@@ -86,7 +86,7 @@ def test_mig_lookup_miss_keeps_own_id() -> None:
 
 
 def test_cache_failure_modes_log_once_and_empty_the_map(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.podresources.cache")
+    caplog.set_level(logging.INFO, logger="exporter.pods.podresources.cache")
     replies: list[object] = [
         [DeviceAllocation("a", "p", "c", GPU, A)],
         PodResourcesUnavailableError("socket gone"),
@@ -127,7 +127,7 @@ def test_cache_rejects_non_positive_interval() -> None:
 
 def test_a_failed_list_keeps_the_last_mapping_for_the_grace_then_empties(
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.podresources.cache")
+    caplog.set_level(logging.INFO, logger="exporter.pods.podresources.cache")
     good = [DeviceAllocation("a", "p", "c", GPU, A)]
     replies: list[object] = [good, *[PodResourcesUnavailableError("socket gone")] * 5, good]
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.podresources import DeviceHolder
-from exporter.procfs import (
+from exporter.pods.podresources import DeviceHolder
+from exporter.pods.procfs import (
     AttributionMethod,
     CgroupIdentity,
     PodRef,

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from exporter.health import HealthState
-from exporter.history import GpuHistory, Sample
-from exporter.podresources import DeviceHolder
-from exporter.status_api import (
+from exporter.health.history import GpuHistory, Sample
+from exporter.health.state import HealthState
+from exporter.pods.podresources import DeviceHolder
+from exporter.serving.status_api import (
     ALLOWED_METHODS,
     GpuStatus,
     build_gpu_status,

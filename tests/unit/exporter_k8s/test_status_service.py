@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from exporter.history import GpuHistory, HistorySettings
-from exporter.nvml import DeviceSnapshot, NodeSnapshot
-from exporter.podresources import DeviceHolder
+from exporter.health.history import GpuHistory, HistorySettings
+from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot
+from exporter.pods.podresources import DeviceHolder
+from exporter.serving.status_service import StatusService
 from exporter.status_cli import status_table
-from exporter.status_service import StatusService
 
 GIB = 1024**3
 

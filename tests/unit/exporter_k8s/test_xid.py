@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from exporter.nvml import DeviceSnapshot, NodeSnapshot, NvmlAdapter, handle_key
-from exporter.simconfig import default_config, parse_sim_config
-from exporter.simulated import SimulatedNvml, _Obj
-from exporter.xid import XidRecord, XidSettings, XidWatcher
+from exporter.health.xid import XidRecord, XidSettings, XidWatcher
+from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, NvmlAdapter, handle_key
+from exporter.simulator.config import default_config, parse_sim_config
+from exporter.simulator.nvml import SimulatedNvml, _Obj
 
 T0 = 1000.0
 
@@ -185,7 +185,7 @@ faults: [{type: not_supported, calls: [nvmlDeviceRegisterEvents]}]
     finally:
         watcher.stop()
     assert watcher.registered == frozenset() and nvml._event_sets == []
-    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.xid"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "exporter.health.xid"]
     assert sum("no GPU accepted XID event registration" in m for m in messages) == 1
 
 
@@ -205,7 +205,7 @@ def test_event_set_creation_failure_is_logged_once_and_retried(caplog: pytest.Lo
 
 
 def test_wait_errors_are_logged_once_and_survived(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="exporter.xid")
+    caplog.set_level(logging.INFO, logger="exporter.health.xid")
     nvml, _, watcher, uuids = setup()
     for _ in range(5):
         nvml.extra.put(nvml.NVMLError_Unknown())

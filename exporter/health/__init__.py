@@ -1,0 +1,1 @@
+"""Derived GPU health: state and score, their families (`metrics`), history trends and XID errors."""

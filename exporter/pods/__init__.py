@@ -1,0 +1,1 @@
+"""Pod attribution: the kubelet pod-resources gRPC client and cache, /proc cgroups, and the pod families."""

@@ -1,0 +1,1 @@
+"""Serving: the HTTP endpoints (`server`) and the JSON status API (`status_api`, `status_service`)."""

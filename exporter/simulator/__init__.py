@@ -1,0 +1,1 @@
+"""The simulated NVML: the pynvml call surface (`nvml`) over a fleet (`config`, `mig`, `physics`)."""
