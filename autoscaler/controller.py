@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 from autoscaler.decision_log import decision_fields, log_decision, ref_text, scale_message
 from autoscaler.errors import ConflictError, KubeError
@@ -28,8 +29,9 @@ from autoscaler.kube import ScaleBackend, ScaleState
 from autoscaler.metrics import ControllerMetrics
 from autoscaler.outcome import Health, LoopProgress, RuleOutcome, ShuttingDown, SyncReport
 from autoscaler.plan import Plan, count_all_failed, plan_rule
-from autoscaler.policy import MetricObservation, Reason, Rule, RuleHistory, TargetRef
+from autoscaler.policy import MetricObservation, Rule, RuleHistory, TargetRef
 from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
+from autoscaler.reasons import DECISION_REASONS, EventReason, ScaleErrorReason, SyncReason
 from autoscaler.rules import RuleSet
 from autoscaler.sources import EndpointSources, QueryKey
 
@@ -42,12 +44,6 @@ log = logging.getLogger(__name__)
 
 WARNING_EVENT_REPEAT_SECONDS = 300.0
 """An identical Warning event (same rule, reason, message) is posted again only after this long."""
-SYNC_ERROR = "Error"
-"""Decision reason of a rule whose sync raised an unexpected exception (a bug): its Event is FailedSync."""
-UNKNOWN_ENDPOINT = "UnknownEndpoint"
-"""Decision reason of a rule naming a Prometheus endpoint that is not configured: refused, not synced."""
-DECISION_REASONS = (*(r.value for r in Reason), "FailedGetScale", SYNC_ERROR, UNKNOWN_ENDPOINT)
-"""Every decision reason a rule can report: gpu_autoscaler_decision_reason has a series for each (0 or 1)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +67,7 @@ class _RuleState:
     rule: Rule
     history: RuleHistory = dataclasses.field(default_factory=RuleHistory)
     all_failed_syncs: int = 0
-    last_warning: dict[str, tuple[str, float]] = dataclasses.field(default_factory=dict)
+    last_warning: dict[EventReason, tuple[str, float]] = dataclasses.field(default_factory=dict)
 
 
 def _same_target(a: Rule, b: Rule) -> bool:
@@ -189,7 +185,7 @@ class Controller:
         now: float,
     ) -> RuleOutcome:
         if self.stopping.is_set() or isinstance(scale, ShuttingDown):
-            return RuleOutcome(state.rule, None, None, "Abandoned", "shutting down: rule not synced")
+            return RuleOutcome(state.rule, None, None, SyncReason.Abandoned, "shutting down: rule not synced")
         if state.rule.prometheus not in self.sources:
             return self._unknown_endpoint(state, now)
         try:
@@ -208,28 +204,28 @@ class Controller:
             rule.name,
             message,
             exc_info=error,
-            extra={"fields": decision_fields(rule, None, None, SYNC_ERROR, message, "failed",
+            extra={"fields": decision_fields(rule, None, None, SyncReason.Error, message, "failed",
                                              self.settings.dry_run, error=str(error),
                                              error_reason=type(error).__name__)},
         )
         try:
-            self.metrics.record_decision(rule, None, None, SYNC_ERROR, {})
-            self._warn(state, "FailedSync", message, now)
+            self.metrics.record_decision(rule, None, None, SyncReason.Error, {})
+            self._warn(state, EventReason.FailedSync, message, now)
         except Exception:  # reporting must not take the other rules down either
             log.exception("rule %s: cannot report the failed sync", rule.name)
-        return RuleOutcome(rule, None, None, SYNC_ERROR, message, error=str(error))
+        return RuleOutcome(rule, None, None, SyncReason.Error, message, error=str(error))
 
     def _unknown_endpoint(self, state: _RuleState, now: float) -> RuleOutcome:
         """A rule whose endpoint is not configured is refused alone: no query, no decision, no patch."""
         rule = state.rule
         message = (f"the rule names Prometheus endpoint {rule.prometheus!r}, which is not configured "
                    f"(endpoints: {self.sources.names}); the rule is not synced")
-        self.metrics.record_decision(rule, None, None, UNKNOWN_ENDPOINT, {})
-        last = state.last_warning.get("InvalidRule")
+        self.metrics.record_decision(rule, None, None, SyncReason.UnknownEndpoint, {})
+        last = state.last_warning.get(EventReason.InvalidRule)
         if last is None or last[0] != message:
             log.warning("rule %s: %s", rule.name, message)
-        self._warn(state, "InvalidRule", message, now)
-        return RuleOutcome(rule, None, None, UNKNOWN_ENDPOINT, message, error=message)
+        self._warn(state, EventReason.InvalidRule, message, now)
+        return RuleOutcome(rule, None, None, SyncReason.UnknownEndpoint, message, error=message)
 
     def _sync_rule(
         self, state: _RuleState, scale: ScaleState | Exception, results: Mapping[QueryKey, QueryResult],
@@ -245,12 +241,13 @@ class Controller:
             return self._scale_read_failed(state, scale, observations, now)
         failures = [o for o in observations if o.value is None]
         if failures:
-            self._warn(state, "FailedGetMetrics", "; ".join(f"{o.name}: {o.error}" for o in failures), now)
+            failed = "; ".join(f"{o.name}: {o.error}" for o in failures)
+            self._warn(state, EventReason.FailedGetMetrics, failed, now)
         attempts = 0
         while True:
             plan = plan_rule(rule, scale, observations, state.history, state.all_failed_syncs, now)
             if plan.problem:
-                self._warn(state, "InvalidAnnotation", plan.problem, now)
+                self._warn(state, EventReason.InvalidAnnotation, plan.problem, now)
             if plan.replicas == plan.current or self.settings.dry_run:
                 return self._finish(state, plan, observations, patched=False, now=now)
             if self.stopping.is_set() or not self.is_leader():
@@ -282,7 +279,7 @@ class Controller:
             self._event(
                 rule.target,
                 "Normal",
-                "ScaledUp" if direction == "up" else "ScaledDown",
+                EventReason.ScaledUp if direction == "up" else EventReason.ScaledDown,
                 scale_message(plan, observations, rule),
             )
             return self._finish(state, plan, observations, patched=True, now=now)
@@ -312,10 +309,10 @@ class Controller:
     def _observe(
         self, rule: Rule, metric: str, query: QueryKey, results: Mapping[QueryKey, QueryResult]
     ) -> MetricObservation:
-        result = results.get(query) or QueryResult(None, str(QueryErrorReason.UNREACHABLE), "no result")
+        result = results.get(query) or QueryResult(None, QueryErrorReason.UNREACHABLE, "no result")
         if result.value is not None:
             return MetricObservation(metric, result.value)
-        reason = result.error_reason or str(QueryErrorReason.HTTP_ERROR)
+        reason = result.error_reason or QueryErrorReason.HTTP_ERROR
         self.metrics.query_error(rule, metric, reason)
         return MetricObservation(metric, None, f"{reason}: {result.error or 'failed'}")
 
@@ -343,22 +340,23 @@ class Controller:
         self, state: _RuleState, error: Exception, observations: tuple[MetricObservation, ...], now: float
     ) -> RuleOutcome:
         rule = state.rule
-        reason = getattr(error, "reason_label", "ApiError")
+        reason = getattr(error, "reason_label", ScaleErrorReason.ApiError)
         self.metrics.scale_error(rule, reason)
         self.metrics.record_decision(
-            rule, None, None, "FailedGetScale", {o.name: o.value for o in observations}
+            rule, None, None, SyncReason.FailedGetScale, {o.name: o.value for o in observations}
         )
         log.warning(
             "rule %s: cannot read the scale of %s: %s",
             rule.name,
             ref_text(rule.target),
             error,
-            extra={"fields": decision_fields(rule, None, None, "FailedGetScale", str(error), "failed",
-                                             self.settings.dry_run, observations, error=str(error),
+            extra={"fields": decision_fields(rule, None, None, SyncReason.FailedGetScale, str(error),
+                                             "failed", self.settings.dry_run, observations, error=str(error),
                                              error_reason=reason)},
         )
-        self._warn(state, "FailedGetScale", str(error), now)
-        return RuleOutcome(rule, None, None, "FailedGetScale", str(error), observations, error=str(error))
+        self._warn(state, EventReason.FailedGetScale, str(error), now)
+        return RuleOutcome(rule, None, None, SyncReason.FailedGetScale, str(error), observations,
+                           error=str(error))
 
     def _patch_failed(
         self,
@@ -385,25 +383,28 @@ class Controller:
                                              "failed", self.settings.dry_run, observations, error=str(error),
                                              error_reason=error.reason_label)},
         )
-        self._warn(state, "FailedScale", f"failed to scale {plan.current} -> {plan.replicas}: {error}", now)
+        failed = f"failed to scale {plan.current} -> {plan.replicas}: {error}"
+        self._warn(state, EventReason.FailedScale, failed, now)
         return RuleOutcome(
             rule, plan.current, plan.replicas, plan.reason, str(error), observations, error=str(error)
         )
 
-    def _warn(self, state: _RuleState, reason: str, message: str, now: float) -> None:
+    def _warn(self, state: _RuleState, reason: EventReason, message: str, now: float) -> None:
         last = state.last_warning.get(reason)
         if last is not None and last[0] == message and now - last[1] < WARNING_EVENT_REPEAT_SECONDS:
             return
         state.last_warning[reason] = (message, now)
         self._event(state.rule.target, "Warning", reason, message)
 
-    def _event(self, ref: TargetRef, type_: str, reason: str, message: str) -> None:
+    def _event(
+        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: EventReason, message: str
+    ) -> None:
         if not self.settings.emit_events:
             return
         if self.settings.dry_run:
             message = f"(dry-run) {message}"
         try:
-            self.backend.emit_event(ref, type_, reason, message)  # type: ignore[arg-type]
+            self.backend.emit_event(ref, type_, reason, message)
         except Exception as e:  # events are best effort: a failed one is logged, the sync goes on
             log.warning("cannot post event %s on %s: %s", reason, ref_text(ref), e)
 

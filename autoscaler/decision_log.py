@@ -7,6 +7,7 @@ import logging
 
 from autoscaler.plan import Plan, describe_metrics
 from autoscaler.policy import MetricObservation, Rule, TargetRef
+from autoscaler.reasons import OutcomeReason
 
 log = logging.getLogger("autoscaler.controller")  # the decision lines keep the controller's logger name
 
@@ -27,7 +28,7 @@ def decision_fields(
     rule: Rule,
     current: int | None,
     desired: int | None,
-    reason: str,
+    reason: OutcomeReason,
     message: str,
     action: str,
     dry_run: bool,

@@ -19,6 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from autoscaler.policy import Rule
+from autoscaler.promanswer import QueryErrorReason
+from autoscaler.reasons import OutcomeReason, ScaleErrorReason
 from autoscaler.rules import RuleSet
 
 RULE_LABELS = ("rule", "namespace", "target")
@@ -68,7 +70,7 @@ class _RuleSeries:
     targets: dict[str, float]
     current: int | None = None
     desired: int | None = None
-    reason: str | None = None
+    reason: OutcomeReason | None = None
     values: dict[str, float | None] = field(default_factory=dict)
     last_success: float | None = None
 
@@ -76,7 +78,9 @@ class _RuleSeries:
 class ControllerMetrics(Collector):
     """Thread-safe store of the controller's numbers, collected on every scrape of its private registry."""
 
-    def __init__(self, reasons: Sequence[str] = (), registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, reasons: Sequence[OutcomeReason] = (), registry: CollectorRegistry | None = None
+    ) -> None:
         self.reasons = tuple(reasons)
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         self._lock = threading.Lock()
@@ -120,7 +124,7 @@ class ControllerMetrics(Collector):
         rule: Rule,
         current: int | None,
         desired: int | None,
-        reason: str,
+        reason: OutcomeReason,
         values: dict[str, float | None],
     ) -> None:
         with self._lock:
@@ -139,10 +143,10 @@ class ControllerMetrics(Collector):
     def scale_event(self, rule: Rule, direction: str) -> None:
         self._inc(self._scale_events, (*rule_labels(rule), direction))
 
-    def scale_error(self, rule: Rule, reason: str) -> None:
+    def scale_error(self, rule: Rule, reason: ScaleErrorReason) -> None:
         self._inc(self._scale_errors, (*rule_labels(rule), reason))
 
-    def query_error(self, rule: Rule, metric: str, reason: str) -> None:
+    def query_error(self, rule: Rule, metric: str, reason: QueryErrorReason) -> None:
         self._inc(self._query_errors, (rule.name, metric, reason))
 
     def _inc(self, store: dict[tuple[str, ...], float], key: tuple[str, ...]) -> None:

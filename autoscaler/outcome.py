@@ -7,7 +7,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autoscaler.policy import MetricObservation, Rule
+from autoscaler.policy import MetricObservation, Reason, Rule
+from autoscaler.reasons import OutcomeReason
 
 
 class ShuttingDown(Exception):
@@ -21,7 +22,7 @@ class RuleOutcome:
     rule: Rule
     current: int | None
     desired: int | None
-    reason: str
+    reason: OutcomeReason
     message: str
     observations: tuple[MetricObservation, ...] = ()
     patched: bool = False
@@ -44,7 +45,8 @@ class RuleOutcome:
         return self.ok and self.metrics_ok
 
 
-_NO_METRICS_NEEDED = frozenset({"Paused", "PausedReplicas", "ScalingDisabled"})
+_NO_METRICS_NEEDED: frozenset[OutcomeReason] = frozenset({Reason.Paused, Reason.PausedReplicas,
+                                                          Reason.ScalingDisabled})
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def plan_rule(
         return Plan(
             current,
             pinned,
-            Reason("PausedReplicas"),
+            Reason.PausedReplicas,
             f"paused by {PAUSED_REPLICAS_ANNOTATION}: hold {pinned} replicas",
             history,
             None,
@@ -97,7 +97,7 @@ def plan_rule(
         return Plan(
             current,
             current,
-            Reason("Paused"),
+            Reason.Paused,
             f'paused by {PAUSED_ANNOTATION}="true": hold {current} replicas',
             history,
             None,
@@ -124,7 +124,7 @@ def plan_replicas(
         return Plan(
             current,
             0,
-            Reason("ScalingDisabled"),
+            Reason.ScalingDisabled,
             "scaling is disabled since the replica count of the target is zero",
             first_sight(history, 0, now),
             None,
@@ -139,7 +139,7 @@ def plan_replicas(
         )
         decision = decide_desired(rule, current, fallback.replicas, why, history, now)
         message = why if decision.replicas == fallback.replicas else f"{why}; {decision.message}"
-        return Plan(current, decision.replicas, Reason("Fallback"), message, decision.history, decision)
+        return Plan(current, decision.replicas, Reason.Fallback, message, decision.history, decision)
     decision = decide(rule, current, observations, history, now)
     return Plan(current, decision.replicas, decision.reason, decision.message, decision.history, decision)
 

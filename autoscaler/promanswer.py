@@ -40,7 +40,7 @@ class QueryResult:
     """One query's outcome: `value` when it returned exactly one finite sample, else the reason it failed."""
 
     value: float | None
-    error_reason: str | None = None
+    error_reason: QueryErrorReason | None = None
     error: str | None = None
 
     @property

@@ -57,5 +57,5 @@ class EndpointSources:
             return self._sources[name].run_queries(queries)
         except Exception as e:  # a metrics source must not raise; if one does, every metric failed
             log.exception("metrics source %s failed", name)
-            failed = QueryResult(None, str(QueryErrorReason.UNREACHABLE), f"metrics source failed: {e}")
+            failed = QueryResult(None, QueryErrorReason.UNREACHABLE, f"metrics source failed: {e}")
             return {q: failed for q in queries}

@@ -20,31 +20,35 @@ from autoscaler.controller import Controller, ControllerSettings, RuleOutcome
 from autoscaler.errors import AutoscalerError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
 from autoscaler.plan import describe_metrics
+from autoscaler.policy import Reason
 from autoscaler.promconfig import PrometheusConfig, single_endpoint
 from autoscaler.prometheus import PromQLSettings, close_all, runners
+from autoscaler.reasons import OutcomeReason, SyncReason
 from autoscaler.rules import load_rules
 
-WHY = {
-    "AboveMaxReplicas": "above max",
-    "BelowMinReplicas": "below min",
-    "WithinTolerance": "within tolerance",
-    "DesiredWithinRange": "desired",
-    "ScaleUpStabilized": "stabilized",
-    "ScaleDownStabilized": "stabilized",
-    "ScaleUpLimit": "rate-limited",
-    "ScaleDownLimit": "rate-limited",
-    "ScalingDisabled": "scaling disabled",
-    "TooManyReplicas": "at max",
-    "TooFewReplicas": "at min",
-    "MetricsFailed": "metrics failed",
-    "MetricsPartiallyFailed": "metrics partially failed",
-    "Paused": "paused",
-    "PausedReplicas": "paused",
-    "Fallback": "fallback",
-    "FailedGetScale": "cannot read scale",
-    "Error": "error",
-    "UnknownEndpoint": "unknown Prometheus endpoint",
+WHY: dict[OutcomeReason, str] = {
+    Reason.AboveMaxReplicas: "above max",
+    Reason.BelowMinReplicas: "below min",
+    Reason.WithinTolerance: "within tolerance",
+    Reason.DesiredWithinRange: "desired",
+    Reason.ScaleUpStabilized: "stabilized",
+    Reason.ScaleDownStabilized: "stabilized",
+    Reason.ScaleUpLimit: "rate-limited",
+    Reason.ScaleDownLimit: "rate-limited",
+    Reason.ScalingDisabled: "scaling disabled",
+    Reason.TooManyReplicas: "at max",
+    Reason.TooFewReplicas: "at min",
+    Reason.MetricsFailed: "metrics failed",
+    Reason.MetricsPartiallyFailed: "metrics partially failed",
+    Reason.Paused: "paused",
+    Reason.PausedReplicas: "paused",
+    Reason.Fallback: "fallback",
+    SyncReason.FailedGetScale: "cannot read scale",
+    SyncReason.Error: "error",
+    SyncReason.UnknownEndpoint: "unknown Prometheus endpoint",
+    SyncReason.Abandoned: "abandoned",
 }
+"""The WHY column's phrase for every outcome reason (a test checks that none is missing)."""
 HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "METRICS (value/target)", "WHY")
 
 
@@ -106,7 +110,7 @@ def gather(
 
 
 def why(outcome: RuleOutcome) -> str:
-    phrase = WHY.get(outcome.reason, outcome.reason)
+    phrase = WHY[outcome.reason]
     return f"{phrase} ({outcome.reason}): {outcome.message}"
 
 

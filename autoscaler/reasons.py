@@ -1,0 +1,58 @@
+"""The controller's closed vocabularies, beside the engine's `policy.Reason`: every reason a user can read.
+
+The string values are part of the product (label values of /metrics, Kubernetes Event reasons, log fields,
+`status` and the docs), so a member is renamed never and its value changed never. A rule's outcome carries a
+`policy.Reason` when a plan was made (the engine's codes and the controller's pause and fallback) and a
+`SyncReason` when the sync stopped before any plan.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from autoscaler.policy import Reason
+
+__all__ = ["DECISION_REASONS", "EventReason", "OutcomeReason", "ScaleErrorReason", "SyncReason"]
+
+
+class SyncReason(StrEnum):
+    """Why a rule's sync ended without a plan."""
+
+    FailedGetScale = "FailedGetScale"  # the target's scale could not be read
+    Error = "Error"  # the sync raised an unexpected exception (a bug): its Event is FailedSync
+    UnknownEndpoint = "UnknownEndpoint"  # the rule names a Prometheus endpoint that is not configured
+    Abandoned = "Abandoned"  # the controller is shutting down: the rule was not synced
+
+
+OutcomeReason = Reason | SyncReason
+"""The reason of one rule's outcome: the `status` WHY column, the decision log line and the metric label."""
+
+DECISION_REASONS: tuple[OutcomeReason, ...] = (
+    *Reason, SyncReason.FailedGetScale, SyncReason.Error, SyncReason.UnknownEndpoint,
+)
+"""Every reason gpu_autoscaler_decision_reason pre-declares (0 or 1), in this order; an abandoned rule records
+no decision."""
+
+
+class EventReason(StrEnum):
+    """The `reason` of the Kubernetes Events the controller posts on a target."""
+
+    ScaledUp = "ScaledUp"
+    ScaledDown = "ScaledDown"
+    FailedGetScale = "FailedGetScale"
+    FailedGetMetrics = "FailedGetMetrics"
+    FailedScale = "FailedScale"
+    FailedSync = "FailedSync"
+    InvalidRule = "InvalidRule"
+    InvalidAnnotation = "InvalidAnnotation"
+
+
+class ScaleErrorReason(StrEnum):
+    """The `reason` label of gpu_autoscaler_scale_errors_total: how a read or patch of a scale failed."""
+
+    ApiError = "ApiError"
+    NotFound = "NotFound"
+    Conflict = "Conflict"
+    Timeout = "Timeout"
+    MalformedAnswer = "MalformedAnswer"
+    NamespaceNotAllowed = "NamespaceNotAllowed"
