@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from autoscaler.reasons import ScaleErrorReason
+
 
 class AutoscalerError(Exception):
     """Base class of every error the autoscaler raises on purpose."""
@@ -57,7 +59,7 @@ class KubeConfigError(AutoscalerError):
 class KubeError(AutoscalerError):
     """A Kubernetes API call failed; `status` is the HTTP status when the server answered."""
 
-    reason_label = "ApiError"
+    reason_label: ScaleErrorReason = ScaleErrorReason.ApiError
     """Value of the `reason` label of gpu_autoscaler_scale_errors_total."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
@@ -72,28 +74,28 @@ class KubeApiError(KubeError):
 class NotFoundError(KubeApiError):
     """The target (or its namespace) does not exist: 404."""
 
-    reason_label = "NotFound"
+    reason_label = ScaleErrorReason.NotFound
 
 
 class ConflictError(KubeApiError):
     """The object changed since it was read (409): re-read and retry."""
 
-    reason_label = "Conflict"
+    reason_label = ScaleErrorReason.Conflict
 
 
 class KubeTimeoutError(KubeApiError):
     """The API server did not answer in time (client timeout or 504)."""
 
-    reason_label = "Timeout"
+    reason_label = ScaleErrorReason.Timeout
 
 
 class MalformedAnswerError(KubeApiError):
     """The API server's answer is not the object the call returns (bad JSON, wrong kind, wrong types)."""
 
-    reason_label = "MalformedAnswer"
+    reason_label = ScaleErrorReason.MalformedAnswer
 
 
 class NamespaceNotAllowedError(KubeError):
     """The target's namespace is outside --namespaces: refused before any API call."""
 
-    reason_label = "NamespaceNotAllowed"
+    reason_label = ScaleErrorReason.NamespaceNotAllowed
