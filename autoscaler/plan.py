@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -113,10 +113,12 @@ def plan_replicas(
     history: RuleHistory,
     all_failed_syncs: int,
     now: float,
+    decide_fn: Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, float], Decision] = decide,
 ) -> Plan:
-    """Target at zero > fallback > engine: what both the controller and `simulate` apply to a count.
+    """Target at zero > fallback > engine: what the controller, `simulate` and the replay apply to a count.
 
-    `simulate` calls this very function, so the what-if replay predicts what the running controller does.
+    They all call this very function, so the what-if and the benchmark predict what the running controller
+    does. `decide_fn` is the engine's `decide` (a replay's test may spy on it).
     """
     if current == 0 and rule.min_replicas > 0:
         # As the HPA: a target scaled to zero by hand is left alone until someone scales it up again. The
@@ -140,7 +142,7 @@ def plan_replicas(
         decision = decide_desired(rule, current, fallback.replicas, why, history, now)
         message = why if decision.replicas == fallback.replicas else f"{why}; {decision.message}"
         return Plan(current, decision.replicas, Reason.Fallback, message, decision.history, decision)
-    decision = decide(rule, current, observations, history, now)
+    decision = decide_fn(rule, current, observations, history, now)
     return Plan(current, decision.replicas, decision.reason, decision.message, decision.history, decision)
 
 

@@ -2,8 +2,9 @@
 
 No Prometheus, no Kubernetes, no wall clock: a virtual clock steps through the trace, the simulated Deployment
 (demo.cluster) serves the load, and every `sync_period_seconds` the rule's metrics are computed from the
-cluster as its queries would return them and handed to the same engine the controller uses
-(`autoscaler.policy.decide`, then `RuleHistory.with_scale` for every change applied). The benchmark of
+cluster as its queries would return them and planned by the controller's own code
+(`autoscaler.plan.plan_replicas`: target at zero, fallback, the engine; then `RuleHistory.with_scale` for
+every change applied). The benchmark of
 autoscaling quality runs this for each configuration on each trace.
 
 What the metrics return (the simulated answers to the rule's queries, by metric name):
@@ -25,6 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from autoscaler.plan import count_all_failed, plan_replicas
 from autoscaler.policy import Decision, MetricObservation, Rule, RuleHistory, decide
 from demo.cluster import ClusterSettings, ClusterSnapshot, SimulatedDeployment
 from demo.traces import Trace
@@ -167,6 +169,7 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
     deployment = SimulatedDeployment(rule.target.namespace, rule.target.name, rule.min_replicas, clock,
                                      settings.cluster)
     history = RuleHistory()
+    all_failed_syncs = 0
 
     def mean_load_until(now: float) -> Callable[[float], float]:
         """The mean of the load sampled every step over (now - window, now], as a rate() over the window."""
@@ -184,16 +187,16 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
         snapshot = deployment.snapshot(load)
         if index % steps_per_sync == 0:
             current = deployment.spec_replicas
-            decision = decide_fn(rule, current, observations(rule, snapshot, settings, mean_load_until(now)),
-                                 history, now)
-            history = decision.history
-            if decision.replicas != current:
-                deployment.scale_to(decision.replicas)
-                history = history.with_scale(now, current, decision.replicas)
+            seen = observations(rule, snapshot, settings, mean_load_until(now))
+            all_failed_syncs = count_all_failed(all_failed_syncs, seen)
+            plan = plan_replicas(rule, current, seen, history, all_failed_syncs, now, decide_fn)
+            history = plan.history
+            if plan.replicas != current:
+                deployment.scale_to(plan.replicas)
+                history = history.with_scale(now, current, plan.replicas)
                 snapshot = deployment.snapshot(load)
             if now >= 0:
-                syncs.append(SyncRecord(now, current, decision.replicas, str(decision.reason),
-                                        decision.message))
+                syncs.append(SyncRecord(now, current, plan.replicas, str(plan.reason), plan.message))
         if now >= 0:
             samples.append(Sample(now, load, snapshot.spec_replicas, snapshot.gpus_held, snapshot.ready,
                                   snapshot.mean_utilization(include_loading=True), snapshot.demand_per_ready))
