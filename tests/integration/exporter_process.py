@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from demo.processes import free_port, wait_http_ok
+from tests.support import reap
 
 EXPORTER = str(Path(sys.executable).parent / "gpu-exporter")
 
@@ -31,6 +32,4 @@ def start_exporter(started: list[subprocess.Popen[str]], *args: str, ready_path:
 def stop_all(started: list[subprocess.Popen[str]]) -> None:
     """Kill what still runs and reap every process, so no test leaves an exporter behind."""
     for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=10)
+        reap(proc)

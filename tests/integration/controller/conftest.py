@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -16,19 +15,9 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from demo.processes import ManagedProcess, free_port, start_prometheus
 from tests.integration.controller.fake_apiserver import FakeApiServer
+from tests.support import wait_for
 
 SCRAPE_INTERVAL = "200ms"
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
-    """Poll `condition` until truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture

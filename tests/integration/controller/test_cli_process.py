@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -15,8 +14,9 @@ import pytest
 import requests
 
 from demo.processes import free_port
-from tests.integration.controller.conftest import Prom, wait_for
+from tests.integration.controller.conftest import Prom
 from tests.integration.controller.fake_apiserver import FakeApiServer
+from tests.support import reap, start_process, stop_process, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +117,7 @@ def test_sigterm_exits_within_one_interval(
 ) -> None:
     rules, kubeconfig = write_files(tmp_path, apiserver, web)
     port = free_port()
-    proc = subprocess.Popen(
+    proc = start_process(
         [
             *CLI,
             "run",
@@ -131,10 +131,7 @@ def test_sigterm_exits_within_one_interval(
             "2s",
             "--metrics-port",
             str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        ]
     )
     try:
         wait_for(lambda: apiserver.replicas("web") == 4, 20, "the first sync to scale")
@@ -151,17 +148,11 @@ def test_sigterm_exits_within_one_interval(
         wait_for(metrics_up, 10, "/metrics")
         assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
         sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=10)
+        code = stop_process(proc, timeout=10)
         assert time.monotonic() - sent < 2.0  # one interval
         assert code == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-        stderr = proc.stderr.read() if proc.stderr else ""
-        if proc.stderr:
-            proc.stderr.close()
+        stderr = reap(proc, timeout=5)
     assert "received SIGTERM" in stderr and "gpu-autoscaler stopped" in stderr
     assert apiserver.patches("web") == [4]
 

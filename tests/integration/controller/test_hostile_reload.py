@@ -6,8 +6,6 @@ keep running (and keep scaling), gpu_autoscaler_rules_valid is 0, syncs go on, S
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,9 +14,10 @@ import pytest
 import requests
 
 from demo.processes import free_port
-from tests.integration.controller.conftest import Prom, wait_for
+from tests.integration.controller.conftest import Prom
 from tests.integration.controller.fake_apiserver import FakeApiServer
 from tests.integration.controller.test_cli_process import write_files
+from tests.support import reap, start_process, stop_process, wait_for
 from tests.unit.hostile_files.hostile import YAML_HOSTILE
 
 pytestmark = pytest.mark.integration
@@ -57,10 +56,9 @@ def test_hostile_rules_files_are_refused_and_the_previous_rules_keep_scaling(
     rules, kubeconfig = write_files(tmp_path, apiserver, query)
     valid = rules.read_bytes()
     port = free_port()
-    proc = subprocess.Popen(
+    proc = start_process(
         [sys.executable, "-m", "autoscaler.cli", "run", "--rules", str(rules), "--prometheus", prom.url,
          "--kubeconfig", str(kubeconfig), "--interval", "1s", "--metrics-port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
         wait_for(lambda: apiserver.replicas("web") == 4, 20, "the first sync to scale 2 -> 4")
@@ -81,17 +79,11 @@ def test_hostile_rules_files_are_refused_and_the_previous_rules_keep_scaling(
         prom.target.set("reload-web", 320)  # the previous rule must still act on new load: 4 -> 8
         wait_for(lambda: apiserver.replicas("web") == 8, 20, "the previous rules to scale 4 -> 8")
         sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=10)
+        code = stop_process(proc, timeout=10)
         assert time.monotonic() - sent < 3.0  # one 1 s interval and the shutdown
         assert code == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-        stderr = proc.stderr.read() if proc.stderr else ""
-        if proc.stderr:
-            proc.stderr.close()
+        stderr = reap(proc, timeout=5)
     assert "Traceback" not in stderr, stderr[-3000:]
     refused = "is invalid; keeping the previous rules running"
     refusals = [text for text in stderr.splitlines() if refused in text]

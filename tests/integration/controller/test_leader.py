@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from autoscaler.leader import LeaderElector, LeaseSettings
-from tests.integration.controller.conftest import wait_for
 from tests.integration.controller.fake_apiserver import FakeApiServer
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from autoscaler.leader import LeaderElector
-from tests.integration.controller.conftest import wait_for
 from tests.integration.controller.fake_apiserver import FakeApiServer
 from tests.integration.controller.test_leader import LEASE_DURATION, lease
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,8 @@ import pytest
 
 from autoscaler.prometheus import PromQLRunner, PromQLSettings
 from demo.processes import free_port
-from tests.integration.controller.conftest import Prom, wait_for
+from tests.integration.controller.conftest import Prom
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,9 @@ from autoscaler.controller import SyncReport
 from autoscaler.leader import LeaseSettings
 from autoscaler.run import RunOptions, serve
 from demo.processes import free_port
-from tests.integration.controller.conftest import Prom, wait_for
+from tests.integration.controller.conftest import Prom
 from tests.integration.controller.fake_apiserver import FakeApiServer
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ from demo.processes import promtool
 from exporter import metrics as m
 from exporter.serving.server import ExporterServer
 from exporter.source import SourceSettings
-from tests.integration.exporter.conftest import StartExporter, get, wait_for
+from tests.integration.exporter.conftest import StartExporter, get
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +41,7 @@ def scrape(base: str) -> str:
 
 def test_every_metric_of_the_contract_is_served_and_promtool_is_silent(start_exporter: StartExporter) -> None:
     base, _, _ = start_exporter(FANNED)
-    wait_for(lambda: "gpu_pcie_tx_bytes_per_second" in scrape(base))
+    wait_for(lambda: "gpu_pcie_tx_bytes_per_second" in scrape(base), timeout=15)
     text = scrape(base)
     samples = families(text)
     # the pod families need GPU holders and the XID counter an XID: tests/integration/exporter_k8s has both
@@ -105,7 +106,7 @@ gpus: [{model: H100, count: 2}]
 faults: [{type: nvml_unavailable, error: DriverNotLoaded, until: 1.0}]
 """)
     assert families(scrape(base))["gpu_exporter_nvml_up"] == [({}, 0.0)]
-    wait_for(lambda: families(scrape(base))["gpu_exporter_nvml_up"] == [({}, 1.0)])
+    wait_for(lambda: families(scrape(base))["gpu_exporter_nvml_up"] == [({}, 1.0)], timeout=15)
     assert len(families(scrape(base))["gpu_up"]) == 2
 
 

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from demo.processes import promtool
 from tests.integration.exporter_k8s.conftest import GPU, NODE_YAML, KubeletServer, node_pods
 from tests.integration.exporter_k8s.test_exporter_pods import write_driver_minors
 from tests.integration.exporter_process import run_exporter, start_exporter, stop_all
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -61,13 +61,6 @@ def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
             for s in family.samples if s.name == name]
 
 
-def wait_until(condition: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def test_exporter_process_attributes_gpus_through_the_socket_flag(
         kubelet: KubeletServer, proc_root: str, files: dict[str, str],
         processes: list[subprocess.Popen[str]]) -> None:
@@ -75,8 +68,9 @@ def test_exporter_process_attributes_gpus_through_the_socket_flag(
     base, proc = serve(processes, "--simulate-config", files["node"], "--config", files["config"],
                        "--pod-resources-socket", kubelet.socket_path, "--proc-root", proc_root)
     # four holders, each with memory; utilization for GPUs 0 and 1 only (NVML has none for the MIG GPU 2)
-    wait_until(lambda: len(series(scrape(base), "gpu_pod_memory_used_bytes")) == 4
-               and {s["gpu"] for s, _ in series(scrape(base), "gpu_pod_utilization_ratio")} == {"0", "1"})
+    wait_for(lambda: len(series(scrape(base), "gpu_pod_memory_used_bytes")) == 4
+               and {s["gpu"] for s, _ in series(scrape(base), "gpu_pod_utilization_ratio")} == {"0", "1"},
+             timeout=20)
     text = scrape(base)
     assert {labels["gpu"] for labels, _ in series(text, "gpu_utilization_ratio")} == {"0", "1", "3"}
     device = {labels["gpu"]: labels["pod"] for labels, _ in series(text, "gpu_memory_used_bytes")}
@@ -97,10 +91,11 @@ def test_simulate_without_a_kubelet_socket_serves_pod_resources_up_zero_and_logs
     absent = str(tmp_path / "no-kubelet" / "kubelet.sock")
     base, proc = serve(processes, "--simulate", "2", "--config", files["config"],
                        "--pod-resources-socket", absent)
-    wait_until(lambda: series(scrape(base), "gpu_exporter_pod_resources_up") == [({}, 0.0)])
+    wait_for(lambda: series(scrape(base), "gpu_exporter_pod_resources_up") == [({}, 0.0)], timeout=20)
     attempts = "gpu_exporter_pod_resources_refresh_attempts_total"
     first = series(scrape(base), attempts)[0][1]
-    wait_until(lambda: series(scrape(base), attempts)[0][1] >= first + 5)  # five more failed refreshes
+    # five more failed refreshes
+    wait_for(lambda: series(scrape(base), attempts)[0][1] >= first + 5, timeout=20)
     text = scrape(base)
     assert all(labels["pod"] == "" for labels, _ in series(text, "gpu_up"))
     proc.send_signal(signal.SIGTERM)

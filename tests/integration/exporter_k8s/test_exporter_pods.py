@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -30,18 +29,12 @@ from tests.integration.exporter_k8s.conftest import (
     node_pods,
     node_uuids,
 )
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
 FAST = SourceSettings(min_interval=0.0, init_retry_interval=0.05, pcie_interval=0.05)
 Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def http(url: str) -> tuple[int, bytes]:
@@ -121,7 +114,7 @@ def test_exclusive_shared_mig_and_free_gpus_are_labelled_without_double_counting
         kubelet: KubeletServer, start_node: Callable[..., Node]) -> None:
     kubelet.set_pods(node_pods())
     node = start_node(kubelet.socket_path)
-    wait_for(attributed(node))
+    wait_for(attributed(node), timeout=15)
     uuids = node_uuids()
     samples = node.scrape()
 
@@ -191,15 +184,15 @@ def test_socket_vanishing_mid_run_empties_labels_with_one_log_line(
     caplog.set_level(logging.INFO, logger="exporter.pods.podresources.cache")
     kubelet.set_pods(node_pods())
     node = start_node(kubelet.socket_path)
-    wait_for(attributed(node))
+    wait_for(attributed(node), timeout=15)
     kubelet.stop()  # the kubelet goes away and its socket file with it
-    wait_for(lambda: value(node.scrape(), "gpu_exporter_pod_resources_up") == 0.0)
+    wait_for(lambda: value(node.scrape(), "gpu_exporter_pod_resources_up") == 0.0, timeout=15)
     calls = kubelet.lister.calls
-    wait_for(lambda: len([r for r in caplog.records if r.levelno == logging.WARNING]) >= 1)
+    wait_for(lambda: len([r for r in caplog.records if r.levelno == logging.WARNING]) >= 1, timeout=15)
     attempts = node.app.pod_resources.attempts
     # 0.1 s refreshes with a 3-interval grace: the kept labels are gone well before 6 more attempts,
     # and none of those failed attempts may log again
-    wait_for(lambda: node.app.pod_resources.attempts >= attempts + 6)
+    wait_for(lambda: node.app.pod_resources.attempts >= attempts + 6, timeout=15)
     samples = node.scrape()
     assert all(s["pod"] == "" and s["namespace"] == "" for s, _ in samples["gpu_utilization_ratio"])
     assert "gpu_allocation_info" not in samples and "gpu_pod_utilization_ratio" not in samples
@@ -212,8 +205,8 @@ def test_socket_vanishing_mid_run_empties_labels_with_one_log_line(
     assert kubelet.lister.calls == calls
 
     kubelet.start()  # back again: labels return, one INFO line
-    wait_for(lambda: value(node.scrape(), "gpu_exporter_pod_resources_up") == 1.0)
-    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="0", pod="trainer-0") == 1.0)
+    wait_for(lambda: value(node.scrape(), "gpu_exporter_pod_resources_up") == 1.0, timeout=15)
+    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="0", pod="trainer-0") == 1.0, timeout=15)
 
 
 XID_YAML = NODE_YAML + """
@@ -229,8 +222,8 @@ def test_xid_from_the_simulated_yaml_and_driver_counts_and_sets_gpu_up_zero_unti
     config = ExporterConfig(pod_resources=PodResourcesConfig(refresh_interval_seconds=0.1),
                             xid=XidConfig(recovery_grace_seconds=1.5))
     node = start_node(kubelet.socket_path, XID_YAML, config)
-    wait_for(lambda: "gpu_xid_errors_total" in node.scrape())
-    wait_for(lambda: len(node.scrape()["gpu_xid_errors_total"]) == 3)
+    wait_for(lambda: "gpu_xid_errors_total" in node.scrape(), timeout=15)
+    wait_for(lambda: len(node.scrape()["gpu_xid_errors_total"]) == 3, timeout=15)
     samples = node.scrape()
     assert value(samples, "gpu_xid_errors_total", gpu="1", xid="79") == 1.0
     assert value(samples, "gpu_xid_errors_total", gpu="1", xid="13") == 1.0
@@ -241,12 +234,13 @@ def test_xid_from_the_simulated_yaml_and_driver_counts_and_sets_gpu_up_zero_unti
     assert ups["1"] == 0.0 and ups["0"] == 1.0  # 79 marks GPU 1 down, 13 does not mark GPU 0
     status, _ = http(node.base + "/readyz")
     assert status == 200  # one GPU down is not the exporter being unready
-    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="1") == 1.0)  # answers again after the grace
+    # answers again after the grace
+    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="1") == 1.0, timeout=15)
 
     node.nvml.inject_xid(3, 48)  # the load driver: double-bit ECC on the free GPU
-    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="3") == 0.0)
+    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="3") == 0.0, timeout=15)
     assert value(node.scrape(), "gpu_xid_errors_total", gpu="3", xid="48") == 1.0
-    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="3") == 1.0)
+    wait_for(lambda: value(node.scrape(), "gpu_up", gpu="3") == 1.0, timeout=15)
     result = promtool("check", "metrics", stdin=node.text())
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
@@ -262,7 +256,7 @@ def test_json_status_api_over_real_http(kubelet: KubeletServer, start_node: Call
                             history=HistorySettings(max_samples=50, retention_seconds=600,
                                                     sample_interval_seconds=0.05))
     node = start_node(kubelet.socket_path, config=config)
-    wait_for(attributed(node))
+    wait_for(attributed(node), timeout=15)
     api = node.base + "/api/v1/gpus"
     status, document = get_json(api)
     assert status == 200 and [g["index"] for g in document["gpus"]] == [0, 1, 2, 3]
@@ -283,7 +277,7 @@ def test_json_status_api_over_real_http(kubelet: KubeletServer, start_node: Call
     assert status == 404 and error["parameter"] == "index"
 
     # the history sampler records every 50 ms without any scrape; the trend sees those samples
-    wait_for(lambda: get_json(api + "/0/trend?minutes=1")[1]["samples"] >= 5)
+    wait_for(lambda: get_json(api + "/0/trend?minutes=1")[1]["samples"] >= 5, timeout=15)
     status, trend = get_json(api + "/0/trend?minutes=1")
     assert status == 200 and trend["utilization_percent"]["avg"] == pytest.approx(50.0)
     # seconds of samples are far less than half the minute asked for: no trend word from so little
@@ -326,10 +320,11 @@ def test_gke_device_ids_map_by_device_minor_and_an_unknown_id_is_logged_once(
         ("infra", "ghost", [("main", [(GPU, ["nvidia9"])])]),  # no GPU has minor 9
     ])
     node = start_node(kubelet.socket_path)
-    wait_for(lambda: len(node.scrape().get("gpu_pod_utilization_ratio", [])) == 3)
-    wait_for(lambda: len(node.scrape().get("gpu_pod_memory_used_bytes", [])) == 4)
+    wait_for(lambda: len(node.scrape().get("gpu_pod_utilization_ratio", [])) == 3, timeout=15)
+    wait_for(lambda: len(node.scrape().get("gpu_pod_memory_used_bytes", [])) == 4, timeout=15)
     sweeps = node.app.source.sweeps
-    wait_for(lambda: node.app.source.sweeps >= sweeps + 3)  # more sweeps: the id is still logged once
+    # more sweeps: the id is still logged once
+    wait_for(lambda: node.app.source.sweeps >= sweeps + 3, timeout=15)
     samples = node.scrape()
     allocation = sorted((s["gpu"], s["pod"], s["shared"]) for s, _ in samples["gpu_allocation_info"])
     assert allocation == [("0", "trainer-0", "false"), ("1", "llm-a", "true"), ("1", "llm-b", "true"),
@@ -359,9 +354,10 @@ def test_shared_gpu_with_unreadable_environ_has_no_pod_series(
         os.unlink(os.path.join(proc_root, str(pid), "environ"))
     kubelet.set_pods(node_pods())
     node = start_node(kubelet.socket_path)
-    wait_for(lambda: {s["gpu"] for s, _ in node.scrape().get("gpu_pod_memory_used_bytes", [])} == {"0", "2"})
+    wait_for(lambda: {s["gpu"] for s, _ in node.scrape().get("gpu_pod_memory_used_bytes", [])} == {"0", "2"},
+             timeout=15)
     sweeps = node.app.source.sweeps
-    wait_for(lambda: node.app.source.sweeps >= sweeps + 3)
+    wait_for(lambda: node.app.source.sweeps >= sweeps + 3, timeout=15)
     samples = node.scrape()
     assert {s["gpu"] for s, _ in samples["gpu_pod_memory_used_bytes"]} == {"0", "2"}
     held = sorted(s["pod"] for s, _ in samples["gpu_allocation_info"] if s["gpu"] == "1")

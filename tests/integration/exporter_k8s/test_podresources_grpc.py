@@ -6,7 +6,6 @@ import logging
 import os
 import socket
 import threading
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from exporter.pods.podresources import (
     PodResourcesUnavailableError,
 )
 from tests.integration.exporter_k8s.conftest import KubeletServer
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -157,11 +157,11 @@ def test_background_refresh_follows_the_kubelet(kubelet: KubeletServer) -> None:
     cache = cache_for(kubelet, refresh_interval_seconds=0.05)
     cache.start()
     try:
-        _wait_for(lambda: cache.single_holder(UUID_A) is not None)
+        wait_for(lambda: cache.single_holder(UUID_A) is not None)
         kubelet.set_pods([("a", "p9", [("c", [(GPU, [UUID_A])])])])
-        _wait_for(lambda: (cache.single_holder(UUID_A) or DeviceHolder("", "", "", "", "")).pod == "p9")
+        wait_for(lambda: (cache.single_holder(UUID_A) or DeviceHolder("", "", "", "", "")).pod == "p9")
         kubelet.stop()
-        _wait_for(lambda: not cache.up)
+        wait_for(lambda: not cache.up)
         assert cache.holders(UUID_A) == ()
     finally:
         assert cache.stop(timeout=10)
@@ -191,9 +191,3 @@ def test_scrape_reads_do_not_wait_for_a_slow_kubelet(kubelet: KubeletServer) -> 
     assert cache.up
 
 
-def _wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout:.0f} s")
-        time.sleep(0.01)

@@ -3,15 +3,13 @@ run time."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 
 from exporter.health.xid import XidSettings, XidWatcher
 from exporter.nvml.adapter import NvmlAdapter
 from exporter.simulator.config import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +31,6 @@ class FakeClock:
         return self.t
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
 def test_scheduled_and_injected_xids_are_counted_and_mark_gpus_down() -> None:
     clock = FakeClock()
     nvml = SimulatedNvml(parse_sim_config(SIM_YAML, "sim.yaml"), clock=clock)
@@ -50,23 +41,23 @@ def test_scheduled_and_injected_xids_are_counted_and_mark_gpus_down() -> None:
     watcher = XidWatcher(adapter, XidSettings(wait_timeout_ms=50, recovery_grace_seconds=5), clock=clock)
     watcher.start()
     try:
-        wait_until(lambda: watcher.registered == set(uuids))
+        wait_for(lambda: watcher.registered == set(uuids))
         clock.t = 4.0
         waits = nvml.calls["nvmlEventSetWait_v2"]
         # the thread waited twice at t=4 and got nothing: no XID is due before t=5
-        wait_until(lambda: nvml.calls["nvmlEventSetWait_v2"] >= waits + 2)
+        wait_for(lambda: nvml.calls["nvmlEventSetWait_v2"] >= waits + 2)
         assert watcher.all_counts() == {}
 
         clock.t = 5.5
-        wait_until(lambda: watcher.counts(uuids[1]) == {79: 1})
+        wait_for(lambda: watcher.counts(uuids[1]) == {79: 1})
         assert watcher.down_uuids() == {uuids[1]}
         assert watcher.down_since(uuids[1]) == 5.5
 
         nvml.inject_xid(0, 48)
-        wait_until(lambda: watcher.is_down(uuids[0]))
+        wait_for(lambda: watcher.is_down(uuids[0]))
 
         clock.t = 10.0
-        wait_until(lambda: all(watcher.counts(u).get(13) == 1 for u in uuids))
+        wait_for(lambda: all(watcher.counts(u).get(13) == 1 for u in uuids))
     finally:
         assert watcher.stop(timeout=5)
     assert watcher.all_counts() == {uuids[0]: {48: 1, 13: 1}, uuids[1]: {79: 1, 13: 1}, uuids[2]: {13: 1}}
@@ -82,7 +73,7 @@ def test_stop_frees_the_simulated_event_set_and_a_new_watcher_starts() -> None:
     adapter.init()
     first = XidWatcher(adapter, XidSettings(wait_timeout_ms=50), clock=clock)
     first.start()
-    wait_until(lambda: len(first.registered) == 3)
+    wait_for(lambda: len(first.registered) == 3)
     assert first.stop(timeout=2)
     assert nvml.calls["nvmlEventSetFree"] == 1
     nvml.inject_xid(2, 31)  # delivered to no one: the set is freed
@@ -90,9 +81,9 @@ def test_stop_frees_the_simulated_event_set_and_a_new_watcher_starts() -> None:
     second = XidWatcher(adapter, XidSettings(wait_timeout_ms=50), clock=clock)
     second.start()
     try:
-        wait_until(lambda: len(second.registered) == 3)
+        wait_for(lambda: len(second.registered) == 3)
         nvml.inject_xid(2, 31)
-        wait_until(lambda: second.all_counts() != {})
+        wait_for(lambda: second.all_counts() != {})
     finally:
         assert second.stop(timeout=5)
     assert list(second.all_counts().values()) == [{31: 1}]

@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from demo.processes import ManagedProcess, free_port, running, start_prometheus, wait_http_ok
-from tests.integration.shipping.conftest import prom_api, query, wait_for
+from tests.integration.shipping.conftest import prom_api, query
+from tests.support import wait_for
 from tests.unit.shipping.promql_names import ROOT, RULE_FILES
 from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs
 

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from demo.processes import running, start_prometheus
-from tests.integration.shipping.conftest import Exposition, query, wait_for
+from tests.integration.shipping.conftest import Exposition, query
+from tests.support import wait_for
 from tests.unit.shipping.scrape_jobs import (
     as_static_job,
     pod_meta_labels,

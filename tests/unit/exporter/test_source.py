@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,15 +12,8 @@ from exporter.nvml.adapter import NvmlAdapter
 from exporter.simulator.config import default_config, parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import NvmlSource, SourceSettings
+from tests.support import wait_for
 from tests.unit.exporter.conftest import FakeClock
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ import ctypes
 import dataclasses
 import logging
 import queue
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ from exporter.health.xid import XidRecord, XidSettings, XidWatcher
 from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, NvmlAdapter, handle_key
 from exporter.simulator.config import default_config, parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml, _Obj
+from tests.support import wait_for
 
 T0 = 1000.0
 
@@ -45,13 +44,6 @@ class EventNvml(SimulatedNvml):
         return item
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
-
-
 def setup(yaml_text: str | None = None,
           **settings: Any) -> tuple[EventNvml, NvmlAdapter, XidWatcher, list[str]]:
     config = parse_sim_config(yaml_text, "sim.yaml") if yaml_text else default_config(3)
@@ -72,16 +64,16 @@ def test_counts_per_gpu_and_code_and_down_marks() -> None:
     watcher._on_event = seen.append
     watcher.start()
     try:
-        wait_until(lambda: watcher.registered == set(uuids))
+        wait_for(lambda: watcher.registered == set(uuids))
         for index, code in [(0, 13), (0, 13), (0, 31), (1, 79)]:
             nvml.inject_xid(index, code)
-        wait_until(lambda: len(seen) == 4)
+        wait_for(lambda: len(seen) == 4)
         # a double-bit ECC *event type* (not an XID) is ignored
         nvml.extra.put(_Obj(device=nvml._handles[0], eventType=nvml.nvmlEventTypeDoubleBitEccError,
                             eventData=48, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
-        wait_until(lambda: nvml.extra.empty())
+        wait_for(lambda: nvml.extra.empty())
         nvml.inject_xid(2, 43)
-        wait_until(lambda: len(seen) == 5)
+        wait_for(lambda: len(seen) == 5)
     finally:
         assert watcher.stop(timeout=5)
     assert watcher.all_counts() == {uuids[0]: {13: 2, 31: 1}, uuids[1]: {79: 1}, uuids[2]: {43: 1}}
@@ -151,10 +143,10 @@ faults: [{type: not_supported, gpu: 1, calls: [nvmlDeviceRegisterEvents]}]
     nvml, _, watcher, uuids = setup(yaml_text)
     watcher.start()
     try:
-        wait_until(lambda: watcher.registered == {uuids[0], uuids[2]})
+        wait_for(lambda: watcher.registered == {uuids[0], uuids[2]})
         nvml.inject_xid(1, 79)  # not registered for GPU 1: never delivered
         nvml.inject_xid(2, 13)
-        wait_until(lambda: watcher.counts(uuids[2]) == {13: 1})
+        wait_for(lambda: watcher.counts(uuids[2]) == {13: 1})
     finally:
         watcher.stop()
     assert watcher.all_counts() == {uuids[2]: {13: 1}}
@@ -167,7 +159,7 @@ def test_unknown_device_is_counted_apart() -> None:
                         gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
     watcher.start()
     try:
-        wait_until(lambda: watcher.unattributed_events == 1)
+        wait_for(lambda: watcher.unattributed_events == 1)
     finally:
         watcher.stop()
     assert watcher.all_counts() == {} and watcher.down_uuids() == frozenset()
@@ -181,7 +173,7 @@ faults: [{type: not_supported, calls: [nvmlDeviceRegisterEvents]}]
     nvml, _, watcher, _ = setup(yaml_text)
     watcher.start()
     try:
-        wait_until(lambda: nvml.calls["nvmlEventSetFree"] >= 3)  # tried (and freed) three times
+        wait_for(lambda: nvml.calls["nvmlEventSetFree"] >= 3)  # tried (and freed) three times
     finally:
         watcher.stop()
     assert watcher.registered == frozenset() and nvml._event_sets == []
@@ -194,11 +186,11 @@ def test_event_set_creation_failure_is_logged_once_and_retried(caplog: pytest.Lo
     nvml.refuse_event_set = nvml.NVMLError_Unknown()
     watcher.start()
     try:
-        wait_until(lambda: sum("nvmlEventSetCreate failed" in r.getMessage() for r in caplog.records) == 1)
+        wait_for(lambda: sum("nvmlEventSetCreate failed" in r.getMessage() for r in caplog.records) == 1)
         nvml.refuse_event_set = None
-        wait_until(lambda: watcher.registered == set(uuids))
+        wait_for(lambda: watcher.registered == set(uuids))
         nvml.inject_xid(0, 31)
-        wait_until(lambda: watcher.counts(uuids[0]) == {31: 1})
+        wait_for(lambda: watcher.counts(uuids[0]) == {31: 1})
     finally:
         watcher.stop()
     assert sum("nvmlEventSetCreate failed" in r.getMessage() for r in caplog.records) == 1
@@ -212,9 +204,9 @@ def test_wait_errors_are_logged_once_and_survived(caplog: pytest.LogCaptureFixtu
     watcher.start()
     try:
         # the set is reopened after each failure: inject once a wait on the new set succeeded
-        wait_until(lambda: any("works again" in r.getMessage() for r in caplog.records))
+        wait_for(lambda: any("works again" in r.getMessage() for r in caplog.records))
         nvml.inject_xid(2, 43)
-        wait_until(lambda: watcher.counts(uuids[2]) == {43: 1})
+        wait_for(lambda: watcher.counts(uuids[2]) == {43: 1})
     finally:
         watcher.stop()
     messages = [r.getMessage() for r in caplog.records]
@@ -226,13 +218,13 @@ def test_nvml_reinit_reopens_the_event_set() -> None:
     nvml, adapter, watcher, uuids = setup()
     watcher.start()
     try:
-        wait_until(lambda: len(nvml._event_sets) == 1)
+        wait_for(lambda: len(nvml._event_sets) == 1)
         first = nvml._event_sets[0]
         adapter.shutdown()
         adapter.init()  # a new NVML session: old handles and sets are stale
-        wait_until(lambda: len(nvml._event_sets) == 1 and nvml._event_sets[0] is not first)
+        wait_for(lambda: len(nvml._event_sets) == 1 and nvml._event_sets[0] is not first)
         nvml.inject_xid(1, 48)
-        wait_until(lambda: watcher.counts(uuids[1]) == {48: 1})
+        wait_for(lambda: watcher.counts(uuids[1]) == {48: 1})
     finally:
         watcher.stop()
     assert first.freed
@@ -241,7 +233,7 @@ def test_nvml_reinit_reopens_the_event_set() -> None:
 def test_stop_is_bounded_by_the_wait_timeout() -> None:
     nvml, _, watcher, _ = setup(wait_timeout_ms=200)
     watcher.start()
-    wait_until(lambda: nvml.waits >= 1)
+    wait_for(lambda: nvml.waits >= 1)
     assert watcher.stop(timeout=2)  # ends within one 200 ms wait (plus scheduling), not "eventually"
     assert not watcher.running and nvml._event_sets == []
 
@@ -254,7 +246,7 @@ def test_mig_instance_ids() -> None:
     watcher._on_event = seen.append
     watcher.start()
     try:
-        wait_until(lambda: len(seen) == 1)
+        wait_for(lambda: len(seen) == 1)
     finally:
         watcher.stop()
     assert seen == [XidRecord(uuids[0], 94, T0, 3, 0)]

@@ -1,0 +1,53 @@
+"""tests/support.py itself: the wait is bounded and says what it waited for; stopped processes are gone."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import sys
+import time
+
+import pytest
+
+from tests.support import reap, start_process, stop_process, wait_for
+
+
+def test_wait_for_returns_the_first_truthy_answer() -> None:
+    answers = itertools.count()
+    assert wait_for(lambda: next(answers) >= 3 and "ready", timeout=5, what="three polls") == "ready"
+
+
+def test_wait_for_fails_in_time_naming_what_and_the_last_answer() -> None:
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"timed out after 0.2s waiting for the door \(last: 0\)"):
+        wait_for(lambda: 0, timeout=0.2, what="the door")
+    assert time.monotonic() - started < 2.0
+
+
+def test_wait_for_without_what_names_the_condition_by_its_source() -> None:
+    with pytest.raises(AssertionError, match="never_true"):
+        wait_for(lambda: "never_true" == "", timeout=0.05)
+
+
+def test_stop_process_sends_sigterm_first_and_reap_returns_stderr() -> None:
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (sys.stderr.write('got TERM\\n'), sys.exit(3)))\n"
+              "sys.stderr.write('up\\n'); sys.stderr.flush()\n"
+              "time.sleep(60)\n")
+    proc = start_process([sys.executable, "-c", script])
+    assert proc.stderr is not None
+    assert proc.stderr.readline() == "up\n"
+    assert stop_process(proc, timeout=10) == 3
+    assert reap(proc) == "got TERM\n"
+
+
+def test_stop_process_kills_what_ignores_sigterm() -> None:
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "sys.stderr.write('up\\n'); sys.stderr.flush()\n"
+              "time.sleep(60)\n")
+    proc = start_process([sys.executable, "-c", script])
+    assert proc.stderr is not None
+    assert proc.stderr.readline() == "up\n"
+    assert stop_process(proc, timeout=0.5) == -signal.SIGKILL
+    reap(proc)
