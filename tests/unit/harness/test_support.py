@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import signal
+import subprocess
 import sys
 import time
 
@@ -29,25 +30,25 @@ def test_wait_for_without_what_names_the_condition_by_its_source() -> None:
         wait_for(lambda: "never_true" == "", timeout=0.05)
 
 
-def test_stop_process_sends_sigterm_first_and_reap_returns_stderr() -> None:
+def sleeper(on_sigterm: str) -> subprocess.Popen[str]:
+    """A child that installs `on_sigterm` as its SIGTERM handler, says `up` on stderr, then sleeps."""
     script = ("import signal, sys, time\n"
-              "signal.signal(signal.SIGTERM, lambda *_: (sys.stderr.write('got TERM\\n'), sys.exit(3)))\n"
+              f"signal.signal(signal.SIGTERM, {on_sigterm})\n"
               "sys.stderr.write('up\\n'); sys.stderr.flush()\n"
               "time.sleep(60)\n")
     proc = start_process([sys.executable, "-c", script])
     assert proc.stderr is not None
     assert proc.stderr.readline() == "up\n"
+    return proc
+
+
+def test_stop_process_sends_sigterm_first_and_reap_returns_stderr() -> None:
+    proc = sleeper("lambda *_: (sys.stderr.write('got TERM\\n'), sys.exit(3))")
     assert stop_process(proc, timeout=10) == 3
     assert reap(proc) == "got TERM\n"
 
 
 def test_stop_process_kills_what_ignores_sigterm() -> None:
-    script = ("import signal, sys, time\n"
-              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-              "sys.stderr.write('up\\n'); sys.stderr.flush()\n"
-              "time.sleep(60)\n")
-    proc = start_process([sys.executable, "-c", script])
-    assert proc.stderr is not None
-    assert proc.stderr.readline() == "up\n"
+    proc = sleeper("signal.SIG_IGN")
     assert stop_process(proc, timeout=0.5) == -signal.SIGKILL
     reap(proc)
