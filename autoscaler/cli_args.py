@@ -7,6 +7,7 @@ import argparse
 import os
 import re
 
+from autoscaler.errors import UsageError
 from autoscaler.promconfig import PrometheusConfig, endpoints_of
 
 DEFAULT_PROMETHEUS = "http://localhost:9090"
@@ -69,3 +70,29 @@ def add_namespaces_argument(parser: argparse.ArgumentParser) -> None:
         help="only read and scale targets in these namespaces; a rule whose target is elsewhere is refused "
         "(default: every namespace; docs/least-privilege.md)",
     )
+
+
+def add_rules_argument(parser: argparse.ArgumentParser, *, metavar: str = "FILE",
+                       positional_help: str | None = None) -> None:
+    """`--rules FILE`, as `run` and `status` take it, for the subcommands that once took the rules file as
+    their first positional argument (`check`, `simulate`): that form still works, `--rules` is documented.
+    The other positional arguments (`simulate`'s trace) land in `files`, resolved by `rules_file`."""
+    parser.add_argument("--rules", metavar="FILE", help="rules file (YAML)")
+    parser.add_argument("files", nargs="*", metavar=metavar, help=positional_help or argparse.SUPPRESS)
+
+
+def rules_file(args: argparse.Namespace, command: str, after: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """The rules file (from --rules, or else the first positional) and the positionals that follow it, named
+    `after`; raises UsageError naming what is missing or extra."""
+    words = list(args.files)
+    rules = args.rules
+    if rules is None and len(words) > len(after):
+        rules, words = words[0], words[1:]
+    missing = (["--rules FILE"] if rules is None else []) + list(after[len(words):])
+    if missing:
+        raise UsageError(f"gpu-autoscaler {command}: the following arguments are required: "
+                         f"{', '.join(missing)}")
+    if len(words) > len(after):
+        raise UsageError(f"gpu-autoscaler {command}: unrecognized arguments: {' '.join(words[len(after):])}"
+                         + (" (the rules file is given once, with --rules)" if args.rules else ""))
+    return rules, words

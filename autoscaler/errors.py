@@ -7,26 +7,19 @@ third-party exception leaks past them and the CLI can print one clear line and e
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from autoscaler.reasons import ScaleErrorReason
+from plumbing.problems import Problem
+
+__all__ = [
+    "AutoscalerError", "ConflictError", "KubeApiError", "KubeConfigError", "KubeError", "KubeTimeoutError",
+    "MalformedAnswerError", "NamespaceNotAllowedError", "NotFoundError", "Problem", "RulesError",
+    "TraceError", "UsageError",
+]
 
 
 class AutoscalerError(Exception):
     """Base class of every error the autoscaler raises on purpose."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong in an input file, located precisely enough to fix without searching."""
-
-    file: str
-    line: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.field}: {self.message}"
 
 
 class RulesError(AutoscalerError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from yaml.nodes import Node, ScalarNode
 
 from autoscaler.errors import AutoscalerError, Problem
-from autoscaler.yamlnodes import NodeReader, describe, line_of
+from plumbing.yamlnodes import NodeReader, describe, line_of
 from plumbing.yamlsafe import YamlFileError, compose_file
 
 DEFAULT_ENDPOINT = "default"

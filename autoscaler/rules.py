@@ -31,8 +31,8 @@ from autoscaler.policy.spec import (
     TargetKind,
     TargetRef,
 )
-from autoscaler.yamlnodes import NodeReader, line_of
 from plumbing import yamlsafe
+from plumbing.yamlnodes import NodeReader, line_of
 
 __all__ = ["Problem", "RuleSet", "RulesError", "load_rules", "parse_rules", "parse_rules_bytes"]
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from kubernetes import client
@@ -42,32 +40,10 @@ from autoscaler.prometheus import PromQLSettings, close_all, runners
 from autoscaler.reload import RulesWatcher
 from autoscaler.rules import RuleSet, load_rules
 from autoscaler.server import MetricsServer
+from plumbing.cli import install_stop_handlers, parse_duration, port_number
 from plumbing.web import ListenError, WebConfig, WebConfigError, load_web_config
 
 log = logging.getLogger(__name__)
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(text: str) -> float:
-    """'15s', '500ms', '1m', '2h' or plain seconds -> seconds; argparse shows the message on bad input."""
-    match = _DURATION.match(text)
-    if match is None or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive duration like 15s, 500ms or 1m (got {text!r})")
-    return float(match.group(1)) * _UNIT[match.group(2)]
-
-
-def port_number(text: str) -> int:
-    """A TCP port, 0-65535 (0: no server); checked here so a typo is one argparse message, not a traceback."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535 (got {text!r})")
-    return port
-
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -210,23 +186,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"gpu-autoscaler run: {e}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    install_signal_handlers(stop)
+    install_stop_handlers(stop, _stopping)
     return serve(options, api_client, stop, decision_printer() if options.assume_replicas else None)
 
 
-def install_signal_handlers(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT set `stop`, from a thread: the handler runs in the main thread, which may hold the
-    Event's lock at that instant (inside `stop.wait()`), and `set()` there would wait for it forever."""
-    def handle(signum: int, frame: FrameType | None) -> None:
-        threading.Thread(target=_stop_on_signal, args=(stop, signum), name="signal", daemon=True).start()
-
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
-
-
-def _stop_on_signal(stop: threading.Event, signum: int) -> None:
+def _stopping(signum: int) -> None:
     log.info("received %s: finishing the current sync and exiting", signal.Signals(signum).name)
-    stop.set()
 
 
 def serve(

@@ -25,7 +25,6 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 
 from autoscaler.controller import Controller
 from autoscaler.errors import RulesError
@@ -41,6 +40,7 @@ from demo.report import DemoRecorder
 from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
 from demo.traces import Trace, demo_day
 from demo.world import SimulatedWorld, served_names_in
+from plumbing.cli import duration, install_stop_handlers, silence_stdout
 
 DEMO_RULES = Path(__file__).resolve().parent / "demo-rules.yaml"
 REQUESTS_PER_GPU_SECOND = 10.0
@@ -73,23 +73,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rules", type=Path, default=DEMO_RULES, metavar="FILE",
                         help="rules file to run (default: the demo's own, demo/demo-rules.yaml)")
     parser.add_argument("--rule", metavar="NAME", help="which rule of FILE (default: the first)")
-    parser.add_argument("--duration", type=float, default=180.0, metavar="SECONDS",
-                        help="length of the scenario: a day of load played in it (default %(default)g)")
+    parser.add_argument("--duration", type=duration(1.0), default=180.0, metavar="DURATION",
+                        help="length of the scenario, e.g. 3m or 180 (seconds): a day of load played in it "
+                             "(default 3m)")
     parser.add_argument("--output", type=Path, default=Path("demo-output"), metavar="DIR",
                         help="where timeline.csv, demo.png and summary.md go (default ./demo-output)")
-    parser.add_argument("--startup-delay", type=float, default=10.0, metavar="SECONDS",
-                        help="seconds a new replica loads its model before it serves (default %(default)g)")
-    parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
-                        help="seconds between controller syncs (default %(default)g)")
-    parser.add_argument("--scrape-interval", type=float, default=1.0, metavar="SECONDS",
+    parser.add_argument("--startup-delay", type=duration(0.0), default=10.0, metavar="DURATION",
+                        help="how long a new replica loads its model before it serves (default 10s)")
+    parser.add_argument("--interval", type=duration(0.2), default=2.0, metavar="DURATION",
+                        help="time between controller syncs (default 2s)")
+    parser.add_argument("--scrape-interval", type=duration(0.2), default=1.0, metavar="DURATION",
                         help="Prometheus scrape interval, at most 2/5 of the smallest range window in the "
-                             "rule's queries (default %(default)g)")
+                             "rule's queries (default 1s)")
     args = parser.parse_args(argv)
-    minimums = (("--duration", args.duration, 1.0), ("--startup-delay", args.startup_delay, 0.0),
-                ("--interval", args.interval, 0.2), ("--scrape-interval", args.scrape_interval, 0.2))
-    for flag, value, minimum in minimums:
-        if not value >= minimum:
-            parser.error(f"{flag}: expected seconds >= {minimum:g} (got {value:g})")
     return args
 
 
@@ -175,17 +171,8 @@ def wait_for_series(url: str, queries: Sequence[str], stop: threading.Event, tim
     return pending
 
 
-def install_signal_handlers(stop: threading.Event, received: list[int]) -> None:
-    """SIGINT, SIGTERM and SIGHUP set `stop`, from a thread: the handler runs in the main thread, which may
-    hold the Event's lock at that instant (inside `stop.wait()`), and `set()` there would wait forever."""
-    def handle(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        threading.Thread(target=stop.set, name="signal", daemon=True).start()
-
-    signal.signal(signal.SIGINT, handle)
-    signal.signal(signal.SIGTERM, handle)
-    if hasattr(signal, "SIGHUP"):  # the terminal closed: stop as cleanly as on Ctrl-C (not on Windows)
-        signal.signal(signal.SIGHUP, handle)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, a stop request, and the terminal closing all stop the demo cleanly, writing what it recorded."""
 
 
 def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: threading.Event) -> None:
@@ -354,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     stop = threading.Event()
     received: list[int] = []
-    install_signal_handlers(stop, received)
+    install_stop_handlers(stop, received.append, STOP_SIGNALS)
     recorder = DemoRecorder(rule, _shown(args.rules), args.startup_delay, args.interval)
     code = 0
     try:
@@ -367,15 +354,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProcessError as exc:
         print(f"demo: cannot start Prometheus: {exc}", file=sys.stderr)
         code = 1
+    except BrokenPipeError:  # `| head`, or a `| tee` closed: the reader left; stop as on Ctrl-C, quietly
+        silence_stdout()
+        recorder.ended_by = "stopped: the output pipe was closed"
     finally:  # whatever happened, everything is stopped by now: write what was recorded
         if received:
             recorder.ended_by = f"stopped by {signal.Signals(received[0]).name}"
             code = 128 + received[0]
         if recorder.points or received:
             written = recorder.write(args.output)
-            print(f"\n{recorder.summary()}", flush=True)  # the summary.md just written, on the terminal too
-            for path in written:
-                print(f"demo: wrote {path}", flush=True)
+            try:
+                print(f"\n{recorder.summary()}", flush=True)  # the summary.md just written, on the terminal
+                for path in written:
+                    print(f"demo: wrote {path}", flush=True)
+            except BrokenPipeError:
+                silence_stdout()
     return code
 
 

@@ -7,6 +7,7 @@ and writes whatever it has when the run ends, however it ends (Ctrl-C included).
 from __future__ import annotations
 
 import csv
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from demo.cluster import ClusterSnapshot
 from demo.plots import DemoPoint, plot_demo
 
 OVERLOAD_LINE = 0.95
+LINE_WIDTH = 120
+"""The live line fits a 120-column terminal: the decision's message is in timeline.csv and summary.md."""
 SIMULATED_GPU_COLUMN = "gpu_util_simulated"
 """timeline.csv's column of the Deployment's mean GPU utilization (%), as simulated: shown whatever the rule
 queries, next to the rule's own metrics as Prometheus returned them."""
@@ -53,12 +56,20 @@ class DemoRecorder:
     ended_by: str = "completed"
     started_with: int | None = None
     """Replicas before the first sync."""
+    against_target: list[dict[str, float | None]] = field(default_factory=list)
+    """Per sync, each metric as the engine compares it with its target (a Total one per replica)."""
+    drivers: Counter[str] = field(default_factory=Counter)
+    """How many syncs each metric drove: the one furthest above (or least below) its target asks for the
+    most replicas, and the HPA takes the largest proposal."""
 
     @property
     def plotted_metric(self) -> str:
-        """The metric drawn against its target: gpu_utilization when the rule has it, else its first."""
-        names = [m.name for m in self.rule.metrics]
-        return "gpu_utilization" if "gpu_utilization" in names else names[0]
+        """The metric drawn against its target: the one that drove the most syncs (the rule's first before
+        any sync, or when every query failed)."""
+        order = [m.name for m in self.rule.metrics]
+        if not self.drivers:
+            return order[0]
+        return max(order, key=lambda name: (self.drivers[name], -order.index(name)))
 
     def tick(self, snapshot: ClusterSnapshot, seconds: float) -> None:
         self.gpu_seconds += snapshot.gpus_held * seconds
@@ -82,23 +93,33 @@ class DemoRecorder:
             replicas = outcome.desired
             self.changes.append(ScaleChange(t, outcome.current, outcome.desired, outcome.reason,
                                             outcome.message))
-        plotted = next(m for m in self.rule.metrics if m.name == self.plotted_metric)
+        against = {m.name: _against_target(m, values.get(m.name), outcome.current) for m in self.rule.metrics}
+        self.against_target.append(against)
+        ratios = {m.name: value / m.target for m in self.rule.metrics
+                  if (value := against[m.name]) is not None and m.target > 0}
+        driver = max(ratios, key=lambda name: ratios[name]) if ratios else None
+        if driver is not None:
+            self.drivers[driver] += 1
         mean = snapshot.mean_utilization()
         gpu_percent = None if mean is None else 100.0 * mean
         self.points.append(DemoPoint(t, snapshot.load, replicas, snapshot.ready, outcome.desired,
-                                     _against_target(plotted, values.get(plotted.name), outcome.current),
-                                     gpu_percent))
+                                     against[self.plotted_metric], gpu_percent))
         row = {"t": f"{t:.2f}", "load": f"{snapshot.load:.3f}", "current": _num(outcome.current),
                "desired": _num(outcome.desired), "ready": str(snapshot.ready),
                SIMULATED_GPU_COLUMN: _num(gpu_percent), "reason": outcome.reason}
         row.update({m.name: _num(values.get(m.name)) for m in self.rule.metrics})
+        row.update({"driver": driver or "", "message": outcome.message})
         self.rows.append(row)
-        metrics = "  ".join(_shown_against_target(m, values.get(m.name), outcome.current)
-                            for m in self.rule.metrics)
-        arrow = f"{_num(outcome.current)} -> {_num(outcome.desired)}"
-        gpus = "  - " if gpu_percent is None else f"{gpu_percent:3.0f}%"
-        return (f"[{t:6.1f}s] load {snapshot.load:5.2f}  replicas {arrow:>8} (ready {snapshot.ready:2d})  "
-                f"GPU util {gpus}  {metrics}  {outcome.reason}: {outcome.message}")
+        metrics = " ".join(("*" if m.name == driver else "")
+                           + _shown_against_target(m, values.get(m.name), outcome.current)
+                           for m in self.rule.metrics)
+        gpus = " GPU   - " if gpu_percent is None else f" GPU {gpu_percent:3.0f}%"
+        pods = f"{_num(outcome.current)}->{_num(outcome.desired)}"
+        head = f"[{t:6.1f}s] load {snapshot.load:5.2f} pods {pods} (ready {snapshot.ready})"
+        line = f"{head}{gpus} {outcome.reason} {metrics}"
+        if len(line) > LINE_WIDTH:  # the simulated GPU figure goes first: the rule's own metrics matter more
+            line = f"{head} {outcome.reason} {metrics}"
+        return line if len(line) <= LINE_WIDTH else line[:LINE_WIDTH - 3] + "..."
 
     def write(self, output: Path) -> list[Path]:
         """timeline.csv, demo.png (when there are points) and summary.md; returns the paths written."""
@@ -107,8 +128,11 @@ class DemoRecorder:
         if self.points:
             plotted = next(m for m in self.rule.metrics if m.name == self.plotted_metric)
             label = f"{plotted.name} per replica" if plotted.type == "Total" else plotted.name
+            label += f" (drove {self.drivers[plotted.name]} of {len(self.points)} syncs)"
+            points = [dataclasses.replace(p, utilization=a[plotted.name])
+                      for p, a in zip(self.points, self.against_target, strict=True)]
             png = output / "demo.png"
-            plot_demo(self.points, png, label, plotted.target,
+            plot_demo(points, png, label, plotted.target,
                       f"gpu-autoscaler demo: {self.rule.name} ({self.rules_path})",
                       gpu_on_own_axis=plotted.name != "gpu_utilization")
             written.append(png)
@@ -123,7 +147,7 @@ class DemoRecorder:
 
     def _write_csv(self, path: Path) -> Path:
         columns = ["t", "load", "current", "desired", "ready", SIMULATED_GPU_COLUMN,
-                   *[m.name for m in self.rule.metrics], "reason"]
+                   *[m.name for m in self.rule.metrics], "reason", "driver", "message"]
         with path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
@@ -146,15 +170,18 @@ class DemoRecorder:
             f"- GPU time held: {self.gpu_seconds:.0f} GPU-seconds; overloaded (load per ready GPU above "
             f"{OVERLOAD_LINE:.0%}): {self.overloaded_seconds:.0f} s; replicas still loading: "
             f"{self.not_ready_seconds:.0f} s; mean utilization of the GPUs held: {self._mean_busy():.0%}.",
-            f"- Syncs with every metric failed: {self.failed_syncs}.", "",
+            f"- Syncs with every metric failed: {self.failed_syncs}.",
+            "- Syncs each metric drove (asked for the most replicas): "
+            + (", ".join(f"{name} {count}" for name, count in self.drivers.most_common()) or "none") + ".",
+            "",
             "| decision reason | syncs |", "|---|---:|",
             *[f"| {reason} | {count} |" for reason, count in self.reasons.most_common()], "",
             "## Scale changes", "",
         ]
         lines += [f"- {c.t:6.1f} s: {c.from_replicas} -> {c.to_replicas} ({c.reason}) {c.message}"
                   for c in self.changes] or ["- none"]
-        lines += ["", "Files: `demo.png` (load, replicas, utilization vs target), `timeline.csv` (one row "
-                  "per sync).", ""]
+        lines += ["", "Files: `demo.png` (load, replicas, the metric that drove most syncs vs its target), "
+                  "`timeline.csv` (one row per sync).", ""]
         return "\n".join(lines)
 
 
@@ -167,13 +194,13 @@ def _against_target(metric: MetricSpec, value: float | None, replicas: int | Non
 
 
 def _shown_against_target(metric: MetricSpec, value: float | None, replicas: int | None) -> str:
-    """`gpu_utilization 75.0/90`; a Total metric per replica, `requests_per_second 8.2/9 per replica`, so
-    57.3 req/s on 7 replicas does not read as six times the target (total alone when no replica runs)."""
+    """`gpu_utilization 75.0/90`; a Total metric per replica, `requests_per_second 8.2/9 each`, so 57.3 req/s
+    on 7 replicas does not read as six times the target (`57.3 total/9 each` when no replica runs)."""
     if metric.type != "Total" or value is None:
         return f"{metric.name} {_short(value)}/{metric.target:g}"
     if not replicas:
-        return f"{metric.name} {value:.1f} total/{metric.target:g} per replica"
-    return f"{metric.name} {value / replicas:.1f}/{metric.target:g} per replica"
+        return f"{metric.name} {value:.1f} total/{metric.target:g} each"
+    return f"{metric.name} {value / replicas:.1f}/{metric.target:g} each"
 
 
 def _num(value: float | int | None) -> str:

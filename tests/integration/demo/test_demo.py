@@ -132,7 +132,7 @@ def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
     summary = (tmp_path / "summary.md").read_text()
     assert "(completed)" in summary and "scale-ups" in summary
     assert summary.strip() in output  # the summary on the terminal too
-    assert re.search(r"^\[\s*\d+\.\d+s\] .* GPU util +\d+% ", output, re.MULTILINE), output
+    assert re.search(r"^\[\s*\d+\.\d+s\] load +\d+\.\d+ pods \d+->\d+ ", output, re.MULTILINE), output
     assert_nothing_left(prometheus_port(output))
 
 

@@ -47,4 +47,4 @@ def test_missing_file(cli: Run) -> None:
 def test_usage_error_is_exit_2(cli: Run) -> None:
     result = cli("check")
     assert result.returncode == 2
-    assert "the following arguments are required: rules" in result.stderr
+    assert "the following arguments are required: --rules FILE" in result.stderr

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-
-import pytest
 
 from autoscaler.controller import RuleOutcome
 from autoscaler.logfmt import JsonFormatter
 from autoscaler.policy import MetricObservation
-from autoscaler.run import RunOptions, parse_duration
+from autoscaler.run import RunOptions
 from autoscaler.status import render
 from tests.unit.controller.conftest import rule, ruleset
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [("15s", 15.0), ("500ms", 0.5), ("1m", 60.0), ("2h", 7200.0), ("7", 7.0), ("1.5s", 1.5)],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "0s", "-1s", "15 minutes", "s"])
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match="expected a positive duration"):
-        parse_duration(text)
 
 
 def test_query_budget_leaves_half_the_interval() -> None:

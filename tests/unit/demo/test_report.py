@@ -43,10 +43,50 @@ def test_the_live_line_shows_time_load_replicas_metrics_against_targets_and_the_
     recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
     line = recorder.sync(12.0, snap, outcome(2, 3, True, 75.0, "ScaleUpLimit"))
-    for part in ("[  12.0s]", "load  1.50", "2 -> 3", "(ready  2)", "GPU util  75%",
-                 "requests_per_second 15.0/9 per replica", "gpu_utilization 75.0/90",
-                 "ScaleUpLimit: scale 2 -> 3"):
-        assert part in line
+    for part in ("[  12.0s]", "load  1.50", "pods 2->3", "(ready 2)", "GPU  75%",
+                 "*requests_per_second 15.0/9 each", " gpu_utilization 75.0/90", "ScaleUpLimit"):
+        assert part in line, line
+    assert len(line) <= 120, line
+    assert recorder.rows[-1]["message"] == "scale 2 -> 3"
+    assert recorder.rows[-1]["driver"] == "requests_per_second"
+    line = recorder.sync(14.0, snap, outcome(10, 10, False, 75.0, "DesiredWithinRange"))
+    assert len(line) <= 120 and line.endswith("gpu_utilization 75.0/90"), line  # GPU figure dropped
+
+
+def test_the_live_line_fits_120_columns_whatever_the_metric_names() -> None:
+    rule = parse_rules("""\
+rules:
+  - name: r
+    target: {kind: Deployment, namespace: demo, name: inference}
+    minReplicas: 1
+    maxReplicas: 10
+    metrics:
+      - {name: a_very_long_metric_name_for_the_request_rate_of_the_service, query: x, type: Total, target: 9}
+      - {name: another_very_long_metric_name_for_gpu_utilization, query: y, type: Average, target: 90}
+""", "r.yaml").rules[0]
+    recorder = DemoRecorder(rule, "r.yaml", 10.0, 2.0)
+    snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.7)
+    observed = (MetricObservation(rule.metrics[0].name, 57.3), MetricObservation(rule.metrics[1].name, 80.0))
+    line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
+    assert len(line) == 120 and line.endswith("..."), line
+
+
+def test_the_plot_and_summary_follow_the_metric_that_drove_the_decisions(tmp_path: Path) -> None:
+    """The request rate (15/9 per replica) asks for more than the GPUs (40/90) in two syncs of three: it is
+    the metric plotted, whatever the rule lists first or calls gpu_utilization."""
+    recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0)
+    snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
+    recorder.sync(0.0, snap, outcome(2, 3, True, 40.0, rps=30.0))
+    recorder.sync(2.0, snap, outcome(2, 2, False, 95.0, rps=10.0))  # the GPUs drive this one
+    recorder.sync(4.0, snap, outcome(2, 3, True, 40.0, rps=30.0))
+    assert recorder.plotted_metric == "requests_per_second"
+    assert [r["driver"] for r in recorder.rows] == ["requests_per_second", "gpu_utilization",
+                                                    "requests_per_second"]
+    recorder.write(tmp_path)
+    assert "requests_per_second 2, gpu_utilization 1" in (tmp_path / "summary.md").read_text()
+    recorder.sync(6.0, snap, outcome(2, 2, False, 99.0, rps=1.0))
+    recorder.sync(8.0, snap, outcome(2, 2, False, 99.0, rps=1.0))
+    assert recorder.plotted_metric == "gpu_utilization"
 
 
 def test_figures_accumulate_per_tick() -> None:
@@ -96,10 +136,10 @@ rules:
     snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.7)
     observed = (MetricObservation("requests_per_second", 57.3),)
     line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
-    assert "requests_per_second 8.2/9 per replica" in line and "57.3/9" not in line
+    assert "requests_per_second 8.2/9 each" in line and "57.3/9" not in line
     assert recorder.points[-1].utilization == pytest.approx(57.3 / 7)
     line = recorder.sync(2.0, snap, RuleOutcome(rule, 0, 1, "DesiredWithinRange", "", observed, ok=True))
-    assert "requests_per_second 57.3 total/9 per replica" in line
+    assert "requests_per_second 57.3 total/9 each" in line
     assert recorder.points[-1].utilization is None
 
 
@@ -119,10 +159,10 @@ rules:
     snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.6)
     observed = (MetricObservation("requests_per_second", 56.0),)
     line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
-    assert "GPU util  80%" in line and "requests_per_second 8.0/9 per replica" in line, line
+    assert "GPU  80%" in line and "requests_per_second 8.0/9 each" in line, line
     idle = SimulatedDeployment("demo", "inference", 0, lambda: 0.0).snapshot(0.0)
     line = recorder.sync(2.0, idle, RuleOutcome(rule, 0, 0, "DesiredWithinRange", "", observed, ok=True))
-    assert "GPU util   - " in line, line  # no GPU held: no utilization, not 0 %
+    assert "GPU   - " in line, line  # no GPU held: no utilization, not 0 %
     assert [p.gpu_utilization for p in recorder.points] == [pytest.approx(80.0), None]
     written = recorder.write(tmp_path)
     assert "demo.png" in [p.name for p in written] and (tmp_path / "demo.png").stat().st_size > 0

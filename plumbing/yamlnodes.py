@@ -1,9 +1,9 @@
 """Typed reading of a composed YAML node tree that remembers line numbers and collects problems.
 
-`rules.py` validates a file the way the HPA API validates an object, but users edit YAML, so every message
-has to point at a line. PyYAML's plain `safe_load` throws line numbers away; its `compose` keeps them on the
-nodes. `NodeReader` reads typed values out of those nodes and records a `Problem` (never raises) for each
-mistake, so one run reports every problem in the file.
+The autoscaler's rules and Prometheus connections files and the exporter's config are validated field by
+field, but users edit YAML, so every message has to point at a line. PyYAML's plain `safe_load` throws line
+numbers away; its `compose` keeps them on the nodes. `NodeReader` reads typed values out of those nodes and
+records a `Problem` (never raises) for each mistake, so one run reports every problem in the file.
 """
 
 from __future__ import annotations
@@ -11,18 +11,20 @@ from __future__ import annotations
 import contextlib
 import difflib
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from autoscaler.errors import Problem
+from plumbing.problems import Problem
 from plumbing.yamlsafe import line_of
 
 __all__ = ["NULL_TAG", "NodeReader", "describe", "line_of"]
 
 NULL_TAG = "tag:yaml.org,2002:null"
+T = TypeVar("T")
 
 
 def describe(node: Node) -> str:
@@ -134,6 +136,20 @@ class NodeReader:
             self.problem(line_of(node), where, f"expected a number <= {high:g} (got {value:g})")
             return None
         return value
+
+    def converted(self, node: Node, where: str, expected: str,
+                  convert: Callable[[Any], T | None]) -> T | None:
+        """A scalar or a list of scalars, through `convert` (None: does not fit, reported as
+        `expected <expected> (got ...)`); for schema-driven files such as the exporter's config."""
+        value: Any = node
+        if isinstance(node, ScalarNode):
+            value = self._scalar(node)
+        elif isinstance(node, SequenceNode) and all(isinstance(item, ScalarNode) for item in node.value):
+            value = [self._scalar(item) for item in node.value]
+        result = None if isinstance(value, Node) else convert(value)
+        if result is None:
+            self.problem(line_of(node), where, f"expected {expected} (got {describe(node)})")
+        return result
 
     def choice(self, node: Node, where: str, choices: Collection[str]) -> str | None:
         value = self._scalar(node)
