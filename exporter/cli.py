@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
@@ -26,6 +25,7 @@ from exporter.simulator.config import MAX_SIMULATED_GPUS, default_config, load_s
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
+from plumbing.cli import duration, install_stop_handlers, port_number, silence_stdout
 from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
@@ -50,26 +50,6 @@ def _gpu_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a GPU count (got {text!r})") from None
     if not 0 <= value <= MAX_SIMULATED_GPUS:
         raise argparse.ArgumentTypeError(f"expected 0..{MAX_SIMULATED_GPUS} GPUs (got {value})")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds (got {text!r})") from None
-    if not 0 <= value < 3600:
-        raise argparse.ArgumentTypeError(f"expected seconds in 0..3600 (got {text})")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a TCP port (got {text!r})") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port 0..65535 (got {value})")
     return value
 
 
@@ -105,10 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                      description="NVIDIA GPU metrics for Prometheus.")
     parser.add_argument("--address", default="0.0.0.0",
                         help="listen address, IPv4 or IPv6 (default 0.0.0.0; '::' for every IPv6 address)")
-    parser.add_argument("--port", type=_port, default=9400, help="listen port (default 9400)")
-    parser.add_argument("--min-interval", type=_seconds, default=1.0, metavar="SECONDS",
-                        help="minimum seconds between two NVML sweeps; scrapes in between share one "
-                             "(default 1)")
+    parser.add_argument("--port", type=port_number, default=9400, help="listen port (default 9400)")
+    parser.add_argument("--min-interval", type=duration(0.0, 3600.0), default=1.0, metavar="DURATION",
+                        help="minimum time between two NVML sweeps, e.g. 1s, 500ms or 0; scrapes in between "
+                             "share one (default 1s)")
     parser.add_argument("--web-config-file", metavar="FILE",
                         help="TLS and basic auth of the HTTP endpoints, in the exporter-toolkit web config "
                              "format (node_exporter's --web.config.file); see docs/web-config.md")
@@ -159,19 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `gpu-exporter status | head`
-        sys.stderr.close()
-        return 1
-
-
-def install_signal_handlers(stop: threading.Event) -> None:
-    """SIGTERM and SIGINT set `stop`, from a thread: the handler runs in the main thread, which may hold the
-    Event's lock at that instant (inside `stop.wait()`), and `set()` there would wait for it forever."""
-    def handle(signum: int, frame: object) -> None:
-        threading.Thread(target=stop.set, name="signal", daemon=True).start()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, handle)
+    except BrokenPipeError:  # `gpu-exporter status | head`: the reader left, which is not an error
+        silence_stdout()
+        return 0
 
 
 def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
@@ -181,7 +151,7 @@ def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
                       config=config, proc_root=args.proc_root)
     server = app.bind(args.address, args.port, web_config)  # ServeError (port in use) before threads start
     stop = threading.Event()
-    install_signal_handlers(stop)
+    install_stop_handlers(stop)
     app.start()
     host = f"[{server.address}]" if ":" in server.address else server.address
     log.info("serving /metrics, /healthz, /readyz, /api/v1/gpus on %s://%s:%d (%s%s)", server.scheme, host,

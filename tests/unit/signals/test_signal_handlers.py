@@ -1,4 +1,5 @@
-"""The three processes' SIGTERM/SIGINT handlers never deadlock on the stop Event.
+"""The processes' SIGTERM/SIGINT handlers (one function, plumbing.cli.install_stop_handlers) never deadlock
+on the stop Event.
 
 A Python signal handler runs in the main thread between two bytecodes, possibly while that thread holds the
 Event's (non-reentrant) lock inside `stop.wait()`; a handler calling `stop.set()` then waits for itself
@@ -8,21 +9,32 @@ thread holds that lock: it must return at once and `stop` must be set once the l
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from autoscaler import run as autoscaler_run
 from demo import __main__ as demo_main
-from exporter import cli as exporter_cli
+from plumbing.cli import install_stop_handlers
 
+ROOT = Path(__file__).resolve().parents[3]
 INSTALLERS: dict[str, Callable[[threading.Event], None]] = {
-    "gpu-exporter": exporter_cli.install_signal_handlers,
-    "gpu-autoscaler run": autoscaler_run.install_signal_handlers,
-    "demo": lambda stop: demo_main.install_signal_handlers(stop, []),
+    "gpu-exporter": install_stop_handlers,
+    "gpu-autoscaler run": lambda stop: install_stop_handlers(stop, autoscaler_run._stopping),
+    "demo": lambda stop: install_stop_handlers(stop, [].append, demo_main.STOP_SIGNALS),
 }
+
+
+def test_only_plumbing_installs_signal_handlers() -> None:
+    """One copy: a process that needs to stop on a signal calls install_stop_handlers, never signal.signal."""
+    callers = sorted(str(path.relative_to(ROOT)) for package in ("exporter", "autoscaler", "plumbing", "demo")
+                     for path in (ROOT / package).rglob("*.py")
+                     if re.search(r"\bsignal\.signal\(", path.read_text()))
+    assert callers == ["plumbing/cli.py"]
 
 
 @pytest.fixture(autouse=True)
