@@ -179,7 +179,7 @@ def test_the_first_sync_already_reads_every_metric_and_the_real_rate(tmp_path: P
     assert code == 0, output
     assert re.search(r"waiting \d+ s until the rule's largest range window \[5s\] holds", output), output
     first = next(line for line in output.splitlines() if re.match(r"^\[\s*\d+\.\d+s\]", line))
-    assert "failed" not in first and "requests_per_second" in first and "per replica" in first, first
+    assert "failed" not in first and "requests_per_second" in first and "/9 each" in first, first
     assert "FailedGetMetrics" not in output and "warning" not in output, output
     rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
     real = float(rows[0]["load"]) * 10  # the scenario's first load, 10 requests per GPU-second

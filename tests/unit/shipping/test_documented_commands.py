@@ -11,6 +11,7 @@ import shlex
 import pytest
 
 from autoscaler.cli import build_parser
+from autoscaler.cli_args import rules_file
 from tests.unit.shipping.promql_names import ROOT
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "Dockerfile",
@@ -46,4 +47,5 @@ def test_documented_check_command_parses(place: str, command: str) -> None:
             args = build_parser(argv).parse_args(argv)
     except SystemExit:
         pytest.fail(f"{place}: `{command}` is rejected: {stderr.getvalue().strip()}")
-    assert args.command == "check" and args.rules, f"{place}: `{command}` names no rules file"
+    assert args.command == "check", f"{place}: `{command}` is not a check command"
+    assert rules_file(args, "check")[0], f"{place}: `{command}` names no rules file"
