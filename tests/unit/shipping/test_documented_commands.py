@@ -49,3 +49,4 @@ def test_documented_check_command_parses(place: str, command: str) -> None:
         pytest.fail(f"{place}: `{command}` is rejected: {stderr.getvalue().strip()}")
     assert args.command == "check", f"{place}: `{command}` is not a check command"
     assert rules_file(args, "check")[0], f"{place}: `{command}` names no rules file"
+    assert args.rules, f"{place}: `{command}`: document the --rules FILE form every subcommand takes"
