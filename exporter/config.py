@@ -25,7 +25,8 @@ Every section and field is optional; a missing one keeps its default:
       stale_grace_intervals: 3    # refresh intervals the last pod labels outlive a kubelet failure
       resource_names: [nvidia.com/gpu, nvidia.com/gpu.shared]   # nvidia.com/mig-* always accepted
 
-A bad file raises `ExporterConfigError` listing every problem as `file:line: field: message`.
+A bad file raises `ExporterConfigError` listing every problem as `file:line: field: message`, read by the
+same `NodeReader` as the autoscaler's rules file so both CLIs word a mistake alike.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from yaml.nodes import Node, ScalarNode
 
 from exporter.errors import ConfigError
 from exporter.health.history import HistorySettings, TrendThresholds
@@ -50,6 +51,8 @@ from exporter.pods.podresources.client import (
 )
 from exporter.pods.podresources.mapping import DEFAULT_RESOURCE_NAMES, resource_filter
 from plumbing import yamlsafe
+from plumbing.problems import Problem
+from plumbing.yamlnodes import NodeReader, line_of
 
 CONFIG_LIMITS = yamlsafe.YamlLimits(max_bytes=1024 * 1024)  # the full file with comments is under 2 KB
 
@@ -90,21 +93,10 @@ class ExporterConfig:
     path: str | None = None  # the file it came from; None for the defaults
 
 
-@dataclass(frozen=True)
-class ConfigProblem:
-    file: str
-    line: int
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.field}: {self.message}"
-
-
 class ExporterConfigError(ConfigError):
-    """Every problem of one config file; str() lists them one per line."""
+    """Every problem of one config file, as the shared `Problem`s; str() lists them one per line."""
 
-    def __init__(self, problems: list[ConfigProblem]) -> None:
+    def __init__(self, problems: list[Problem]) -> None:
         self.problems = tuple(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
@@ -198,120 +190,69 @@ _SCHEMA: dict[str, dict[str, Any]] = {
 }
 
 
-class _Reader:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.problems: list[ConfigProblem] = []
-        self._constructor = yaml.constructor.SafeConstructor()
+@dataclass
+class _Fields:
+    """The valid fields of one mapping: leaf values converted, nested mappings read the same way."""
 
-    def problem(self, node: yaml.Node | None, name: str, message: str) -> None:
-        line = node.start_mark.line + 1 if node is not None else 1
-        self.problems.append(ConfigProblem(self.path, line, name, message))
+    node: Node | None = None  # None when the section is absent: problems about it point at line 1
+    values: dict[str, Any] = field(default_factory=dict)
+    sections: dict[str, _Fields] = field(default_factory=dict)
 
-    def mapping(
-        self, node: yaml.Node, schema: dict[str, Any], prefix: str
-    ) -> dict[str, tuple[Any, yaml.Node]]:
-        """Known keys -> (converted value or nested dict, node); reports unknown, duplicate and bad fields."""
-        where = prefix or "(top level)"
-        if not isinstance(node, yaml.MappingNode):
-            self.problem(node, where, f"expected a mapping (got {_describe(node)})")
-            return {}
-        found: dict[str, tuple[Any, yaml.Node]] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if key not in schema:
-                expected = ", ".join(schema)
-                self.problem(key_node, name, f"unknown field (expected one of: {expected})")
-                continue
-            if key in found:
-                self.problem(key_node, name, "duplicate field")
-                continue
-            spec = schema[key]
-            if isinstance(spec, dict):
-                found[key] = (self.mapping(value_node, spec, name), value_node)
-                continue
-            expected_text, convert = spec
-            raw = self._scalar(value_node)
-            converted = convert(raw) if raw is not _NOT_SCALAR else None
-            if converted is None:
-                self.problem(value_node, name, f"expected {expected_text} (got {_describe(value_node, raw)})")
-                continue
-            found[key] = (converted, value_node)
-        return found
-
-    def _scalar(self, node: yaml.Node) -> Any:
-        """The value of a scalar or a list node; _NOT_SCALAR for a mapping."""
-        if not isinstance(node, yaml.ScalarNode | yaml.SequenceNode):
-            return _NOT_SCALAR
-        try:
-            return self._constructor.construct_object(node, deep=True)
-        except (yaml.YAMLError, ValueError, OverflowError, TypeError):  # e.g. a date that does not exist
-            return node.value
+    def section(self, name: str) -> _Fields:
+        return self.sections.get(name, _Fields())
 
 
-_NOT_SCALAR = object()
-
-
-def _describe(node: yaml.Node, raw: Any = _NOT_SCALAR) -> str:
-    if isinstance(node, yaml.MappingNode):
-        return "a mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "a list"
-    if raw is None:
-        return "null"
-    text = repr(raw) if raw is not _NOT_SCALAR else repr(node.value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _read(reader: NodeReader, node: Node, schema: dict[str, Any], where: str) -> _Fields:
+    """Walks `node` by `schema`; the shared reader reports unknown (with "did you mean"), duplicate and
+    ill-typed fields, so this file's mistakes read like the rules file's."""
+    found = _Fields(node)
+    for key, value_node in (reader.mapping(node, where, known=list(schema)) or {}).items():
+        name = f"{where}.{key}" if where else key
+        spec = schema[key]
+        if isinstance(spec, dict):
+            found.sections[key] = _read(reader, value_node, spec, name)
+            continue
+        expected, convert = spec
+        value = reader.converted(value_node, name, expected, convert)
+        if value is not None:
+            found.values[key] = value
+    return found
 
 
 def parse_config(text: str, path: str = "<config>") -> ExporterConfig:
-    """Parse and validate; raises ExporterConfigError with every problem found."""
-    reader = _Reader(path)
+    """Parse and validate; raises ExporterConfigError with every problem found, in line order."""
     try:
         root = yamlsafe.compose(text, path, CONFIG_LIMITS)
     except yamlsafe.YamlFileError as e:
-        raise ExporterConfigError([ConfigProblem(path, e.line or 1, "(yaml)", e.message)]) from e
-    if root is None or (isinstance(root, yaml.ScalarNode) and root.value == ""):
+        raise ExporterConfigError([Problem(path, e.line or 1, "yaml", e.message)]) from e
+    if root is None or (isinstance(root, ScalarNode) and root.value == ""):
         return ExporterConfig(path=path)
-    top = reader.mapping(root, _SCHEMA, "")
-
-    def section(name: str) -> dict[str, tuple[Any, yaml.Node]]:
-        value = top.get(name)
-        return value[0] if value is not None else {}
-
-    def values(fields: dict[str, tuple[Any, yaml.Node]]) -> dict[str, Any]:
-        return {key: value for key, (value, _) in fields.items()}
-
-    health_fields = section("health")
+    reader = NodeReader(path)
+    top = _read(reader, root, _SCHEMA, "")
+    health = top.section("health")
     bands = {}
     for quantity, default in (
         ("temperature_celsius", HealthThresholds().temperature_celsius),
         ("memory_percent", HealthThresholds().memory_percent),
     ):
-        entry = health_fields.get(quantity)
-        given = values(entry[0]) if entry is not None else {}
+        given = health.section(quantity)
         merged = {"normal": default.normal, "throttled": default.throttled, "critical": default.critical}
-        merged.update(given)
+        merged.update(given.values)
         if merged["normal"] < merged["throttled"] < merged["critical"]:
             bands[quantity] = Bands(**merged)
         else:
-            node = entry[1] if entry is not None else None
             shown = ", ".join(f"{k}={v:g}" for k, v in merged.items())
+            line = line_of(given.node) if given.node is not None else 1
             message = f"expected normal < throttled < critical (got {shown})"
-            reader.problem(node, f"health.{quantity}", message)
-
-    history = values(section("history"))
-    trend = values(section("trend"))
-    pod_resources = values(section("pod_resources"))
-    xid = values(section("xid"))
+            reader.problem(line, f"health.{quantity}", message)
     if reader.problems:
-        raise ExporterConfigError(reader.problems)
+        raise ExporterConfigError(sorted(reader.problems, key=lambda p: p.line))
     return ExporterConfig(
         health=HealthThresholds(**bands),
-        history=HistorySettings(**history),
-        trend=TrendThresholds(**trend),
-        pod_resources=PodResourcesConfig(**pod_resources),
-        xid=XidConfig(**xid),
+        history=HistorySettings(**top.section("history").values),
+        trend=TrendThresholds(**top.section("trend").values),
+        pod_resources=PodResourcesConfig(**top.section("pod_resources").values),
+        xid=XidConfig(**top.section("xid").values),
         path=path,
     )
 
@@ -322,5 +263,5 @@ def load_config(path: str | Path) -> ExporterConfig:
     try:
         text = yamlsafe.read_text(path, CONFIG_LIMITS, "config file")
     except yamlsafe.YamlFileError as e:
-        raise ExporterConfigError([ConfigProblem(name, e.line or 1, "(file)", e.message)]) from e
+        raise ExporterConfigError([Problem(name, e.line or 1, "file", e.message)]) from e
     return parse_config(text, name)

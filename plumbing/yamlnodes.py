@@ -58,8 +58,8 @@ class NodeReader:
         self, node: Node, where: str, known: Collection[str], required: Collection[str] = ()
     ) -> dict[str, Node] | None:
         """The keys of a mapping node; reports non-mappings, duplicate, unknown and missing keys."""
-        if not isinstance(node, MappingNode):
-            self.problem(line_of(node), where, f"expected a mapping (got {describe(node)})")
+        if not isinstance(node, MappingNode):  # the root's `where` is "": name it so the line reads well
+            self.problem(line_of(node), where or "(top level)", f"expected a mapping (got {describe(node)})")
             return None
         result: dict[str, Node] = {}
         for key_node, value_node in _merged(node):

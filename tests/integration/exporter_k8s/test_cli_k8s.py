@@ -155,7 +155,7 @@ def test_status_without_kubelet_says_so_in_the_header(tmp_path: Path) -> None:
     ("health:\n  memory_percent: {normal: high}\n", ":2: health.memory_percent.normal: expected a number"),
     ("history:\n  max_samples: 1\n", ":2: history.max_samples: expected an integer in [2, 86400] (got 1)"),
     ("pod_resources: [1]\n", ":1: pod_resources: expected a mapping"),
-    ("health: {temperature_celsius: {normal: 1\n", ":2: (yaml): not valid YAML"),
+    ("health: {temperature_celsius: {normal: 1\n", ":2: yaml: not valid YAML"),
 ], ids=["not-a-number", "too-small", "wrong-shape", "broken-yaml"])
 def test_bad_config_exits_2_with_one_message(tmp_path: Path, text: str, expected: str) -> None:
     config = tmp_path / "exporter.yaml"
@@ -169,7 +169,7 @@ def test_bad_config_exits_2_with_one_message(tmp_path: Path, text: str, expected
 
 def test_unreadable_config_exits_2(tmp_path: Path) -> None:
     result = run("--simulate", "1", "--config", str(tmp_path / "absent.yaml"))
-    assert result.returncode == 2 and "absent.yaml:1: (file): cannot read" in result.stderr
+    assert result.returncode == 2 and "absent.yaml:1: file: cannot read" in result.stderr
     assert os.path.basename(str(tmp_path / "absent.yaml")) in result.stderr
 
 

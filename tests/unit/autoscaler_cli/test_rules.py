@@ -256,7 +256,7 @@ INVALID = [
         "rule: []\n",
         "rules.yaml:1: rule: unknown field (expected one of: rules); did you mean 'rules'?",
     ),
-    ("root-not-mapping", "- a\n", "rules.yaml:1: : expected a mapping (got a list)"),
+    ("root-not-mapping", "- a\n", "rules.yaml:1: (top level): expected a mapping (got a list)"),
     ("empty-file", "", "rules.yaml:1: rules: the file is empty (expected a top-level 'rules:' list)"),
     (
         "yaml-syntax",
