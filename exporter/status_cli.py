@@ -96,16 +96,23 @@ def _statuses(snapshot: NodeSnapshot, holders: Holders, thresholds: HealthThresh
     return gpu_statuses(snapshot, lambda uuid: holders.get(uuid, ()), None, thresholds)
 
 
+# Snapshot fields holding a 0..1 ratio under a name that does not say so: --json names them as /metrics does
+# (gpu_utilization_ratio -> utilization_ratio); the JSON API beside it says utilization_percent (0..100).
+_RATIO_FIELDS = {name: f"{name}_ratio" for name in (
+    "utilization", "memory_utilization", "encoder_utilization", "decoder_utilization",
+    "process_sm_utilization")}
+
+
 def status_document(snapshot: NodeSnapshot, node: str, holders: Holders | None = None,
                     pods_error: str | None = None,
                     thresholds: HealthThresholds | None = None) -> dict[str, Any]:
-    """Node facts plus every DeviceSnapshot field (None = not supported) and the derived state, speed
-    multiplier, availability score and holders of each GPU."""
+    """Node facts plus every DeviceSnapshot field (None = not supported; ratios 0..1 named `..._ratio`) and
+    the derived state, speed multiplier, availability score and holders of each GPU."""
     holders = holders or {}
     statuses = {s.index: gpu_json(s) for s in _statuses(snapshot, holders, thresholds or HealthThresholds())}
     gpus = []
     for device in snapshot.devices:
-        item = asdict(device)
+        item = {_RATIO_FIELDS.get(key, key): value for key, value in asdict(device).items()}
         reasons = device.clocks_event_reasons
         item["clocks_event_reasons"] = None if reasons is None else [r for r, active in reasons if active]
         derived = statuses[device.index]

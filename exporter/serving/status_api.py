@@ -10,7 +10,8 @@ an index that is not a plain decimal number (`abc`, `01`, `+1`) is 400 naming `i
 the endpoint does not take is 400 naming it; NVML down is 503 with the reason; a method other than
 `ALLOWED_METHODS` on one of these resources is 405, before any GPU is read (the server adds the `Allow`
 header from the same tuple). Numbers are rounded for people (percent and °C to 0.1, watts to 0.001, the
-score to 0.0001); /metrics keeps full precision.
+score to 0.0001); /metrics keeps full precision. Units are in the names: `utilization_percent` and
+`memory.percent` are 0..100 here, where /metrics and `status --json` carry 0..1 as `..._ratio`.
 """
 
 from __future__ import annotations

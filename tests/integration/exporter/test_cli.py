@@ -134,12 +134,12 @@ def test_status_json_with_a_lost_gpu(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert document["nvml_up"] is True and document["cuda_version"] == "12.4"
     first, second = document["gpus"]
-    assert first["name"] == "NVIDIA L4" and first["up"] is True and 0 <= first["utilization"] <= 1
+    assert first["name"] == "NVIDIA L4" and first["up"] is True and 0 <= first["utilization_ratio"] <= 1
     assert isinstance(first["clocks_event_reasons"], list) and first["fan_speed_ratio"] is None
     assert first["pcie_tx_bytes_per_second"] > 0 and first["pcie_rx_bytes_per_second"] > 0
-    assert first["process_sm_utilization"] == []  # supported, and no process runs on it
+    assert first["process_sm_utilization_ratio"] == []  # supported, and no process runs on it
     assert second["up"] is False and "GpuIsLost" in second["error"]
-    assert second["pcie_tx_bytes_per_second"] is None and second["process_sm_utilization"] is None
+    assert second["pcie_tx_bytes_per_second"] is None and second["process_sm_utilization_ratio"] is None
 
 
 def test_status_without_a_driver_exits_1_with_one_line() -> None:

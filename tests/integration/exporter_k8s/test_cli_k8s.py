@@ -139,10 +139,10 @@ def test_status_shows_state_score_and_holder_pods(kubelet: KubeletServer, files:
     assert all(g["state"] in ("optimal", "normal", "throttled", "critical") for g in gpus)
     assert all(g["speed_multiplier"] in (1.0, 0.8, 0.5, 0.0) for g in gpus)
     # the MIG GPU 2: NVML gives no utilization in MIG mode, so no score either (null, never 0)
-    assert [g["utilization"] is None for g in gpus] == [False, False, True, False]
+    assert [g["utilization_ratio"] is None for g in gpus] == [False, False, True, False]
     assert [g["availability_score"] is None for g in gpus] == [False, False, True, False]
     assert all(0 <= g["availability_score"] <= 1 for g in gpus if g["availability_score"] is not None)
-    assert gpus[2]["process_sm_utilization"] is None and gpus[1]["process_sm_utilization"]
+    assert gpus[2]["process_sm_utilization_ratio"] is None and gpus[1]["process_sm_utilization_ratio"]
 
 
 def test_status_without_kubelet_says_so_in_the_header(tmp_path: Path) -> None:
