@@ -16,7 +16,7 @@ from typing import Any
 
 from exporter.config import ExporterConfig
 from exporter.errors import NvmlUnavailableError
-from exporter.health.state import HealthThresholds
+from exporter.health.state import HealthThresholds, StateCause
 from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
 from exporter.nvml.snapshots import throttle_reasons
 from exporter.pods.attribution import by_uuid, is_minor_id
@@ -116,7 +116,8 @@ def status_document(snapshot: NodeSnapshot, node: str, holders: Holders | None =
         reasons = device.clocks_event_reasons
         item["clocks_event_reasons"] = None if reasons is None else [r for r, active in reasons if active]
         derived = statuses[device.index]
-        item.update(state=derived["state"], speed_multiplier=derived["throttling"]["speed_multiplier"],
+        item.update(state=derived["state"], state_causes=derived["state_causes"],
+                    speed_multiplier=derived["throttling"]["speed_multiplier"],
                     availability_score=derived["availability_score"], holders=derived["holders"],
                     shared=derived["shared"])
         gpus.append(item)
@@ -127,6 +128,18 @@ def status_document(snapshot: NodeSnapshot, node: str, holders: Holders | None =
 
 def _fmt(value: float | None, pattern: str, scale: float = 1.0) -> str:
     return "-" if value is None else pattern.format(value * scale)
+
+
+def _state(status: GpuStatus) -> str:
+    """The state with the readings that set it, `throttled (temperature 78C)`: the THROTTLE column beside it
+    is the clocks NVML slowed, a different thing."""
+    if status.state is None:
+        return "-"
+    shown = {StateCause.TEMPERATURE: f"temperature {_fmt(status.temperature_celsius, '{:.0f}C')}",
+             StateCause.MEMORY: f"memory {_fmt(status.memory.percent, '{:.0f}%')}",
+             StateCause.DOWN: "down"}
+    causes = ", ".join(shown[cause] for cause in status.state_causes)
+    return f"{status.state.value} ({causes})" if causes else status.state.value
 
 
 def _pods(status: GpuStatus) -> str:
@@ -147,7 +160,7 @@ def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = No
         rows.append((
             str(d.index), d.name or "?", d.uuid[:12] + "…" if len(d.uuid) > 13 else d.uuid or "?",
             "yes" if d.up else f"NO ({d.error})",
-            status.state.value if status.state else "-",
+            _state(status),
             _fmt(d.utilization, "{:.0f}%", 100),
             f"{_fmt(d.memory_used_bytes, '{:.1f}', 1 / gib)}/"
             f"{_fmt(d.memory_total_bytes, '{:.1f}', 1 / gib)} GiB",

@@ -10,6 +10,10 @@ today. Boundaries (the same rule for temperature in °C and memory use in %):
 
 so with the defaults 64.9 °C is optimal, 65 normal, 75 throttled, 85 still throttled, 85.1 critical; memory
 69.9 % optimal, 70 normal, 85 throttled, 95 throttled, 95.1 critical. The GPU's state is the worse of the two.
+
+Every state but optimal carries its causes (`StateCause`): which of these rules set it. A `throttled` GPU is
+one whose temperature or memory use sits in the throttled band, not one whose clocks NVML reports throttled
+(those are the clocks-event reasons), so the status table and both JSON documents show the cause beside it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,14 @@ SPEED_MULTIPLIERS: dict[HealthState, float] = {
     HealthState.THROTTLED: 0.5,
     HealthState.CRITICAL: 0.0,
 }
+
+class StateCause(StrEnum):
+    """A rule that set a GPU's state: a quantity in that state's band, or the GPU being down."""
+
+    TEMPERATURE = "temperature"
+    MEMORY = "memory"
+    DOWN = "down"  # gpu_up 0: lost, failing, or marked down after XID 79/48 (the GPU's error says which)
+
 
 # The state of a GPU that does not answer (gpu_up 0): it can run nothing.
 DOWN_STATE = HealthState.CRITICAL
@@ -87,6 +99,7 @@ class HealthAssessment:
     speed_multiplier: float
     temperature_state: HealthState | None  # None: temperature not readable on this GPU
     memory_state: HealthState | None  # None: memory not readable
+    causes: tuple[StateCause, ...] = ()  # the readings in the state's band; () when optimal
 
 
 def memory_used_percent(used_bytes: int | None, total_bytes: int | None) -> float | None:
@@ -114,11 +127,14 @@ def assess(
     if not states:
         return None
     worst = max(states, key=lambda s: s.severity)
+    readings = ((StateCause.TEMPERATURE, temperature_state), (StateCause.MEMORY, memory_state))
+    causes = () if worst is HealthState.OPTIMAL else tuple(c for c, state in readings if state is worst)
     return HealthAssessment(
         state=worst,
         speed_multiplier=worst.speed_multiplier,
         temperature_state=temperature_state,
         memory_state=memory_state,
+        causes=causes,
     )
 
 
@@ -147,6 +163,7 @@ class DeviceHealth:
     state: HealthState | None  # None: the GPU answers but neither temperature nor memory is readable
     availability_score: float | None  # None: free memory, total memory or utilization unknown
     memory_used_percent: float | None
+    causes: tuple[StateCause, ...] = ()  # what set `state` (see StateCause); () when optimal or unknown
 
     @property
     def speed_multiplier(self) -> float | None:
@@ -167,10 +184,12 @@ def device_health(
     pool, not vanish from it."""
     percent = memory_used_percent(memory_used_bytes, memory_total_bytes)
     if not up:
-        return DeviceHealth(DOWN_STATE, 0.0, percent)
+        return DeviceHealth(DOWN_STATE, 0.0, percent, (StateCause.DOWN,))
     health = assess(temperature_celsius, percent, thresholds)
     score = availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio)
-    return DeviceHealth(health.state if health else None, score, percent)
+    if health is None:
+        return DeviceHealth(None, score, percent)
+    return DeviceHealth(health.state, score, percent, health.causes)
 
 
 def _known(value: float | None) -> bool:

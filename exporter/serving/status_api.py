@@ -27,7 +27,7 @@ from urllib.parse import parse_qs
 
 from exporter.collector import exclusive_holder
 from exporter.health.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
-from exporter.health.state import HealthState, HealthThresholds, device_health
+from exporter.health.state import HealthState, HealthThresholds, StateCause, device_health
 from exporter.pods.attribution import pod_ref
 from exporter.pods.podresources.mapping import DeviceHolder
 
@@ -68,6 +68,7 @@ class GpuStatus:
     holders: tuple[DeviceHolder, ...]
     availability_score: float | None  # 0..1
     xid_errors: Mapping[int, int] = field(default_factory=dict)  # XID code -> count since start
+    state_causes: tuple[StateCause, ...] = ()  # what set `state`; heat's `throttled` is not clock throttling
 
 
 def build_gpu_status(
@@ -109,6 +110,7 @@ def build_gpu_status(
         holders=tuple(holders),
         availability_score=health.availability_score,
         xid_errors=dict(xid_errors or {}),
+        state_causes=health.causes,
     )
 
 
@@ -179,6 +181,7 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
         "name": gpu.name,
         "up": gpu.up,
         "state": gpu.state.value if gpu.state else None,
+        "state_causes": [cause.value for cause in gpu.state_causes],
         "temperature_celsius": _round(gpu.temperature_celsius, 1),
         "utilization_percent": _round(gpu.utilization_percent, 1),
         "memory": {

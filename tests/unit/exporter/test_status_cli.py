@@ -42,6 +42,18 @@ def test_status_json_fills_pcie_and_process_utilization(tmp_path: Path, clock: F
     assert second["process_sm_utilization_ratio"] is None and second["utilization_ratio"] == 0.5
 
 
+def test_status_json_names_the_cause_of_each_state(tmp_path: Path, clock: FakeClock,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = ("pcie_latency_seconds: 0\ngpus: [{model: H100, count: 2, load: {pattern: constant, value: 0.1, "
+             "noise: 0}}]\nfaults: [{type: gpu_lost, gpu: 1}]\n")
+    sim = SimulatedNvml(parse_sim_config(fleet, "fleet.yaml"), clock=clock)
+    config = ExporterConfig(pod_resources=PodResourcesConfig(socket=str(tmp_path / "absent.sock")))
+    assert run_status(sim, "n1", config, as_json=True, prog="gpu-exporter") == 0
+    first, second = json.loads(capsys.readouterr().out)["gpus"]
+    assert (first["state"], first["state_causes"]) == ("optimal", [])
+    assert (second["state"], second["state_causes"]) == ("critical", ["down"])
+
+
 def test_the_table_does_not_pay_for_the_background_samples(tmp_path: Path, clock: FakeClock,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     sim = SimulatedNvml(parse_sim_config(FLEET, "fleet.yaml"), clock=clock)

@@ -10,8 +10,10 @@ from exporter.health.state import (
     Bands,
     HealthState,
     HealthThresholds,
+    StateCause,
     assess,
     availability_score,
+    device_health,
     memory_used_percent,
 )
 
@@ -57,6 +59,33 @@ def test_worse_of_the_two_and_its_speed(
     result = assess(celsius, percent)
     assert result is not None
     assert (result.state, result.speed_multiplier) == (expected, speed)
+
+
+TEMP, MEM, DOWN = StateCause.TEMPERATURE, StateCause.MEMORY, StateCause.DOWN
+
+
+@pytest.mark.parametrize(
+    ("up", "celsius", "percent", "state", "causes"),
+    [
+        (True, 40, 10, OPT, ()),  # nothing degrades it: no cause
+        (True, 78, 10, T, (TEMP,)),  # throttled by heat, whatever the clocks say
+        (True, 40, 88, T, (MEM,)),
+        (True, 78, 88, T, (TEMP, MEM)),  # both in the throttled band: both named
+        (True, 90, 72, C, (TEMP,)),  # memory is only normal: not a cause of critical
+        (True, None, 99, C, (MEM,)),
+        (False, 40, 10, C, (DOWN,)),  # down outranks readings that would be optimal
+        (True, None, None, None, ()),
+    ],
+    ids=["optimal", "heat", "memory", "both", "worse-only", "no-temperature", "down", "unknown"],
+)
+def test_the_state_names_the_rules_that_set_it(
+    up: bool, celsius: float | None, percent: float | None, state: HealthState | None,
+    causes: tuple[StateCause, ...],
+) -> None:
+    health = device_health(up=up, temperature_celsius=celsius, utilization_ratio=0.5,
+                           memory_used_bytes=None if percent is None else int(percent * 10),
+                           memory_free_bytes=None, memory_total_bytes=1000)
+    assert (health.state, health.causes) == (state, causes)
 
 
 def test_nothing_known_is_no_state_not_optimal() -> None:

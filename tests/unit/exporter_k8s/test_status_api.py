@@ -88,6 +88,12 @@ def test_lost_gpu_is_critical_with_zero_speed_and_score() -> None:
     body = gpu_json(lost)
     derived = (body["up"], body["state"], body["availability_score"], body["throttling"]["speed_multiplier"])
     assert derived == (False, "critical", 0.0, 0.0)
+    assert body["state_causes"] == ["down"]
+
+
+def test_an_optimal_gpu_has_no_cause() -> None:
+    busy, idle = gpus()
+    assert (gpu_json(idle)["state_causes"], gpu_json(busy)["state_causes"]) == ([], ["temperature"])
 
 
 def test_list_sorted_by_index_with_every_field() -> None:
@@ -101,6 +107,7 @@ def test_list_sorted_by_index_with_every_field() -> None:
         "name": "NVIDIA H100 80GB HBM3",
         "up": True,
         "state": "throttled",
+        "state_causes": ["temperature"],  # 78 C; memory at 50 % is optimal
         "temperature_celsius": 78.0,
         "utilization_percent": 90.0,
         "memory": {"used_bytes": 40 * GIB, "total_bytes": 80 * GIB, "percent": 50.0},

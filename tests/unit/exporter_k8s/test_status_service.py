@@ -72,6 +72,18 @@ def test_idle_and_operator_clock_reasons_are_not_throttling() -> None:
     assert "sw_thermal" in table and "gpu_idle" not in table and "applications_clocks" not in table
 
 
+def test_the_table_shows_what_set_the_state_beside_it() -> None:
+    """Heat reads `throttled (temperature 78C)`, apart from the THROTTLE column (the clocks NVML slowed)."""
+    base = sweep(0.0, 78.0)
+    full = dataclasses.replace(base.devices[0], index=2, uuid="GPU-2", temperature_celsius=50.0,
+                               memory_used_bytes=70 * GIB, memory_free_bytes=10 * GIB)
+    cool = dataclasses.replace(base.devices[0], index=3, uuid="GPU-3", temperature_celsius=40.0)
+    lines = status_table(dataclasses.replace(base, devices=(*base.devices, full, cool)), "n").splitlines()
+    start, end = lines[1].index("STATE"), lines[1].index("UTIL")
+    assert [line[start:end].strip() for line in lines[2:]] == [
+        "throttled (temperature 78C)", "critical (down)", "throttled (memory 88%)", "optimal"]
+
+
 def test_gpu_list_while_nvml_is_down_is_503_with_the_reason() -> None:
     source = Source()
     source.current = NodeSnapshot(nvml_up=False, driver_version="", cuda_version="", devices=(),
