@@ -184,6 +184,16 @@ class _Server(web_server.Server):
         return [transport for transport in self._connections.values() if not transport.is_closing()]
 
 
+def _abort_handshakes(loop: asyncio.AbstractEventLoop) -> None:
+    """Abort the connections still in their TLS handshake: they belong to no HTTP protocol yet, so the server
+    does not know them, and a closed loop would leave them to the garbage collector ("unclosed transport").
+    asyncio keeps every socket transport of a selector loop in `_transports`; there is no public list."""
+    transports = getattr(loop, "_transports", None)
+    for transport in list(transports.values()) if transports is not None else []:
+        if not transport.is_closing():
+            transport.abort()
+
+
 def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """The loop's exception handler: a failed handshake or a reset connection is a DEBUG line."""
     log.debug("%s: %r", context.get("message"), context.get("exception"))
@@ -275,7 +285,9 @@ class HttpServer:
             await protocol.shutdown(1.0)
             for transport in transports:
                 transport.abort()
-            await asyncio.sleep(0)  # let the aborted transports call connection_lost
+            _abort_handshakes(asyncio.get_running_loop())
+            for _ in range(3):  # let the aborted transports (and their TLS layers) call connection_lost
+                await asyncio.sleep(0)
 
     def shutdown(self) -> None:
         """Stop serving and close the socket; safe whether or not serving started."""

@@ -4,6 +4,7 @@ config file re-read when it changes."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -114,6 +115,11 @@ def test_a_broken_rotation_keeps_the_previous_certificate(pki: Pki, servers: lis
     assert len(warnings) == 1 and "serving the previous certificate" in warnings[0].getMessage()
 
 
+# A client certificate from another CA fails the server's TLS 1.3 handshake once the client thinks it is done;
+# asyncio's TLS layer then drops that connection's transport unclosed, to the garbage collector (the
+# ResourceWarning of CPython's asyncio/sslproto.py, python/cpython#90476 and relatives): the socket is closed
+# by the collector. The test collects at its end, inside this filter, so the warning cannot land on another.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("mode", ["RequireAndVerifyClientCert", "VerifyClientCertIfGiven"])
 def test_client_certificates(pki: Pki, servers: list[ExporterServer], mode: str) -> None:
     extra = f"  client_auth_type: {mode}\n  client_ca_file: {pki.ca.cert.name}\n"
@@ -132,6 +138,7 @@ def test_client_certificates(pki: Pki, servers: list[ExporterServer], mode: str)
         socket.create_connection(("127.0.0.1", port), timeout=5).close()  # what a tcpSocket probe checks
     else:  # the kubelet presents no certificate: its HTTPS probe passes
         assert requests.get(base + "/healthz", verify=ca, timeout=10).text == "ok\n"
+    gc.collect()  # the dropped transport of the refused handshake, while the filter above applies
 
 
 def test_the_web_config_file_is_re_read_when_it_changes(pki: Pki, servers: list[ExporterServer]) -> None:
