@@ -21,7 +21,7 @@ from autoscaler.prometheus import PromQLSettings, QueryErrorReason, QueryResult,
 from autoscaler.promql_syntax import syntax_problems
 from autoscaler.rules import RuleSet, load_rules
 from autoscaler.sources import EndpointSources, QueryKey
-from plumbing.cli import duration
+from plumbing.cli import duration, fail
 
 HELP = "validate a rules file; with --prometheus also run every query once"
 
@@ -46,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = prometheus_config(args)
     except PrometheusConfigError as exc:
-        print(f"invalid Prometheus connections:\n{exc}", file=sys.stderr)
-        return 2
+        return fail(None, f"invalid Prometheus connections:\n{exc}")
     metrics = sum(len(rule.metrics) for rule in ruleset.rules)
     problems: list[Problem] = syntax_problems(ruleset)  # offline, first: a typo never reaches a server
     if config is not None:
@@ -57,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
         unreachable = sorted({r.error or "" for r in results.values()
                               if r.error_reason == QueryErrorReason.UNREACHABLE})
         if unreachable:
-            print("\n".join(unreachable), file=sys.stderr)
-            return 2
+            return fail(None, "\n".join(unreachable))
         problems = check_queries(ruleset, results, lambda line: print(line, file=out))
     for problem in problems:
         print(problem, file=out)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import cast
 
 from autoscaler.errors import AutoscalerError
+from plumbing.cli import fail
 
 PROG = "gpu-autoscaler"
-EXIT_BAD_INPUT = 2
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,7 @@ def main(argv: Sequence[str] | None = None, subcommands: Mapping[str, Subcommand
         return handler(args)
     except AutoscalerError as exc:
         sys.stdout.flush()
-        print(str(exc), file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(None, str(exc))
     except BrokenPipeError:  # e.g. `simulate ... | head`: the reader left, which is not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again

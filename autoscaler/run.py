@@ -10,7 +10,6 @@ import argparse
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,14 +35,17 @@ from autoscaler.leader import LeaderElector, LeaseSettings
 from autoscaler.logfmt import configure_logging
 from autoscaler.metrics import ControllerMetrics
 from autoscaler.promconfig import PrometheusConfig, PrometheusConfigError, endpoints_of
-from autoscaler.prometheus import PromQLSettings, close_all, runners
+from autoscaler.prometheus import PromQLSettings
 from autoscaler.reload import RulesWatcher
 from autoscaler.rules import RuleSet, load_rules
 from autoscaler.server import MetricsServer
-from plumbing.cli import install_stop_handlers, parse_duration, port_number
+from autoscaler.wiring import wire
+from plumbing.cli import fail, install_stop_handlers, parse_duration, port_number
 from plumbing.web import ListenError, WebConfig, WebConfigError, load_web_config
 
 log = logging.getLogger(__name__)
+
+PROG = "gpu-autoscaler run"
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -173,18 +175,15 @@ def main(args: argparse.Namespace) -> int:
     )
     refused = refusal(args) if options.assume_replicas is not None else None
     if refused is not None:
-        print(f"gpu-autoscaler run: {refused}", file=sys.stderr)
-        return 2
+        return fail(PROG, refused)
     try:
         load_rules(options.rules)  # a bad rules file is reported before anything else is tried
         options.endpoints()
         api_client = None if options.assume_replicas else load_api_client(args.kubeconfig)
     except RulesError as e:
-        print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
-        return 2
+        return fail(PROG, f"invalid rules file, not starting:\n{e}")
     except AutoscalerError as e:
-        print(f"gpu-autoscaler run: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     stop = threading.Event()
     install_stop_handlers(stop, _stopping)
     return serve(options, api_client, stop, decision_printer() if options.assume_replicas else None)
@@ -204,20 +203,17 @@ def serve(
     try:
         rules = load_rules(options.rules)
     except RulesError as e:
-        print(f"gpu-autoscaler run: invalid rules file, not starting:\n{e}", file=sys.stderr)
-        return 2
+        return fail(PROG, f"invalid rules file, not starting:\n{e}")
     web_config: WebConfig | None = None
     if options.web_config_file is not None and options.metrics_port is not None:
         try:
             web_config = load_web_config(options.web_config_file)
         except WebConfigError as e:
-            print(f"gpu-autoscaler run: invalid --web-config-file, not starting:\n{e}", file=sys.stderr)
-            return 2
+            return fail(PROG, f"invalid --web-config-file, not starting:\n{e}")
     try:
         backend = scale_backend(options, api_client, rules)
     except AutoscalerError as e:
-        print(f"gpu-autoscaler run: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     metrics = ControllerMetrics(reasons=DECISION_REASONS)
     elector = None
     if options.leader_elect:
@@ -229,19 +225,18 @@ def serve(
     try:
         endpoints = options.endpoints()
     except PrometheusConfigError as e:
-        print(f"gpu-autoscaler run: invalid Prometheus connections, not starting:\n{e}", file=sys.stderr)
-        return 2
-    sources = runners(endpoints, PromQLSettings(
-        options.prometheus, query_timeout=min(5.0, options.query_budget), budget=options.query_budget))
-    controller = Controller(
-        backend,
-        sources,
+        return fail(PROG, f"invalid Prometheus connections, not starting:\n{e}")
+    wiring = wire(
         rules,
-        time.time,
-        settings=ControllerSettings(dry_run=options.dry_run),
+        backend,
+        endpoints,
+        PromQLSettings(options.prometheus, query_timeout=min(5.0, options.query_budget),
+                       budget=options.query_budget),
+        ControllerSettings(dry_run=options.dry_run),
         metrics=metrics,
         is_leader=elector.is_leader if elector is not None else (lambda: True),
     )
+    controller = wiring.controller
     watcher = RulesWatcher(
         options.rules,
         _rules_listener(controller, backend),
@@ -260,14 +255,9 @@ def serve(
                 web_config=web_config,
             ).start()
         except ListenError as e:  # busy port, or a privileged one without the capability
-            controller.close()
-            close_all(sources)
-            print(
-                f"gpu-autoscaler run: cannot serve /metrics on --metrics-port {options.metrics_port} "
-                f"({options.metrics_host}:{options.metrics_port}): {e.reason}",
-                file=sys.stderr,
-            )
-            return 2
+            wiring.close()
+            return fail(PROG, f"cannot serve /metrics on --metrics-port {options.metrics_port} "
+                              f"({options.metrics_host}:{options.metrics_port}): {e.reason}")
     election = elector.start(stop) if elector is not None else None
     log.info(
         "gpu-autoscaler running %d rule(s) from %s every %gs against %s%s%s",
@@ -300,8 +290,7 @@ def serve(
             stop.wait(max(options.interval - (time.monotonic() - began), 0.0))
     finally:
         stop.set()
-        controller.close()
-        close_all(sources)
+        wiring.close()
         if election is not None:
             election.join(timeout=5.0)  # it releases the Lease so a standby takes over at once
         if server is not None:

@@ -8,23 +8,25 @@ the scale-down window until the controller has watched that long).
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client
 
 from autoscaler.cli_args import add_cluster_arguments, add_namespaces_argument, prometheus_config
-from autoscaler.controller import Controller, ControllerSettings, RuleOutcome
+from autoscaler.controller import ControllerSettings, RuleOutcome
 from autoscaler.errors import AutoscalerError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
 from autoscaler.plan import describe_metrics
 from autoscaler.policy import Reason
 from autoscaler.promconfig import PrometheusConfig, single_endpoint
-from autoscaler.prometheus import PromQLSettings, close_all, runners
+from autoscaler.prometheus import PromQLSettings
 from autoscaler.reasons import OutcomeReason, SyncReason
 from autoscaler.rules import load_rules
+from autoscaler.wiring import wire
+from plumbing.cli import fail
+
+PROG = "gpu-autoscaler status"
 
 WHY: dict[OutcomeReason, str] = {
     Reason.AboveMaxReplicas: "above max",
@@ -72,11 +74,9 @@ def main(args: argparse.Namespace) -> int:
         endpoints = prometheus_config(args)
         api_client = load_api_client(args.kubeconfig)
     except RulesError as e:
-        print(f"gpu-autoscaler status: invalid rules file:\n{e}", file=sys.stderr)
-        return 2
+        return fail(PROG, f"invalid rules file:\n{e}")
     except AutoscalerError as e:
-        print(f"gpu-autoscaler status: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=api_client,
                       rules=rules, namespaces=args.namespaces)
     print(render(outcomes))
@@ -91,22 +91,12 @@ def gather(
     refused before any API call, as `run --namespaces` refuses it."""
     rules = rules if rules is not None else load_rules(rules_path)
     config = single_endpoint(prometheus) if isinstance(prometheus, str) else prometheus
-    sources = runners(config, PromQLSettings("", query_timeout=5.0, budget=10.0))
     backend: ScaleBackend = KubernetesScaleBackend(api_client)
     if namespaces:
         backend = NamespaceScope(backend, namespaces)
-    controller = Controller(
-        backend,
-        sources,
-        rules,
-        time.time,
-        settings=ControllerSettings(dry_run=True, emit_events=False),
-    )
-    try:
-        return controller.sync_once().outcomes
-    finally:
-        controller.close()
-        close_all(sources)
+    with wire(rules, backend, config, PromQLSettings("", query_timeout=5.0, budget=10.0),
+              ControllerSettings(dry_run=True, emit_events=False)) as wiring:
+        return wiring.controller.sync_once().outcomes
 
 
 def why(outcome: RuleOutcome) -> str:

@@ -30,9 +30,11 @@ from autoscaler.controller import Controller
 from autoscaler.errors import RulesError
 from autoscaler.metrics import ControllerMetrics
 from autoscaler.policy import MetricSpec, Reason, Rule
-from autoscaler.prometheus import PromQLRunner, PromQLSettings
+from autoscaler.promconfig import single_endpoint
+from autoscaler.prometheus import PromQLSettings
 from autoscaler.rules import RuleSet, load_rules
 from autoscaler.server import MetricsServer
+from autoscaler.wiring import wire
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.processes import ProcessError, Stopped, start_prometheus
 from demo.replay import query_range_seconds
@@ -221,12 +223,12 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
         if not warm_up(prometheus.url, targets, rule, _shown(args.rules), args.scrape_interval, world, stop,
                        keep_load_flowing):
             return
-        runner = PromQLRunner(PromQLSettings(prometheus.url, query_timeout=max(args.interval / 2, 0.5),
-                                             budget=max(args.interval * 0.6, 0.5), max_attempts=2))
-        stack.callback(runner.close)
-        controller = Controller(backend, runner, RuleSet(str(args.rules), (rule,)), time.time,
-                                metrics=metrics)
-        stack.callback(controller.close)
+        wiring = stack.enter_context(wire(
+            RuleSet(str(args.rules), (rule,)), backend, single_endpoint(prometheus.url),
+            PromQLSettings(prometheus.url, query_timeout=max(args.interval / 2, 0.5),
+                           budget=max(args.interval * 0.6, 0.5), max_attempts=2),
+            metrics=metrics))
+        controller = wiring.controller
         stack.callback(controller.stopping.set)
         print(f"demo: {rule.name} scales {rule.target} between {rule.min_replicas} and {rule.max_replicas}; "
               f"{trace.description}, {args.duration:g} s; Ctrl-C stops", flush=True)

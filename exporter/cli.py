@@ -25,11 +25,10 @@ from exporter.simulator.config import MAX_SIMULATED_GPUS, default_config, load_s
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
-from plumbing.cli import duration, install_stop_handlers, port_number, silence_stdout
+from plumbing.cli import duration, fail, install_stop_handlers, port_number, silence_stdout
 from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
-EXIT_USAGE = 2
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               args.proc_root)
         return serve(args, config)
     except (UsageError, ConfigError, ExporterError, WebConfigError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(PROG, f"error: {exc}")
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gpu-exporter status | head`: the reader left, which is not an error

@@ -17,9 +17,15 @@ import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
 
-__all__ = ["duration", "install_stop_handlers", "parse_duration", "port_number", "silence_stdout"]
+__all__ = [
+    "EXIT_USAGE", "duration", "fail", "install_stop_handlers", "parse_duration", "port_number",
+    "silence_stdout",
+]
 
 log = logging.getLogger(__name__)
+
+EXIT_USAGE = 2
+"""Bad input (flags, files, a port that cannot be served): argparse's own status for a usage error."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -92,3 +98,11 @@ def silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     finally:
         os.close(devnull)
+
+
+def fail(prog: str | None, message: str) -> int:
+    """Print `prog: message` (the message alone when `prog` is None: it already says where it comes from) as
+    the one error line(s) on stderr, and return EXIT_USAGE for the caller to exit with, so every command
+    reports bad input the same way."""
+    print(message if prog is None else f"{prog}: {message}", file=sys.stderr)
+    return EXIT_USAGE

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from plumbing.cli import duration, install_stop_handlers, parse_duration, port_number
+from plumbing.cli import EXIT_USAGE, duration, fail, install_stop_handlers, parse_duration, port_number
 
 
 @pytest.mark.parametrize(
@@ -86,3 +86,16 @@ def test_the_callback_runs_before_stop_is_set_and_only_for_the_signals_named() -
     handler(signal.SIGHUP, None)
     assert stop.wait(5)
     assert seen == [(signal.SIGHUP, False)]
+
+
+@pytest.mark.parametrize(("prog", "message", "shown"), [
+    ("gpu-autoscaler run", "invalid rules file, not starting:\nr.yaml:3: x",
+     "gpu-autoscaler run: invalid rules file, not starting:\nr.yaml:3: x\n"),
+    (None, "r.yaml:3: rules[0].name: expected a name", "r.yaml:3: rules[0].name: expected a name\n"),
+], ids=["prefixed", "already-named"])
+def test_fail_prints_one_error_on_stderr_and_returns_the_usage_status(
+    capsys: pytest.CaptureFixture[str], prog: str | None, message: str, shown: str
+) -> None:
+    assert fail(prog, message) == EXIT_USAGE == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", shown)
