@@ -2,14 +2,19 @@
 
 Every wait polls a condition against a deadline (never a bare sleep) and fails naming what it waited for and
 the last answer. Every process a test starts is stopped the same way: SIGTERM, then kill, then reaped with its
-stderr read, so no test leaves a process behind and a failure can show what the process said.
+stderr read, so no test leaves a process behind and a failure can show what the process said. A process
+whose output a test follows line by line (the demo) runs as a `LineProcess`, stopped the same way, with a
+last SIGABRT so a hung Python child prints its threads' stacks (run it with `-X faulthandler`).
 """
 
 from __future__ import annotations
 
 import inspect
+import queue
+import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -68,3 +73,64 @@ def reap(proc: subprocess.Popen[str], timeout: float = 10.0) -> str:
         proc.kill()
     _, stderr = proc.communicate(timeout=timeout)
     return stderr or ""
+
+
+class LineProcess:
+    """A subprocess whose stdout and stderr, merged, are collected line by line by a thread as they come."""
+
+    def __init__(self, argv: Sequence[str], cwd: Path | None = None) -> None:
+        self.proc = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_for_line(self, pattern: str, timeout: float) -> str:
+        """The first new line matching `pattern` within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+        raise AssertionError(f"no line matching {pattern!r} in {timeout}s:\n{''.join(self.seen)}")
+
+    def finish(self, timeout: float, grace: float = 20.0) -> tuple[int, str]:
+        """Exit code and the whole output. A process that does not end in time fails the test with its
+        output, after SIGTERM (`grace` seconds to stop what it started), then SIGABRT, then kill."""
+        hung = None
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            hung = f"the process did not exit within {timeout:g} s"
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                hung += f"; nor within {grace:g} s of SIGTERM (thread stacks below, if it dumps them)"
+                self.proc.send_signal(signal.SIGABRT)
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
+            code = self.proc.returncode
+        finally:
+            self._reader.join(timeout=10)
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        output = "".join(self.seen)
+        if hung is not None:
+            raise AssertionError(f"{hung}:\n{output}")
+        return code, output

@@ -8,17 +8,17 @@ start-up, or is killed.
 from __future__ import annotations
 
 import csv
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.support import LineProcess
 
 pytestmark = pytest.mark.integration
 
@@ -26,67 +26,13 @@ ROOT = Path(__file__).resolve().parents[3]
 FAST = ["--startup-delay", "3", "--interval", "1"]
 
 
-class DemoProcess:
-    """`python -m demo` in a subprocess; its output lines collected by a thread as they come."""
+class DemoProcess(LineProcess):
+    """`python -m demo` in a subprocess (tests/support.py's LineProcess): -X faulthandler, so a demo that
+    hangs prints every thread's stack when finish() sends SIGABRT."""
 
     def __init__(self, output: Path, *flags: str) -> None:
-        # -X faulthandler: a demo that hangs is sent SIGABRT by finish(), which prints every thread's stack
-        argv = [sys.executable, "-X", "faulthandler", "-m", "demo", "--output", str(output), *FAST, *flags]
-        self.proc = subprocess.Popen(argv,
-                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def wait_for_line(self, pattern: str, timeout: float) -> str:
-        """The first new line matching `pattern` within `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=remaining)
-            except queue.Empty:
-                break
-            self.seen.append(line)
-            if re.search(pattern, line):
-                return line
-        raise AssertionError(f"no line matching {pattern!r} in {timeout}s:\n{''.join(self.seen)}")
-
-    def finish(self, timeout: float) -> tuple[int, str]:
-        """Exit code and the whole output. A demo that does not end in time fails the test with its output
-        and, if SIGTERM does not stop it either, its threads' stacks (SIGABRT, dumped by faulthandler)."""
-        hung = None
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            hung = f"the demo did not exit within {timeout:g} s"
-            self.proc.terminate()  # still let the demo stop its Prometheus
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                hung += "; nor within 20 s of SIGTERM (thread stacks below)"
-                self.proc.send_signal(signal.SIGABRT)
-                try:
-                    self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=10)
-            code = self.proc.returncode
-        finally:
-            self._reader.join(timeout=10)
-            assert self.proc.stdout is not None
-            self.proc.stdout.close()
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-        output = "".join(self.seen)
-        if hung is not None:
-            raise AssertionError(f"{hung}:\n{output}")
-        return code, output
+        super().__init__([sys.executable, "-X", "faulthandler", "-m", "demo", "--output", str(output), *FAST,
+                          *flags], cwd=ROOT)
 
 
 def prometheus_port(output: str) -> int:

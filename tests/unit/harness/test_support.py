@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support import reap, start_process, stop_process, wait_for
+from tests.support import LineProcess, reap, start_process, stop_process, wait_for
 
 
 def test_wait_for_returns_the_first_truthy_answer() -> None:
@@ -52,3 +52,18 @@ def test_stop_process_kills_what_ignores_sigterm() -> None:
     proc = sleeper("signal.SIG_IGN")
     assert stop_process(proc, timeout=0.5) == -signal.SIGKILL
     reap(proc)
+
+
+def test_line_process_follows_lines_and_returns_the_whole_output() -> None:
+    child = LineProcess([sys.executable, "-c", "import sys; print('one'); print('two', file=sys.stderr)"])
+    assert child.wait_for_line(r"^one", timeout=10) == "one\n"
+    code, output = child.finish(timeout=10)
+    assert code == 0 and output.splitlines() == ["one", "two"]
+
+
+def test_line_process_that_hangs_fails_with_its_output_and_is_gone() -> None:
+    child = LineProcess([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"])
+    child.wait_for_line("started", timeout=10)
+    with pytest.raises(AssertionError, match=r"did not exit within 0.2 s:\nstarted"):
+        child.finish(timeout=0.2, grace=5)
+    assert child.proc.poll() is not None
