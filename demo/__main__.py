@@ -75,16 +75,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rules", type=Path, default=DEMO_RULES, metavar="FILE",
                         help="rules file to run (default: the demo's own, demo/demo-rules.yaml)")
     parser.add_argument("--rule", metavar="NAME", help="which rule of FILE (default: the first)")
-    parser.add_argument("--duration", type=duration(1.0), default=180.0, metavar="DURATION",
+    parser.add_argument("--duration", type=duration(1.0, 86400.0), default=180.0, metavar="DURATION",
                         help="length of the scenario, e.g. 3m or 180 (seconds): a day of load played in it "
                              "(default 3m)")
     parser.add_argument("--output", type=Path, default=Path("demo-output"), metavar="DIR",
                         help="where timeline.csv, demo.png and summary.md go (default ./demo-output)")
-    parser.add_argument("--startup-delay", type=duration(0.0), default=10.0, metavar="DURATION",
+    parser.add_argument("--startup-delay", type=duration(0.0, 3600.0), default=10.0, metavar="DURATION",
                         help="how long a new replica loads its model before it serves (default 10s)")
-    parser.add_argument("--interval", type=duration(0.2), default=2.0, metavar="DURATION",
+    parser.add_argument("--interval", type=duration(0.2, 3600.0), default=2.0, metavar="DURATION",
                         help="time between controller syncs (default 2s)")
-    parser.add_argument("--scrape-interval", type=duration(0.2), default=1.0, metavar="DURATION",
+    parser.add_argument("--scrape-interval", type=duration(0.2, 3600.0), default=1.0, metavar="DURATION",
                         help="Prometheus scrape interval, at most 2/5 of the smallest range window in the "
                              "rule's queries (default 1s)")
     args = parser.parse_args(argv)

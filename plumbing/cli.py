@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import re
 import signal
@@ -31,12 +32,19 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
+MAX_INTERVAL_SECONDS = 86400.0
+"""A day: longer than any sync interval means, and far below what Event.wait and time_t can hold."""
+
+
 def parse_duration(text: str) -> float:
-    """'15s', '500ms', '1m', '2h' or bare seconds -> seconds > 0; argparse shows the message on bad input."""
+    """'15s', '500ms', '1m', '2h' or bare seconds -> seconds in (0, a day]; argparse shows the message on bad
+    input (an interval of 10^17 hours would crash the loop's first wait)."""
     match = _DURATION.match(text)
-    if match is None or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive duration like 15s, 500ms or 1m (got {text!r})")
-    return float(match.group(1)) * _UNIT[match.group(2)]
+    seconds = float(match.group(1)) * _UNIT[match.group(2)] if match is not None else 0.0
+    if not 0 < seconds <= MAX_INTERVAL_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive duration like 15s, 500ms or 1m, at most 24h (got {text!r})")
+    return seconds
 
 
 def duration(low: float = 0.0, high: float | None = None, *, above: bool = False) -> Callable[[str], float]:
@@ -51,7 +59,8 @@ def duration(low: float = 0.0, high: float | None = None, *, above: bool = False
         if match is None:
             raise argparse.ArgumentTypeError(f"{expected} (got {text!r})")
         seconds = float(match.group(1)) * _UNIT[match.group(2)]
-        if seconds < low or (above and seconds == low) or (high is not None and seconds > high):
+        if (not math.isfinite(seconds) or seconds < low or (above and seconds == low)
+                or (high is not None and seconds > high)):
             raise argparse.ArgumentTypeError(f"{expected} (got {text!r})")
         return seconds
 

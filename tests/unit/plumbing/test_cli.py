@@ -99,3 +99,17 @@ def test_fail_prints_one_error_on_stderr_and_returns_the_usage_status(
     assert fail(prog, message) == EXIT_USAGE == 2
     out, err = capsys.readouterr()
     assert (out, err) == ("", shown)
+
+
+@pytest.mark.parametrize("text", ["99999999999999999h", "25h", "86401", "9" * 400])
+def test_durations_that_would_overflow_a_wait_are_refused(text: str) -> None:
+    """`run --interval` of 10^17 hours once crashed the sync loop's first wait (OverflowError)."""
+    with pytest.raises(argparse.ArgumentTypeError, match="at most 24h"):
+        parse_duration(text)
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration(0.0, 86400.0)(text)
+
+
+def test_a_duration_without_upper_bound_is_still_finite() -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration(0.0)("9" * 400)  # float() of 400 digits is inf
