@@ -25,6 +25,7 @@ from autoscaler.policy import (
     decide_desired,
     first_sight,
 )
+from autoscaler.schedules import ScheduleBounds, apply_schedules
 
 if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
     from autoscaler.kube import ScaleState
@@ -118,8 +119,41 @@ def plan_replicas(
     """Target at zero > fallback > engine: what the controller, `simulate` and the replay apply to a count.
 
     They all call this very function, so the what-if and the benchmark predict what the running controller
-    does. `decide_fn` is the engine's `decide` (a replay's test may spy on it).
+    does. `decide_fn` is the engine's `decide` (a replay's test may spy on it). `now` is also the wall-clock
+    (Unix) time at which the rule's schedules are evaluated: an open window's bounds replace the rule's
+    before anything else, so the HPA arithmetic and behavior apply on top (as KEDA's cron scaler).
     """
+    scheduled, bounds = apply_schedules(rule, now)
+    plan = _plan(scheduled, current, observations, history, all_failed_syncs, now, decide_fn)
+    return _naming_schedule(plan, bounds)
+
+
+_MIN_REASONS = (Reason.TooFewReplicas, Reason.BelowMinReplicas)
+_MAX_REASONS = (Reason.TooManyReplicas, Reason.AboveMaxReplicas)
+
+
+def _naming_schedule(plan: Plan, bounds: ScheduleBounds | None) -> Plan:
+    """The plan, its message naming the schedule when an open window's bound decided the count."""
+    if bounds is None:
+        return plan
+    if plan.reason in _MIN_REASONS:
+        note = f"minReplicas {bounds.min_replicas} from {bounds.min_from}"
+    elif plan.reason in _MAX_REASONS and bounds.max_from is not None:
+        note = f"maxReplicas {bounds.max_replicas} from {bounds.max_from}"
+    else:
+        return plan
+    return dataclasses.replace(plan, message=f"{plan.message}; {note}")
+
+
+def _plan(
+    rule: Rule,
+    current: int,
+    observations: Sequence[MetricObservation],
+    history: RuleHistory,
+    all_failed_syncs: int,
+    now: float,
+    decide_fn: Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, float], Decision],
+) -> Plan:
     if current == 0 and rule.min_replicas > 0:
         # As the HPA: a target scaled to zero by hand is left alone until someone scales it up again. The
         # HPA records its first sight (recordInitialRecommendation) before this hold, so do we: a 0.

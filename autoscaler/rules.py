@@ -27,10 +27,12 @@ from autoscaler.policy.spec import (
     Rule,
     ScalingPolicy,
     ScalingRules,
+    Schedule,
     SelectPolicy,
     TargetKind,
     TargetRef,
 )
+from autoscaler.schedules import parse_schedules
 from plumbing import yamlsafe
 from plumbing.yamlnodes import NodeReader, line_of
 
@@ -150,7 +152,7 @@ class _TargetAt:
 
 
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
-                "prometheus"}
+                "prometheus", "schedules"}
 
 
 def _parse_rule(
@@ -183,12 +185,15 @@ def _parse_rule(
     prometheus = "default"
     if "prometheus" in fields:
         prometheus = _name(reader, fields["prometheus"], f"{where}.prometheus") or "default"
+    schedules: tuple[Schedule, ...] = ()
+    if "schedules" in fields:
+        schedules = parse_schedules(reader, fields["schedules"], f"{where}.schedules", max_replicas)
     target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
     rule = Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node),
-                prometheus)
+                prometheus, schedules)
     return rule, name, target_at
 
 
@@ -344,3 +349,4 @@ def _parse_fallback(reader: NodeReader, node: Node, where: str) -> Fallback | No
     if threshold is None or replicas is None:
         return None
     return Fallback(threshold, replicas)
+

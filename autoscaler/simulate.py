@@ -15,6 +15,7 @@ import math
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TextIO
 
 from autoscaler.cli_args import add_rules_argument, rules_file
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rule", help="the rule to replay (required when the file has more than one)")
     parser.add_argument("--replicas", type=_non_negative_int, metavar="N",
                         help="replica count before the first sync (default: the rule's minReplicas)")
+    parser.add_argument("--start", type=_instant, metavar="ISO8601",
+                        help="wall-clock time of t=0 for the schedules, e.g. 2026-03-02T08:00:00+01:00 "
+                        "(no offset: UTC; default: t is Unix time)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     rule = select_rule(ruleset, args.rule)
     rows = read_trace(args.trace, rule)
     start = rule.min_replicas if args.replicas is None else args.replicas
-    write_output(sys.stdout, replay(rule, rows, start))
+    write_output(sys.stdout, replay(rule, rows, start, args.start or 0.0))
     return 0
 
 
@@ -74,6 +78,19 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of replicas >= 0 (got {value})")
     return value
+
+
+def _instant(text: str) -> float:
+    """An ISO 8601 date-time as a Unix time; without an offset it is UTC, never the machine's zone (a replay
+    must not depend on where it runs)."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 date-time such as 2026-03-02T08:00:00+01:00 (got {text!r})") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def select_rule(ruleset: RuleSet, name: str | None) -> Rule:
@@ -188,8 +205,11 @@ def _number(path: str, line: int, field: str, text: str) -> float | None:
     return value
 
 
-def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int) -> Iterator[tuple[TraceRow, Plan]]:
+def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int, start: float = 0.0,
+           ) -> Iterator[tuple[TraceRow, Plan]]:
     """Each row's plan, applied at once: the change is recorded as a scale event and becomes `current`.
+
+    Row `t` happens at Unix time `start + t` (`--start`), which is where the rule's schedules are evaluated.
 
     The plan is the controller's own (`plan_replicas`: a target at zero with minReplicas > 0 is held, the
     fallback counts consecutive all-failed rows), so the replay predicts what the controller does.
@@ -198,9 +218,10 @@ def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int) -> Iterator[tupl
     current = replicas
     all_failed = 0
     for row in rows:
+        now = start + row.t
         all_failed = count_all_failed(all_failed, row.observations)
-        plan = plan_replicas(rule, current, row.observations, history, all_failed, row.t)
-        history = plan.history.with_scale(row.t, current, plan.replicas)
+        plan = plan_replicas(rule, current, row.observations, history, all_failed, now)
+        history = plan.history.with_scale(now, current, plan.replicas)
         current = plan.replicas
         yield row, plan
 

@@ -11,8 +11,8 @@ from typing import Literal
 
 __all__ = [
     "DEFAULT_BEHAVIOR", "DEFAULT_SCALE_DOWN", "DEFAULT_SCALE_UP", "DEFAULT_TOLERANCE", "Behavior", "Fallback",
-    "MetricSpec", "MetricType", "PolicyType", "Rule", "ScalingPolicy", "ScalingRules", "SelectPolicy",
-    "TargetKind", "TargetRef",
+    "MetricSpec", "MetricType", "PolicyType", "Rule", "ScalingPolicy", "ScalingRules", "Schedule",
+    "SelectPolicy", "TargetKind", "TargetRef",
 ]
 
 PolicyType = Literal["Pods", "Percent"]
@@ -97,6 +97,26 @@ class Fallback:
 
 
 @dataclass(frozen=True, slots=True)
+class Schedule:
+    """A recurring window (KEDA's cron scaler): from each `cron` fire time in `timezone`, for
+    `duration_seconds`, `min_replicas` (and `max_replicas` when given) replace the rule's bounds.
+
+    Only data here: the engine never evaluates cron (that needs calendars and time zones, a job for
+    `autoscaler.schedules`); the caller passes the bounds in effect at `now`.
+    """
+
+    cron: str
+    timezone: str
+    duration_seconds: int
+    min_replicas: int
+    max_replicas: int | None
+    line: int = 0  # line of the schedule in its file, for messages
+
+    def __str__(self) -> str:
+        return f"{self.cron!r} {self.timezone}"
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One autoscaled workload: everything `decide()` needs besides the observations, history and `now`."""
 
@@ -110,3 +130,5 @@ class Rule:
     line: int  # line of the rule in its file, for messages
     prometheus: str = "default"
     """Name of the endpoint (in --prometheus-config) its queries go to."""
+    schedules: tuple[Schedule, ...] = ()
+    """Windows that replace min/maxReplicas while open; none (the default) is the plain HPA."""

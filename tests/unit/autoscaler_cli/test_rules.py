@@ -226,7 +226,7 @@ INVALID = [
         "unknown-field",
         rule_with("    maxReplica: 3\n"),
         "rules.yaml:7: rules[0].maxReplica: unknown field (expected one of: behavior, fallback, maxReplicas, "
-        "metrics, minReplicas, name, prometheus, target); did you mean 'maxReplicas'?",
+        "metrics, minReplicas, name, prometheus, schedules, target); did you mean 'maxReplicas'?",
     ),
     (
         "duplicate-key",
