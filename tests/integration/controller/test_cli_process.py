@@ -149,7 +149,9 @@ def test_sigterm_exits_within_one_interval(
         assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
         sent = time.monotonic()
         code = stop_process(proc, timeout=10)
-        assert time.monotonic() - sent < 2.0  # one interval
+        # at most one 2 s interval and the shutdown, never a second interval (a loaded 2-core CI machine
+        # running six test workers has taken 2.02 s)
+        assert time.monotonic() - sent < 3.5
         assert code == 0
     finally:
         stderr = reap(proc, timeout=5)
