@@ -217,7 +217,7 @@ def test_slow_prometheus_fails_metrics_within_the_budget(
 ) -> None:
     apiserver.add("web", 3)
     rules = parse_rules("rules:" + rule("web", "up"), "rules.yaml")
-    runner = PromQLRunner(PromQLSettings(f"http://127.0.0.1:{silent_server}", query_timeout=0.3, budget=0.8))
+    runner = PromQLRunner(PromQLSettings(f"http://127.0.0.1:{silent_server}", query_timeout=30.0, budget=0.8))
     backend = KubernetesScaleBackend(apiserver.api_client(), request_timeout=1.0)
     c = Controller(backend, runner, rules, time.time)
     try:
@@ -225,7 +225,7 @@ def test_slow_prometheus_fails_metrics_within_the_budget(
     finally:
         c.close()
         runner.close()
-    assert report.duration < 0.8 + 0.6
+    assert report.duration < 0.8 + 5.0  # the budget ends it, not the 30 s query timeout
     assert report.outcomes[0].reason == "MetricsFailed" and apiserver.patches() == []
     assert "Timeout" in apiserver.events[0]["message"]
     assert exposition_value(c, "gpu_autoscaler_query_errors_total", rule="web", reason="Timeout") == 1

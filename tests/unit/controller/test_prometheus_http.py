@@ -161,7 +161,7 @@ def test_retries_stop_at_the_sync_budget() -> None:
     finally:
         r.close()
     assert result.error_reason == "Unreachable"
-    assert time.monotonic() - started < 0.6 + 0.3
+    assert time.monotonic() - started < 0.6 + 5.0  # ten attempts would sleep for minutes
     assert 1 <= len(responses.calls) <= 2
 
 

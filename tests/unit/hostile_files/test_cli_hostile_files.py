@@ -18,9 +18,9 @@ from plumbing.web.webconfig import LIMITS as WEB_LIMITS
 from tests.unit.hostile_files.hostile import (
     AUTOSCALER,
     EXPORTER,
+    HANG_SECONDS,
     MAX_RSS_MIB,
     RULES,
-    WORK_SECONDS,
     YAML_HOSTILE,
     Hostile,
 )
@@ -63,20 +63,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def startup(workdir: Path) -> dict[str, float]:
-    """Wall time of each command on a small invalid file: the interpreter and imports, not the reading."""
-    small = workdir / "small-invalid.yaml"
-    small.write_text("nothing: here\n")
-    times = {}
-    for name, command in COMMANDS.items():
-        result = run_measured(command(small, workdir), workdir)
-        assert result.returncode == 2, (name, result.output)
-        times[name] = result.seconds
-    return times
-
-
-def assert_refused(result: Measured, path: Path, expected: str, line: int | None, budget: float) -> None:
+def assert_refused(result: Measured, path: Path, expected: str, line: int | None) -> None:
     output = result.output
     assert result.returncode == 2, output[-2000:]
     assert "Traceback" not in output, output[-2000:]
@@ -86,37 +73,35 @@ def assert_refused(result: Measured, path: Path, expected: str, line: int | None
     if line is not None:
         assert f"{path}:{line}:" in lines[0] or f"{path}: line {line}:" in lines[0], lines[0]
     assert len(output.splitlines()) <= 3, output[-2000:]  # the message, at most a header and a count
-    assert result.seconds < budget, f"{result.seconds:.2f} s (budget {budget:.2f} s)"
     assert result.max_rss_mib < MAX_RSS_MIB, f"{result.max_rss_mib:.0f} MiB"
 
 
 @pytest.mark.parametrize(("command", "hostile"), CASES)
-def test_hostile_yaml_is_one_message_exit_2(command: str, hostile: Hostile, workdir: Path,
-                                            startup: dict[str, float]) -> None:
+def test_hostile_yaml_is_one_message_exit_2(command: str, hostile: Hostile, workdir: Path) -> None:
     if hostile.id == "empty":
         pytest.skip("covered by test_empty_file")
     path = workdir / f"{command}-{hostile.id}.yaml"
     path.write_bytes(hostile.content)
     try:
-        result = run_measured(COMMANDS[command](path, workdir), workdir)
+        result = run_measured(COMMANDS[command](path, workdir), workdir, HANG_SECONDS)
     finally:
         path.unlink()  # the 50 MB files must not pile up
     expected, line = hostile.expected, hostile.line
     if len(hostile.content) > MAX_BYTES.get(command, len(hostile.content)):
         expected, line = "larger than", None
-    assert_refused(result, path, expected, line, startup[command] + WORK_SECONDS)
+    assert_refused(result, path, expected, line)
 
 
 @pytest.mark.parametrize(("command", "expected"), [
     ("check", "the file is empty (expected a top-level 'rules:' list)"),
     ("simulate-config", "top level: expected a mapping with 'gpus'"),
 ])
-def test_empty_file(command: str, expected: str, workdir: Path, startup: dict[str, float]) -> None:
+def test_empty_file(command: str, expected: str, workdir: Path) -> None:
     """An empty rules or fleet file is a mistake; an empty --config is all defaults (documented), not here."""
     path = workdir / f"{command}-empty.yaml"
     path.write_bytes(b"")
-    result = run_measured(COMMANDS[command](path, workdir), workdir)
-    assert_refused(result, path, expected, None, startup[command] + WORK_SECONDS)
+    result = run_measured(COMMANDS[command](path, workdir), workdir, HANG_SECONDS)
+    assert_refused(result, path, expected, None)
 
 
 
@@ -173,16 +158,14 @@ OVERFLOWING: list[tuple[str, str, str, str, int]] = [
 @pytest.mark.parametrize(("command", "text", "expected", "line"),
                          [pytest.param(c, t, e, n, id=i) for i, c, t, e, n in OVERFLOWING])
 def test_values_that_would_overflow_later_are_refused_when_read(command: str, text: str, expected: str,
-                                                                 line: int, workdir: Path,
-                                                                 startup: dict[str, float]) -> None:
+                                                                 line: int, workdir: Path) -> None:
     path = workdir / "overflow.yaml"
     path.write_text(text)
-    result = run_measured(COMMANDS[command](path, workdir), workdir)
+    result = run_measured(COMMANDS[command](path, workdir), workdir, HANG_SECONDS)
     assert result.returncode == 2, result.output
     assert "Traceback" not in result.output
     assert expected in result.output, result.output
     assert str(path) in result.output
     if line:
         assert f"{path}:{line}:" in result.output, result.output
-    assert result.seconds < startup[command] + WORK_SECONDS
     assert result.max_rss_mib < MAX_RSS_MIB

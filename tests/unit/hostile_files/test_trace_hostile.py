@@ -1,5 +1,6 @@
 """`gpu-autoscaler simulate` fed hostile traces (CSV), as a child process: exit 2 and one message naming the
-file, line and column, no traceback, in bounded time and memory; a huge but finite value is a valid input."""
+file, line and column, no traceback, in bounded memory, under a hang guard; a huge but finite value is a
+valid input."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.hostile_files.hostile import AUTOSCALER, MAX_RSS_MIB, RULES, WORK_SECONDS
+from tests.unit.hostile_files.hostile import AUTOSCALER, HANG_SECONDS, MAX_RSS_MIB, RULES
 from tests.unit.hostile_files.measure import run_measured
 
 HOSTILE_TRACES = [
@@ -32,24 +33,14 @@ def rules(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def startup(rules: Path) -> float:
-    """Wall time of simulate on a trace with a bad header: start-up and imports, not the reading."""
-    trace = rules.parent / "bad-header.csv"
-    trace.write_text("x,util\n")
-    result = run_measured([AUTOSCALER, "simulate", str(rules), str(trace)], rules.parent)
-    assert result.returncode == 2, result.output
-    return result.seconds
-
-
 @pytest.mark.parametrize(("content", "expected", "line"), [pytest.param(c, e, n, id=i)
                                                            for i, c, e, n in HOSTILE_TRACES])
-def test_hostile_trace_is_one_message_exit_2(content: bytes, expected: str, line: int | None, rules: Path,
-                                              startup: float) -> None:
+def test_hostile_trace_is_one_message_exit_2(content: bytes, expected: str, line: int | None,
+                                              rules: Path) -> None:
     trace = rules.parent / "hostile.csv"
     trace.write_bytes(content)
     try:
-        result = run_measured([AUTOSCALER, "simulate", str(rules), str(trace)], rules.parent)
+        result = run_measured([AUTOSCALER, "simulate", str(rules), str(trace)], rules.parent, HANG_SECONDS)
     finally:
         trace.unlink()
     assert result.returncode == 2, result.output[-2000:]
@@ -58,7 +49,6 @@ def test_hostile_trace_is_one_message_exit_2(content: bytes, expected: str, line
     message = result.stderr.strip()
     assert "\n" not in message and expected in message, message
     assert message.startswith(f"{trace}:{line}:" if line is not None else f"{trace}:"), message
-    assert result.seconds < startup + WORK_SECONDS
     assert result.max_rss_mib < MAX_RSS_MIB
 
 
