@@ -139,6 +139,10 @@ class AssumedScaleBackend:
     ) -> None:
         """No cluster to post to: the printed decision line and the log carry the same facts."""
 
+    def unschedulable_since(self, ref: TargetRef, selector: str) -> tuple[float, ...]:
+        """No cluster, no Pending pods: the guard limits by the capacity query alone."""
+        return ()
+
 
 def decision_line(outcome: RuleOutcome, timestamp: float) -> str:
     """'2026-11-23T13:40:00Z embed: 3 -> 5 ScaleUpLimit | util=95 (target 80) | scale up 3 -> 8 ...'."""

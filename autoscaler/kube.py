@@ -72,6 +72,8 @@ class ScaleState:
     status_replicas: int
     annotations: Mapping[str, str] = field(default_factory=dict)
     resource_version: str | None = None
+    selector: str | None = None
+    """status.selector of the scale: the label selector of the target's pods (None when it has none)."""
 
 
 class ScaleBackend(Protocol):
@@ -89,6 +91,12 @@ class ScaleBackend(Protocol):
         self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str, message: str
     ) -> None:
         """Best effort for the caller: raises KubeError, which the controller logs and goes on."""
+        ...
+
+    def unschedulable_since(self, ref: TargetRef, selector: str) -> tuple[float, ...]:
+        """For each pod of the target (matching `selector`) Pending as unschedulable (condition PodScheduled
+        False, reason Unschedulable): the Unix time its condition turned so. Asked only for rules with a
+        capacity guard. Raises KubeError like a read."""
         ...
 
 
@@ -301,3 +309,7 @@ class NamespaceScope:
     ) -> None:
         if ref.namespace in self.namespaces:
             self.inner.emit_event(ref, type_, reason, message)
+
+    def unschedulable_since(self, ref: TargetRef, selector: str) -> tuple[float, ...]:
+        self._check(ref)
+        return self.inner.unschedulable_since(ref, selector)

@@ -1,9 +1,11 @@
-"""What the controller adds around the engine's decision, as a pure function: pause annotations and fallback.
+"""What the controller adds around the engine's decision, as a pure function: pause annotations, schedules,
+fallback, scale to zero and the capacity guard.
 
 `plan_rule` takes what a sync gathered (the scale with its annotations, the metric observations, the rule's
-history, the count of consecutive all-failed syncs) and one `now`, and returns the replica count to apply with
-its reason. No I/O, so the precedence (paused-replicas > paused > target at zero > fallback > engine) is
-tested as a table. `plan_replicas` (everything but the annotations) is shared with `simulate`.
+history, the count of consecutive all-failed syncs, the capacity seen) and one `now`, and returns the replica
+count to apply with its reason. No I/O, so the precedence (paused-replicas > paused > schedules' bounds >
+target at zero > fallback > scale to zero > engine, then the capacity guard on any scale-up) is tested as a
+table. `plan_replicas` (everything but the annotations) is shared with `simulate` and the demo's replay.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from autoscaler.policy import (
     decide_desired,
     first_sight,
 )
+from autoscaler.policy.activation import scale_to_zero
+from autoscaler.policy.capacity import CapacityObservation, guard_capacity
 from autoscaler.schedules import ScheduleBounds, apply_schedules
 
 if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
@@ -49,6 +53,10 @@ class Plan:
     decision: Decision | None
     problem: str | None = None
     """A bad pause annotation, reported as a Warning event; the engine decides as if it were absent."""
+    schedule: ScheduleBounds | None = None
+    """The bounds of the schedule windows open at `now` (None: none is open)."""
+    withheld: int = 0
+    """Replicas the capacity guard held back this sync (0 when it did not limit the scale-up)."""
 
     @property
     def desired_raw(self) -> int | None:
@@ -81,6 +89,7 @@ def plan_rule(
     history: RuleHistory,
     all_failed_syncs: int,
     now: float,
+    capacity: CapacityObservation | None = None,
 ) -> Plan:
     """The controller's plan: the pause annotations first, then `plan_replicas` (shared with simulate)."""
     current = scale.spec_replicas
@@ -103,7 +112,7 @@ def plan_rule(
             history,
             None,
         )
-    plan = plan_replicas(rule, current, observations, history, all_failed_syncs, now)
+    plan = plan_replicas(rule, current, observations, history, all_failed_syncs, now, capacity=capacity)
     return dataclasses.replace(plan, problem=problem) if problem else plan
 
 
@@ -115,17 +124,32 @@ def plan_replicas(
     all_failed_syncs: int,
     now: float,
     decide_fn: Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, float], Decision] = decide,
+    capacity: CapacityObservation | None = None,
 ) -> Plan:
-    """Target at zero > fallback > engine: what the controller, `simulate` and the replay apply to a count.
+    """Target at zero > fallback > scale to zero > engine, then the capacity guard: what the controller,
+    `simulate` and the replay apply to a count.
 
     They all call this very function, so the what-if and the benchmark predict what the running controller
     does. `decide_fn` is the engine's `decide` (a replay's test may spy on it). `now` is also the wall-clock
     (Unix) time at which the rule's schedules are evaluated: an open window's bounds replace the rule's
     before anything else, so the HPA arithmetic and behavior apply on top (as KEDA's cron scaler).
+    `capacity` is what the sync saw of free GPUs and Pending replicas; None (or a rule without `capacity`)
+    leaves scale-ups unguarded.
     """
     scheduled, bounds = apply_schedules(rule, now)
-    plan = _plan(scheduled, current, observations, history, all_failed_syncs, now, decide_fn)
-    return _naming_schedule(plan, bounds)
+    plan = _plan(scheduled, rule.min_replicas, current, observations, history, all_failed_syncs, now,
+                 decide_fn)
+    plan = _naming_schedule(plan, bounds)
+    if bounds is not None:
+        plan = dataclasses.replace(plan, schedule=bounds)
+    if rule.capacity is None or capacity is None:
+        return plan
+    limited = guard_capacity(rule.capacity, current, plan.replicas, capacity, now)
+    if limited is None:
+        return plan
+    return dataclasses.replace(plan, replicas=limited.replicas, reason=limited.reason,
+                               message=f"{plan.message}; {limited.message}",
+                               withheld=plan.replicas - limited.replicas)
 
 
 _MIN_REASONS = (Reason.TooFewReplicas, Reason.BelowMinReplicas)
@@ -147,6 +171,7 @@ def _naming_schedule(plan: Plan, bounds: ScheduleBounds | None) -> Plan:
 
 def _plan(
     rule: Rule,
+    own_min_replicas: int,
     current: int,
     observations: Sequence[MetricObservation],
     history: RuleHistory,
@@ -154,9 +179,10 @@ def _plan(
     now: float,
     decide_fn: Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, float], Decision],
 ) -> Plan:
-    if current == 0 and rule.min_replicas > 0:
+    if current == 0 and own_min_replicas > 0:
         # As the HPA: a target scaled to zero by hand is left alone until someone scales it up again. The
-        # HPA records its first sight (recordInitialRecommendation) before this hold, so do we: a 0.
+        # HPA records its first sight (recordInitialRecommendation) before this hold, so do we: a 0. A rule
+        # that allows zero (minReplicas 0) is woken up by its activation targets or an open schedule.
         return Plan(
             current,
             0,
@@ -176,6 +202,11 @@ def _plan(
         decision = decide_desired(rule, current, fallback.replicas, why, history, now)
         message = why if decision.replicas == fallback.replicas else f"{why}; {decision.message}"
         return Plan(current, decision.replicas, Reason.Fallback, message, decision.history, decision)
+    if rule.min_replicas == 0:
+        stage, history = scale_to_zero(rule, current, observations, history, now)
+        if stage is not None:
+            return Plan(current, stage.replicas, stage.reason, stage.message, history, None)
+        rule = dataclasses.replace(rule, min_replicas=1)  # KEDA: the HPA decides between 1 and max
     decision = decide_fn(rule, current, observations, history, now)
     return Plan(current, decision.replicas, decision.reason, decision.message, decision.history, decision)
 

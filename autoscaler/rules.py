@@ -17,9 +17,12 @@ from yaml.nodes import Node
 from autoscaler.errors import Problem, RulesError
 from autoscaler.policy.spec import (
     DEFAULT_BEHAVIOR,
+    DEFAULT_COOLDOWN_SECONDS,
+    DEFAULT_PENDING_GRACE_SECONDS,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     Behavior,
+    Capacity,
     Fallback,
     MetricSpec,
     MetricType,
@@ -29,10 +32,11 @@ from autoscaler.policy.spec import (
     ScalingRules,
     Schedule,
     SelectPolicy,
-    TargetKind,
     TargetRef,
+    WhenEmpty,
 )
 from autoscaler.schedules import parse_schedules
+from autoscaler.targets import parse_target
 from plumbing import yamlsafe
 from plumbing.yamlnodes import NodeReader, line_of
 
@@ -43,11 +47,12 @@ MAX_PERIOD_SECONDS = 1800  # HPA API: periodSeconds in (0, 1800]
 MAX_INT32 = 2**31 - 1  # HPA API: replica counts, policy values and thresholds are int32
 MAX_TOLERANCE = 10.0  # 1000 %: beyond it a direction never scales; larger is a typo, not a policy
 MAX_TARGET = 1e15  # far above any per-replica target; keeps target x replicas finite and exact
+MAX_COOLDOWN_SECONDS = 7 * 86_400  # a week: longer is a typo (seconds for minutes), not a cooldown
+MAX_PENDING_GRACE_SECONDS = 86_400
+MAX_GPUS_PER_REPLICA = 4096  # a multi-node replica (LeaderWorkerSet) of 512 nodes of 8 GPUs
 RULES_LIMITS = yamlsafe.YamlLimits()  # 4 MiB, 64 deep, 250,000 nodes, 1,000,000 expanded, 64-char numbers
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +157,7 @@ class _TargetAt:
 
 
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
-                "prometheus", "schedules"}
+                "prometheus", "schedules", "cooldownSeconds", "capacity"}
 
 
 def _parse_rule(
@@ -165,7 +170,7 @@ def _parse_rule(
     if fields is None:
         return None, None, None
     name = _name(reader, fields["name"], f"{where}.name") if "name" in fields else None
-    target = _parse_target(reader, fields["target"], f"{where}.target") if "target" in fields else None
+    target = parse_target(reader, fields["target"], f"{where}.target") if "target" in fields else None
     min_replicas: int | None = 1
     if "minReplicas" in fields:
         min_replicas = reader.integer(fields["minReplicas"], f"{where}.minReplicas", low=0, high=MAX_INT32)
@@ -188,13 +193,54 @@ def _parse_rule(
     schedules: tuple[Schedule, ...] = ()
     if "schedules" in fields:
         schedules = parse_schedules(reader, fields["schedules"], f"{where}.schedules", max_replicas)
+    cooldown = DEFAULT_COOLDOWN_SECONDS
+    if "cooldownSeconds" in fields:
+        cooldown = reader.integer(fields["cooldownSeconds"], f"{where}.cooldownSeconds",
+                                  low=0, high=MAX_COOLDOWN_SECONDS) or 0
+    if min_replicas:
+        _zero_only(reader, fields, metrics, where, min_replicas)
+    capacity = None
+    if "capacity" in fields:
+        capacity = _parse_capacity(reader, fields["capacity"], f"{where}.capacity")
     target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
     rule = Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node),
-                prometheus, schedules)
+                prometheus, schedules, cooldown, capacity)
     return rule, name, target_at
+
+
+def _zero_only(reader: NodeReader, fields: dict[str, Node], metrics: tuple[MetricSpec, ...], where: str,
+               min_replicas: int) -> None:
+    """cooldownSeconds and activationTarget act only between 0 and 1: on a rule that never goes to zero they
+    would be silently ignored, so they are a mistake to explain."""
+    why = ("applies only to a rule that scales to zero (minReplicas: 0); this rule has minReplicas "
+           f"{min_replicas}")
+    if "cooldownSeconds" in fields:
+        reader.problem(line_of(fields["cooldownSeconds"]), f"{where}.cooldownSeconds", why)
+    for index, metric in enumerate(metrics):
+        if metric.activation_target:
+            reader.problem(metric.line, f"{where}.metrics[{index}].activationTarget", why)
+
+
+def _parse_capacity(reader: NodeReader, node: Node, where: str) -> Capacity | None:
+    fields = reader.mapping(node, where, {"query", "gpusPerReplica", "pendingGraceSeconds"},
+                            required=("query", "gpusPerReplica"))
+    if fields is None:
+        return None
+    query = reader.string(fields["query"], f"{where}.query") if "query" in fields else None
+    gpus = None
+    if "gpusPerReplica" in fields:
+        gpus = reader.integer(fields["gpusPerReplica"], f"{where}.gpusPerReplica", low=1,
+                              high=MAX_GPUS_PER_REPLICA)
+    grace = DEFAULT_PENDING_GRACE_SECONDS
+    if "pendingGraceSeconds" in fields:
+        grace = reader.integer(fields["pendingGraceSeconds"], f"{where}.pendingGraceSeconds",
+                               low=0, high=MAX_PENDING_GRACE_SECONDS) or 0
+    if query is None or gpus is None:
+        return None
+    return Capacity(query.strip(), gpus, grace, line_of(node))
 
 
 def _name(reader: NodeReader, node: Node, where: str) -> str | None:
@@ -207,30 +253,7 @@ def _name(reader: NodeReader, node: Node, where: str) -> str | None:
     return value
 
 
-def _parse_target(reader: NodeReader, node: Node, where: str) -> TargetRef | None:
-    fields = reader.mapping(node, where, {"kind", "namespace", "name"},
-                            required=("kind", "namespace", "name"))
-    if fields is None:
-        return None
-    kind = namespace = name = None
-    if "kind" in fields:
-        kind = reader.choice(fields["kind"], f"{where}.kind", ("Deployment", "StatefulSet"))
-    if "namespace" in fields:
-        namespace = reader.string(fields["namespace"], f"{where}.namespace")
-    if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)):
-        reader.problem(line_of(fields["namespace"]), f"{where}.namespace",
-                       "expected a Kubernetes namespace (lower-case DNS label, <= 63 chars) "
-                       f"(got {namespace!r})")
-        namespace = None
-    if "name" in fields:
-        name = reader.string(fields["name"], f"{where}.name")
-    if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN_RE.match(name)):
-        reader.problem(line_of(fields["name"]), f"{where}.name",
-                       f"expected a Kubernetes object name (lower-case DNS subdomain) (got {name!r})")
-        name = None
-    if kind is None or namespace is None or name is None:
-        return None
-    return TargetRef(cast(TargetKind, kind), namespace, name)
+_METRIC_FIELDS = {"name", "query", "type", "target", "activationTarget", "whenEmpty"}
 
 
 def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSpec, ...]:
@@ -243,8 +266,7 @@ def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSp
     seen: dict[str, int] = {}
     for index, item in enumerate(items):
         at = f"{where}[{index}]"
-        fields = reader.mapping(item, at, {"name", "query", "type", "target"},
-                                required=("name", "query", "type", "target"))
+        fields = reader.mapping(item, at, _METRIC_FIELDS, required=("name", "query", "type", "target"))
         if fields is None:
             continue
         name = _name(reader, fields["name"], f"{at}.name") if "name" in fields else None
@@ -266,9 +288,18 @@ def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSp
         target = None
         if "target" in fields:
             target = reader.number(fields["target"], f"{at}.target", above=0, high=MAX_TARGET)
-        if name is None or query is None or type_ is None or target is None:
+        activation = 0.0
+        if "activationTarget" in fields:
+            activation = reader.number(fields["activationTarget"], f"{at}.activationTarget", low=0,
+                                       high=MAX_TARGET)
+        when_empty = "fail"
+        if "whenEmpty" in fields:
+            when_empty = reader.choice(fields["whenEmpty"], f"{at}.whenEmpty", ("fail", "zero"))
+        if name is None or query is None or type_ is None or target is None or activation is None \
+                or when_empty is None:
             continue
-        metrics.append(MetricSpec(name, query.strip(), cast(MetricType, type_), target, line_of(item)))
+        metrics.append(MetricSpec(name, query.strip(), cast(MetricType, type_), target, line_of(item),
+                                  activation, cast(WhenEmpty, when_empty)))
     return tuple(metrics)
 
 

@@ -79,7 +79,7 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
                        behavior.scale_down.stabilization_window_seconds, now)
     history = RuleHistory((*history.recommendations, Recommendation(now, desired)),
                           history.scale_up_events, history.scale_down_events, history.longest_up_period,
-                          history.longest_down_period)
+                          history.longest_down_period, history.last_active)
 
     outcome = proposed
     if stable.replicas != desired:

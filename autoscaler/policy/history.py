@@ -30,7 +30,7 @@ def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
     if history.recommendations:
         return history
     return RuleHistory((Recommendation(now, current),), history.scale_up_events, history.scale_down_events,
-                       history.longest_up_period, history.longest_down_period)
+                       history.longest_up_period, history.longest_down_period, history.last_active)
 
 
 def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
@@ -50,4 +50,5 @@ def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
     down = behavior.scale_down.longest_period_seconds
     if index == 0 and history.longest_up_period == up and history.longest_down_period == down:
         return history
-    return RuleHistory(entries[index:], history.scale_up_events, history.scale_down_events, up, down)
+    return RuleHistory(entries[index:], history.scale_up_events, history.scale_down_events, up, down,
+                       history.last_active)

@@ -10,17 +10,23 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
-    "DEFAULT_BEHAVIOR", "DEFAULT_SCALE_DOWN", "DEFAULT_SCALE_UP", "DEFAULT_TOLERANCE", "Behavior", "Fallback",
+    "APPS_V1", "DEFAULT_BEHAVIOR", "DEFAULT_COOLDOWN_SECONDS", "DEFAULT_PENDING_GRACE_SECONDS",
+    "DEFAULT_SCALE_DOWN", "DEFAULT_SCALE_UP", "DEFAULT_TOLERANCE", "Behavior", "Capacity", "Fallback",
     "MetricSpec", "MetricType", "PolicyType", "Rule", "ScalingPolicy", "ScalingRules", "Schedule",
-    "SelectPolicy", "TargetKind", "TargetRef",
+    "SelectPolicy", "TargetRef", "WhenEmpty",
 ]
 
 PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
 MetricType = Literal["Average", "Total"]
-TargetKind = Literal["Deployment", "StatefulSet"]
+WhenEmpty = Literal["fail", "zero"]
 
 DEFAULT_TOLERANCE = 0.1  # kube-controller-manager --horizontal-pod-autoscaler-tolerance
+DEFAULT_COOLDOWN_SECONDS = 300  # KEDA's cooldownPeriod
+DEFAULT_PENDING_GRACE_SECONDS = 300
+"""How long a new replica may stay Pending as unschedulable before the capacity guard stops further scale-ups:
+long enough for a cluster autoscaler to bring up a GPU node, short enough not to pile up Pending pods."""
+APPS_V1 = "apps/v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,15 +80,31 @@ class MetricSpec:
     type: MetricType
     target: float
     line: int = 0  # line of the metric in its file, for messages (an addition to the contract; defaulted)
+    activation_target: float = 0.0
+    """Scale to zero (KEDA's activation threshold): at 0 replicas the rule wakes up only when some metric is
+    above its activation target; it goes to 0 only when every metric has stayed at or below it."""
+    when_empty: WhenEmpty = "fail"
+    """What an empty query result is: a failed metric (the default), or 0 (a series that only exists while
+    there is traffic, as KEDA's ignoreNullValues)."""
 
 
 @dataclass(frozen=True, slots=True)
 class TargetRef:
-    """The workload a rule scales, through its scale subresource; the history follows it across edits."""
+    """The workload a rule scales, through its scale subresource; the history follows it across edits.
 
-    kind: TargetKind
+    Any kind with a /scale subresource: Deployment and StatefulSet (apps/v1, the default), an Argo Rollout,
+    a LeaderWorkerSet, a user's custom resource; the controller finds its resource through API discovery.
+    """
+
+    kind: str
     namespace: str
     name: str
+    api_version: str = APPS_V1
+
+    @property
+    def group(self) -> str:
+        """The API group ('' for the core group's 'v1')."""
+        return self.api_version.rpartition("/")[0]
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
@@ -117,6 +139,21 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class Capacity:
+    """The capacity guard: a scale-up adds at most floor(free / gpus_per_replica) replicas per sync, `free`
+    being what `query` returns this sync; and none while replicas added earlier have been Pending as
+    unschedulable for longer than `pending_grace_seconds`.
+
+    Only data here: the caller passes the free GPUs and the Pending replicas it observed.
+    """
+
+    query: str
+    gpus_per_replica: int
+    pending_grace_seconds: int = DEFAULT_PENDING_GRACE_SECONDS
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One autoscaled workload: everything `decide()` needs besides the observations, history and `now`."""
 
@@ -132,3 +169,8 @@ class Rule:
     """Name of the endpoint (in --prometheus-config) its queries go to."""
     schedules: tuple[Schedule, ...] = ()
     """Windows that replace min/maxReplicas while open; none (the default) is the plain HPA."""
+    cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
+    """Scale to zero (min_replicas 0): how long every metric must stay at or below its activation target
+    before the count goes from 1 or more to 0 (KEDA's cooldownPeriod)."""
+    capacity: Capacity | None = None
+    """The capacity guard; None: scale-ups are not limited by free GPUs (the HPA)."""

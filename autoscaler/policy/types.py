@@ -37,6 +37,12 @@ class Reason(StrEnum):
     Paused = "Paused"
     PausedReplicas = "PausedReplicas"
     Fallback = "Fallback"
+    # Beyond the HPA: scale to zero (KEDA's semantics) and the capacity guard; appended, as the published
+    # order of the labels never changes.
+    Activated = "Activated"  # at 0, a metric is above its activation target: 0 -> 1
+    Idle = "Idle"  # at 0, every metric at or below its activation target: stay at 0
+    ScaledToZero = "ScaledToZero"  # every metric at or below its activation target for cooldownSeconds: -> 0
+    CapacityLimited = "CapacityLimited"  # the scale-up was limited or held by free GPUs or Pending replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,9 @@ class RuleHistory:
     scale_down_events: tuple[ScaleEvent, ...] = ()
     longest_up_period: int | None = field(default=None, compare=False)  # settings, not memory: not in ==
     longest_down_period: int | None = field(default=None, compare=False)
+    last_active: float | None = None
+    """Scale to zero: when some metric was last above its activation target (or the rule was first seen),
+    the start of the cooldown (KEDA's lastActiveTime). None until a rule that may go to zero is synced."""
 
     def with_scale(self, now: float, from_replicas: int, to_replicas: int) -> RuleHistory:
         """This history plus the event of a change that WAS applied; unchanged when from == to.
@@ -109,11 +118,11 @@ class RuleHistory:
         if change > 0:
             up = _stored(self.scale_up_events, ScaleEvent(now, change), self.longest_up_period)
             return RuleHistory(self.recommendations, up, self.scale_down_events, self.longest_up_period,
-                               self.longest_down_period)
+                               self.longest_down_period, self.last_active)
         if change < 0:
             down = _stored(self.scale_down_events, ScaleEvent(now, change), self.longest_down_period)
             return RuleHistory(self.recommendations, self.scale_up_events, down, self.longest_up_period,
-                               self.longest_down_period)
+                               self.longest_down_period, self.last_active)
         return self
 
 

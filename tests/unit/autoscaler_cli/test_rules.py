@@ -125,7 +125,80 @@ INVALID = [
     (
         "bad-kind",
         rule_with(replace=("kind: Deployment", "kind: Job")),
-        "rules.yaml:3: rules[0].target.kind: expected one of Deployment, StatefulSet (got 'Job')",
+        "rules.yaml:3: rules[0].target.kind: a Job has no scale subresource (it runs to completion; set its "
+        "parallelism instead): a rule scales a Deployment, a StatefulSet or any resource with /scale, such "
+        "as an Argo Rollout, a LeaderWorkerSet or a custom resource",
+    ),
+    (
+        "kind-not-camel-case",
+        rule_with(replace=("kind: Deployment", "kind: deployment")),
+        "rules.yaml:3: rules[0].target.kind: expected a Kubernetes kind in CamelCase, e.g. Deployment, "
+        "StatefulSet, Rollout (got 'deployment')",
+    ),
+    (
+        "custom-kind-without-api-version",
+        rule_with(replace=("kind: Deployment", "kind: Rollout")),
+        "rules.yaml:3: rules[0].target.apiVersion: required for kind Rollout (argoproj.io/v1alpha1); only "
+        "Deployment, StatefulSet, ReplicaSet default to apps/v1",
+    ),
+    (
+        "bad-api-version",
+        rule_with(replace=("kind: Deployment", "apiVersion: argoproj.io, kind: Rollout")),
+        "rules.yaml:3: rules[0].target.apiVersion: expected group/version such as apps/v1 or "
+        "argoproj.io/v1alpha1 (got 'argoproj.io')",
+    ),
+    (
+        "deployment-in-another-group",
+        rule_with(replace=("kind: Deployment", "apiVersion: extensions/v1beta1, kind: Deployment")),
+        "rules.yaml:3: rules[0].target.apiVersion: a Deployment is served as apps/v1 "
+        "(got 'extensions/v1beta1')",
+    ),
+    (
+        "cooldown-without-zero",
+        rule_with("    cooldownSeconds: 600\n"),
+        "rules.yaml:7: rules[0].cooldownSeconds: applies only to a rule that scales to zero "
+        "(minReplicas: 0); this rule has minReplicas 1",
+    ),
+    (
+        "activation-without-zero",
+        rule_with(replace=("target: 80}", "target: 80, activationTarget: 5}")),
+        "rules.yaml:6: rules[0].metrics[0].activationTarget: applies only to a rule that scales to zero "
+        "(minReplicas: 0); this rule has minReplicas 1",
+    ),
+    (
+        "negative-activation",
+        rule_with("    minReplicas: 0\n", replace=("target: 80}", "target: 80, activationTarget: -1}")),
+        "rules.yaml:6: rules[0].metrics[0].activationTarget: expected a number >= 0 (got -1)",
+    ),
+    (
+        "bad-when-empty",
+        rule_with(replace=("target: 80}", "target: 80, whenEmpty: ignore}")),
+        "rules.yaml:6: rules[0].metrics[0].whenEmpty: expected one of fail, zero (got 'ignore')",
+    ),
+    (
+        "cooldown-too-long",
+        rule_with("    minReplicas: 0\n    cooldownSeconds: 6048000\n"),
+        "rules.yaml:8: rules[0].cooldownSeconds: expected an integer in [0, 604800] (got 6048000)",
+    ),
+    (
+        "capacity-without-gpus",
+        rule_with("    capacity: {query: 'sum(free_gpus)'}\n"),
+        "rules.yaml:7: rules[0].capacity.gpusPerReplica: required field is missing",
+    ),
+    (
+        "capacity-zero-gpus",
+        rule_with("    capacity: {query: 'sum(free_gpus)', gpusPerReplica: 0}\n"),
+        "rules.yaml:7: rules[0].capacity.gpusPerReplica: expected an integer in [1, 4096] (got 0)",
+    ),
+    (
+        "capacity-empty-query",
+        rule_with("    capacity: {query: ' ', gpusPerReplica: 1}\n"),
+        "rules.yaml:7: rules[0].capacity.query: expected a non-empty string (got ' ')",
+    ),
+    (
+        "capacity-grace-negative",
+        rule_with("    capacity: {query: 'x', gpusPerReplica: 1, pendingGraceSeconds: -5}\n"),
+        "rules.yaml:7: rules[0].capacity.pendingGraceSeconds: expected an integer in [0, 86400] (got -5)",
     ),
     (
         "bad-name",
@@ -225,8 +298,9 @@ INVALID = [
     (
         "unknown-field",
         rule_with("    maxReplica: 3\n"),
-        "rules.yaml:7: rules[0].maxReplica: unknown field (expected one of: behavior, fallback, maxReplicas, "
-        "metrics, minReplicas, name, prometheus, schedules, target); did you mean 'maxReplicas'?",
+        "rules.yaml:7: rules[0].maxReplica: unknown field (expected one of: behavior, capacity, "
+        "cooldownSeconds, fallback, maxReplicas, metrics, minReplicas, name, prometheus, schedules, target); "
+        "did you mean 'maxReplicas'?",
     ),
     (
         "duplicate-key",

@@ -34,7 +34,7 @@ def test_decision_reason_labels_are_the_published_ones_in_order() -> None:
         "AboveMaxReplicas", "BelowMinReplicas", "WithinTolerance", "DesiredWithinRange", "ScaleUpStabilized",
         "ScaleDownStabilized", "ScaleUpLimit", "ScaleDownLimit", "ScalingDisabled", "TooManyReplicas",
         "TooFewReplicas", "MetricsFailed", "MetricsPartiallyFailed", "Paused", "PausedReplicas", "Fallback",
-        "FailedGetScale", "Error", "UnknownEndpoint",
+        "Activated", "Idle", "ScaledToZero", "CapacityLimited", "FailedGetScale", "Error", "UnknownEndpoint",
     ]
 
 
