@@ -139,7 +139,7 @@ class AssumedScaleBackend:
     ) -> None:
         """No cluster to post to: the printed decision line and the log carry the same facts."""
 
-    def unschedulable_since(self, ref: TargetRef, selector: str) -> tuple[float, ...]:
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
         """No cluster, no Pending pods: the guard limits by the capacity query alone."""
         return ()
 

@@ -93,10 +93,11 @@ class ScaleBackend(Protocol):
         """Best effort for the caller: raises KubeError, which the controller logs and goes on."""
         ...
 
-    def unschedulable_since(self, ref: TargetRef, selector: str) -> tuple[float, ...]:
-        """For each pod of the target (matching `selector`) Pending as unschedulable (condition PodScheduled
-        False, reason Unschedulable): the Unix time its condition turned so. Asked only for rules with a
-        capacity guard. Raises KubeError like a read."""
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        """For each pod of the target (matching `selector`, the scale's status.selector) Pending as
+        unschedulable (condition PodScheduled False, reason Unschedulable): the Unix time its condition turned
+        so. Asked only for rules with a capacity guard; `selector` None (a scale without one): (). Raises
+        KubeError like a read."""
         ...
 
 
@@ -310,6 +311,6 @@ class NamespaceScope:
         if ref.namespace in self.namespaces:
             self.inner.emit_event(ref, type_, reason, message)
 
-    def unschedulable_since(self, ref: TargetRef, selector: str) -> tuple[float, ...]:
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
         self._check(ref)
         return self.inner.unschedulable_since(ref, selector)
