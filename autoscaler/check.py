@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from autoscaler.cli_args import add_prometheus_arguments, add_rules_argument, prometheus_config, rules_file
 from autoscaler.errors import Problem, RulesError
+from autoscaler.observe import observe
 from autoscaler.policy import MetricSpec, Rule
 from autoscaler.promconfig import PrometheusConfig, PrometheusConfigError
 from autoscaler.prometheus import PromQLSettings, QueryErrorReason, QueryResult, close_all, runners
@@ -99,11 +100,28 @@ def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],
         for m_index, metric in enumerate(rule.metrics):
             result = results.get((rule.prometheus, metric.query)) or QueryResult(None, "NoResult", "not run")
             field = f"rules[{index}].metrics[{m_index}].query"
-            if result.value is None:
+            seen = observe(metric, result).observation
+            if seen.value is None:
                 problems.append(Problem(ruleset.path, metric.line, field, result.error or "failed"))
             else:
-                report(_ok_line(ruleset.path, rule, metric, field, result.value))
+                empty = " (empty result, read as 0: whenEmpty zero)" if result.value is None else ""
+                report(_ok_line(ruleset.path, rule, metric, field, seen.value) + empty)
+        if rule.capacity is not None:
+            problems += _check_capacity(ruleset.path, index, rule, results, report)
     return problems
+
+
+def _check_capacity(path: str, index: int, rule: Rule, results: Mapping[QueryKey, QueryResult],
+                    report: Callable[[str], None]) -> list[Problem]:
+    capacity = rule.capacity
+    assert capacity is not None
+    result = results.get((rule.prometheus, capacity.query)) or QueryResult(None, "NoResult", "not run")
+    field = f"rules[{index}].capacity.query"
+    if result.value is None:
+        return [Problem(path, capacity.line, field, result.error or "failed")]
+    report(f"{path}:{capacity.line}: {field}: ok: {rule.name}/capacity = {result.value:g} free GPU(s), "
+           f"{capacity.gpus_per_replica} per replica")
+    return []
 
 
 def _ok_line(path: str, rule: Rule, metric: MetricSpec, field: str, value: float) -> str:

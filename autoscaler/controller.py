@@ -23,13 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
+from autoscaler.capacity_sync import GatheredCapacity, gather_capacity
 from autoscaler.decision_log import decision_fields, log_decision, ref_text, scale_message
 from autoscaler.errors import ConflictError, KubeError
 from autoscaler.kube import ScaleBackend, ScaleState
-from autoscaler.metrics import ControllerMetrics
+from autoscaler.metrics import ControllerMetrics, Guards
+from autoscaler.observe import observe
 from autoscaler.outcome import Health, LoopProgress, RuleOutcome, ShuttingDown, SyncReport
 from autoscaler.plan import Plan, count_all_failed, plan_rule
-from autoscaler.policy import MetricObservation, Rule, RuleHistory, TargetRef
+from autoscaler.policy import MetricObservation, MetricSpec, Reason, Rule, RuleHistory, TargetRef
 from autoscaler.prometheus import MetricsSource, QueryErrorReason, QueryResult
 from autoscaler.reasons import DECISION_REASONS, EventReason, ScaleErrorReason, SyncReason
 from autoscaler.rules import RuleSet
@@ -232,8 +234,7 @@ class Controller:
         now: float,
     ) -> RuleOutcome:
         rule = state.rule
-        observations = tuple(self._observe(rule, m.name, (rule.prometheus, m.query), results)
-                             for m in rule.metrics)
+        observations = tuple(self._observe(rule, m, results) for m in rule.metrics)
         state.all_failed_syncs = count_all_failed(state.all_failed_syncs, observations)
         if isinstance(scale, Exception):
             if not isinstance(scale, KubeError):
@@ -243,11 +244,16 @@ class Controller:
         if failures:
             failed = "; ".join(f"{o.name}: {o.error}" for o in failures)
             self._warn(state, EventReason.FailedGetMetrics, failed, now)
+        capacity = gather_capacity(rule, scale, results, self.backend, self.metrics)
+        if capacity is not None and capacity.problem:
+            self._warn(state, EventReason.FailedGetCapacity, capacity.problem, now)
         attempts = 0
         while True:
-            plan = plan_rule(rule, scale, observations, state.history, state.all_failed_syncs, now)
+            plan = plan_rule(rule, scale, observations, state.history, state.all_failed_syncs, now,
+                             capacity and capacity.seen)
             if plan.problem:
                 self._warn(state, EventReason.InvalidAnnotation, plan.problem, now)
+            self._report_guards(state, plan, capacity, now)
             if plan.replicas == plan.current or self.settings.dry_run:
                 return self._finish(state, plan, observations, patched=False, now=now)
             if self.stopping.is_set() or not self.is_leader():
@@ -306,15 +312,23 @@ class Controller:
         )
         return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, "abandoned", observations, ok=True)
 
-    def _observe(
-        self, rule: Rule, metric: str, query: QueryKey, results: Mapping[QueryKey, QueryResult]
-    ) -> MetricObservation:
-        result = results.get(query) or QueryResult(None, QueryErrorReason.UNREACHABLE, "no result")
-        if result.value is not None:
-            return MetricObservation(metric, result.value)
-        reason = result.error_reason or QueryErrorReason.HTTP_ERROR
-        self.metrics.query_error(rule, metric, reason)
-        return MetricObservation(metric, None, f"{reason}: {result.error or 'failed'}")
+    def _observe(self, rule: Rule, metric: MetricSpec, results: Mapping[QueryKey, QueryResult],
+                 ) -> MetricObservation:
+        seen = observe(metric, results.get((rule.prometheus, metric.query)))
+        if seen.failed is not None:
+            self.metrics.query_error(rule, metric.name, QueryErrorReason(seen.failed))
+        return seen.observation
+
+    def _report_guards(self, state: _RuleState, plan: Plan, capacity: GatheredCapacity | None,
+                       now: float) -> None:
+        """The schedule and capacity gauges, and a CapacityLimited Event (at most one per repeat period:
+        its numbers change every sync while the cluster stays full)."""
+        limited = plan.reason is Reason.CapacityLimited
+        free = None if capacity is None else capacity.seen.free_gpus
+        pending = None if capacity is None else capacity.pending
+        self.metrics.record_guards(state.rule, Guards(plan.schedule, free, plan.withheld, limited, pending))
+        if limited:
+            self._warn(state, EventReason.CapacityLimited, plan.message, now, any_message=True)
 
     def _finish(
         self,
@@ -389,9 +403,13 @@ class Controller:
             rule, plan.current, plan.replicas, plan.reason, str(error), observations, error=str(error)
         )
 
-    def _warn(self, state: _RuleState, reason: EventReason, message: str, now: float) -> None:
+    def _warn(self, state: _RuleState, reason: EventReason, message: str, now: float,
+              any_message: bool = False) -> None:
+        """A Warning Event, not repeated within WARNING_EVENT_REPEAT_SECONDS when its message is the same
+        (`any_message`: whatever the message)."""
         last = state.last_warning.get(reason)
-        if last is not None and last[0] == message and now - last[1] < WARNING_EVENT_REPEAT_SECONDS:
+        same = last is not None and (any_message or last[0] == message)
+        if last is not None and same and now - last[1] < WARNING_EVENT_REPEAT_SECONDS:
             return
         state.last_warning[reason] = (message, now)
         self._event(state.rule.target, "Warning", reason, message)

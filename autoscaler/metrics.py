@@ -22,6 +22,7 @@ from autoscaler.policy import Rule
 from autoscaler.promanswer import QueryErrorReason
 from autoscaler.reasons import OutcomeReason, ScaleErrorReason
 from autoscaler.rules import RuleSet
+from autoscaler.schedules import ScheduleBounds
 
 RULE_LABELS = ("rule", "namespace", "target")
 SYNC_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
@@ -29,12 +30,21 @@ SYNC_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0)
 HELP = {
     "current_replicas": "Replicas read from the target's scale subresource (spec.replicas) this sync.",
     "desired_replicas": "Replicas decided this sync (what the target is or would be patched to).",
-    "min_replicas": "minReplicas of the rule.",
-    "max_replicas": "maxReplicas of the rule.",
+    "min_replicas": "minReplicas in effect: the rule's, or an open schedule window's.",
+    "max_replicas": "maxReplicas in effect: the rule's, or an open schedule window's.",
     "metric_value": "Last value returned by the metric's query (absent when the query failed).",
     "metric_target": "Target value of the metric (per replica for Total metrics).",
     "metric_up": "1 when the metric's last query returned one finite value, 0 when it failed.",
     "decision_reason": "1 for the reason of the rule's last decision, 0 for the other reasons.",
+    "schedule_active": "1 while a schedule window of the rule is open (its bounds in effect), else 0; only "
+    "for rules with schedules.",
+    "capacity_free_gpus": "Free GPUs the rule's capacity query returned in the last sync (absent when it "
+    "failed); only for rules with a capacity guard.",
+    "capacity_limited": "1 when the capacity guard held back the rule's last decision, else 0; only for "
+    "rules with a capacity guard.",
+    "capacity_withheld_replicas": "Replicas the last decision wanted but the capacity guard held back.",
+    "unschedulable_replicas": "Replicas of the target Pending as unschedulable in the last sync (any age; "
+    "absent when they could not be listed); only for rules with a capacity guard.",
     "scale_events_total": "Scale patches applied, by direction (up/down).",
     "scale_errors_total": "Failed reads or patches of the target's scale, by reason (Conflict, NotFound, "
     "ApiError, Timeout, MalformedAnswer, NamespaceNotAllowed).",
@@ -73,6 +83,21 @@ class _RuleSeries:
     reason: OutcomeReason | None = None
     values: dict[str, float | None] = field(default_factory=dict)
     last_success: float | None = None
+    guards: Guards | None = None
+    """What the schedules and the capacity guard did in the last decision."""
+    has_schedules: bool = False
+    has_capacity: bool = False
+
+
+@dataclass(frozen=True)
+class Guards:
+    """One decision's schedule window and capacity guard, as the gauges show them."""
+
+    schedule: ScheduleBounds | None = None
+    free_gpus: float | None = None
+    withheld: int = 0
+    limited: bool = False
+    unschedulable: int | None = None
 
 
 class ControllerMetrics(Collector):
@@ -116,6 +141,8 @@ class ControllerMetrics(Collector):
                     series.current, series.desired, series.reason = old.current, old.desired, old.reason
                     series.values = {k: v for k, v in old.values.items() if k in series.targets}
                     series.last_success = old.last_success
+                    series.guards = old.guards
+                series.has_schedules, series.has_capacity = bool(rule.schedules), rule.capacity is not None
                 kept[rule.name] = series
             self._rules = kept
 
@@ -133,6 +160,12 @@ class ControllerMetrics(Collector):
                 return
             series.current, series.desired, series.reason = current, desired, reason
             series.values = dict(values)
+
+    def record_guards(self, rule: Rule, guards: Guards) -> None:
+        with self._lock:
+            series = self._rules.get(rule.name)
+            if series is not None:
+                series.guards = guards
 
     def rule_synced(self, rule: Rule, timestamp: float) -> None:
         with self._lock:
@@ -205,10 +238,18 @@ class ControllerMetrics(Collector):
         reasons = GaugeMetricFamily(
             name("decision_reason"), HELP["decision_reason"], labels=[*RULE_LABELS, "reason"]
         )
+        guards = {
+            short: GaugeMetricFamily(name(short), HELP[short], labels=list(RULE_LABELS))
+            for short in ("schedule_active", "capacity_free_gpus", "capacity_limited",
+                          "capacity_withheld_replicas", "unschedulable_replicas")
+        }
         for s in rules:
             labels = list(s.labels)
-            fams["min_replicas"].add_metric(labels, s.min_replicas)
-            fams["max_replicas"].add_metric(labels, s.max_replicas)
+            window = s.guards.schedule if s.guards is not None else None
+            fams["min_replicas"].add_metric(labels, s.min_replicas if window is None else window.min_replicas)
+            top = s.max_replicas if window is None or window.max_replicas is None else window.max_replicas
+            fams["max_replicas"].add_metric(labels, top)
+            _add_guards(guards, labels, s)
             if s.current is not None:
                 fams["current_replicas"].add_metric(labels, s.current)
             if s.desired is not None:
@@ -228,6 +269,24 @@ class ControllerMetrics(Collector):
         yield from fams.values()
         yield from per_metric.values()
         yield reasons
+        yield from guards.values()
+
+
+def _add_guards(families: dict[str, GaugeMetricFamily], labels: list[str], s: _RuleSeries) -> None:
+    """The schedule and capacity gauges of one rule: present for the rules that have them, once decided."""
+    g = s.guards
+    if g is None:
+        return
+    if s.has_schedules:
+        families["schedule_active"].add_metric(labels, 0.0 if g.schedule is None else 1.0)
+    if not s.has_capacity:
+        return
+    families["capacity_limited"].add_metric(labels, 1.0 if g.limited else 0.0)
+    families["capacity_withheld_replicas"].add_metric(labels, g.withheld)
+    if g.free_gpus is not None:
+        families["capacity_free_gpus"].add_metric(labels, g.free_gpus)
+    if g.unschedulable is not None:
+        families["unschedulable_replicas"].add_metric(labels, g.unschedulable)
 
 
 def _counter(short: str, labels: list[str], values: dict[tuple[str, ...], float]) -> CounterMetricFamily:

@@ -74,14 +74,18 @@ def syntax_error(query: str) -> str | None:
 
 
 def syntax_problems(ruleset: RuleSet) -> list[Problem]:
-    """One Problem per metric whose query does not parse (`file:line: metric NAME: ...`); each query once."""
+    """One Problem per metric or capacity query that does not parse (`file:line: metric NAME: ...`); each
+    query once."""
     results: dict[str, str | None] = {}
     problems: list[Problem] = []
     for rule in ruleset.rules:
-        for metric in rule.metrics:
-            if metric.query not in results:
-                results[metric.query] = syntax_error(metric.query)
-            error = results[metric.query]
+        queries = [(metric.line, f"metric {metric.name}", metric.query) for metric in rule.metrics]
+        if rule.capacity is not None:
+            queries.append((rule.capacity.line, "capacity.query", rule.capacity.query))
+        for line, field, query in queries:
+            if query not in results:
+                results[query] = syntax_error(query)
+            error = results[query]
             if error is not None:
-                problems.append(Problem(ruleset.path, metric.line, f"metric {metric.name}", error))
+                problems.append(Problem(ruleset.path, line, field, error))
     return problems

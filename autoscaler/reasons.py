@@ -45,6 +45,8 @@ class EventReason(StrEnum):
     FailedSync = "FailedSync"
     InvalidRule = "InvalidRule"
     InvalidAnnotation = "InvalidAnnotation"
+    CapacityLimited = "CapacityLimited"  # the capacity guard held a scale-up back
+    FailedGetCapacity = "FailedGetCapacity"  # capacity query failed, or the Pending pods could not be listed
 
 
 class ScaleErrorReason(StrEnum):

@@ -253,6 +253,10 @@ def _name(reader: NodeReader, node: Node, where: str) -> str | None:
     return value
 
 
+RESERVED_METRIC_NAMES = {
+    "t": "it is the time column of simulate traces",
+    "capacity": "it is the free-GPU column of simulate traces and the capacity query's metric label",
+}
 _METRIC_FIELDS = {"name", "query", "type", "target", "activationTarget", "whenEmpty"}
 
 
@@ -270,9 +274,9 @@ def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSp
         if fields is None:
             continue
         name = _name(reader, fields["name"], f"{at}.name") if "name" in fields else None
-        if name == "t":
-            reader.problem(line_of(fields["name"]), f"{at}.name",
-                           "'t' is reserved (it is the time column of simulate traces)")
+        if name in RESERVED_METRIC_NAMES:
+            reader.problem(line_of(fields["name"]), f"{at}.name", f"{name!r} is reserved "
+                           f"({RESERVED_METRIC_NAMES[name]})")
             name = None
         if name is not None:
             if name in seen:

@@ -22,12 +22,14 @@ from autoscaler.cli_args import add_rules_argument, rules_file
 from autoscaler.errors import Problem, TraceError, UsageError
 from autoscaler.plan import Plan, count_all_failed, plan_replicas
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
+from autoscaler.policy.capacity import CapacityObservation
 from autoscaler.rules import RuleSet, load_rules
 from plumbing import yamlsafe
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
 OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
 EMPTY_CELL_ERROR = "empty cell in the trace (query failed)"
+CAPACITY_COLUMN = "capacity"
 MAX_TRACE_BYTES = 16 * 1024 * 1024
 """A month of 15 s syncs with three metrics is about 6 MB."""
 MAX_TRACE_ROWS = 200_000
@@ -47,11 +49,15 @@ class TraceRow:
     t_text: str
     t: float
     observations: tuple[MetricObservation, ...]
+    capacity: CapacityObservation | None = None
+    """The free GPUs of the `capacity` column (None: the trace has none; the guard is off)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_rules_argument(parser, metavar="TRACE", positional_help="CSV with a header 't,<metric name>,...'; an "
-                       "empty cell is a failed query (the older form `simulate RULES TRACE` also works)")
+    add_rules_argument(parser, metavar="TRACE", positional_help=(
+        "CSV with a header 't,<metric name>,...' and optionally 'capacity' (free GPUs, for a rule with a "
+        "capacity guard); an empty cell is a failed query, or 0 for a metric with whenEmpty: zero (the older "
+        "form `simulate RULES TRACE` also works)"))
     parser.add_argument("--rule", help="the rule to replay (required when the file has more than one)")
     parser.add_argument("--replicas", type=_non_negative_int, metavar="N",
                         help="replica count before the first sync (default: the rule's minReplicas)")
@@ -126,6 +132,7 @@ def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: 
     header = _read_header(reader, path, rule)
     columns = header[1:]
     width = len(header)
+    zero_when_empty = {m.name: m.when_empty == "zero" for m in rule.metrics}
     rows: list[TraceRow] = []
     previous: tuple[float, str] | None = None
     try:
@@ -147,14 +154,20 @@ def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: 
                 raise TraceError(Problem(path, line, "t", f"goes backwards ({t_text} < {previous[1]})"))
             previous = (t, t_text)
             observations = []
+            capacity = None
             for name, cell in zip(columns, cells[1:], strict=True):
                 value = _number(path, line, name, cell.strip())
-                error = None if value is not None else EMPTY_CELL_ERROR
-                observations.append(MetricObservation(name, value, error))
+                if name == CAPACITY_COLUMN:
+                    capacity = CapacityObservation(value, (), None if value is not None else EMPTY_CELL_ERROR)
+                elif value is None and zero_when_empty[name]:
+                    observations.append(MetricObservation(name, 0.0))
+                else:
+                    observations.append(MetricObservation(name, value, None if value is not None
+                                                          else EMPTY_CELL_ERROR))
             if len(rows) == MAX_TRACE_ROWS:
                 raise TraceError(Problem(path, line, "row", f"more than {MAX_TRACE_ROWS:,} rows; "
                                                             "split the trace"))
-            rows.append(TraceRow(line, t_text, t, tuple(observations)))
+            rows.append(TraceRow(line, t_text, t, tuple(observations), capacity))
     except csv.Error as exc:
         raise TraceError(Problem(path, reader.line_num, "row", f"not valid CSV: {exc}")) from exc
     return rows
@@ -177,7 +190,10 @@ def _read_header(reader: Iterator[list[str]], path: str, rule: Rule) -> list[str
     for name in header[1:]:
         if name in seen:
             raise TraceError(Problem(path, 1, name, "duplicate column"))
-        if name not in known:
+        if name == CAPACITY_COLUMN and rule.capacity is None:
+            raise TraceError(Problem(path, 1, name, f"a capacity column, but rule {rule.name!r} has no "
+                                                    "capacity guard (capacity: {query, gpusPerReplica})"))
+        if name not in known and name != CAPACITY_COLUMN:
             raise TraceError(Problem(path, 1, name, f"unknown metric column: rule {rule.name!r} has metrics "
                                                     f"{', '.join(sorted(known))}"))
         seen.add(name)
@@ -210,6 +226,8 @@ def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int, start: float = 0
     """Each row's plan, applied at once: the change is recorded as a scale event and becomes `current`.
 
     Row `t` happens at Unix time `start + t` (`--start`), which is where the rule's schedules are evaluated.
+    A `capacity` column feeds the capacity guard the free GPUs of each row (no Pending replicas: a trace has
+    no scheduler; an empty cell is a failed capacity query, which limits nothing).
 
     The plan is the controller's own (`plan_replicas`: a target at zero with minReplicas > 0 is held, the
     fallback counts consecutive all-failed rows), so the replay predicts what the controller does.
@@ -220,7 +238,7 @@ def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int, start: float = 0
     for row in rows:
         now = start + row.t
         all_failed = count_all_failed(all_failed, row.observations)
-        plan = plan_replicas(rule, current, row.observations, history, all_failed, now)
+        plan = plan_replicas(rule, current, row.observations, history, all_failed, now, capacity=row.capacity)
         history = plan.history.with_scale(now, current, plan.replicas)
         current = plan.replicas
         yield row, plan

@@ -40,11 +40,14 @@ class EndpointSources:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, rules: Iterable[Rule]) -> dict[QueryKey, QueryResult]:
-        """Every distinct query of `rules` whose endpoint exists, once per endpoint."""
+        """Every distinct query of `rules` (metrics and capacity) whose endpoint exists, once per endpoint."""
         wanted: dict[str, set[str]] = {}
         for rule in rules:
             if rule.prometheus in self._sources:
-                wanted.setdefault(rule.prometheus, set()).update(m.query for m in rule.metrics)
+                queries = wanted.setdefault(rule.prometheus, set())
+                queries.update(m.query for m in rule.metrics)
+                if rule.capacity is not None:
+                    queries.add(rule.capacity.query)
         if self._pool is None or len(wanted) < 2:
             answers = {name: self._run(name, queries) for name, queries in wanted.items()}
         else:
