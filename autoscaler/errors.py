@@ -12,9 +12,9 @@ from autoscaler.reasons import ScaleErrorReason
 from plumbing.problems import Problem
 
 __all__ = [
-    "AutoscalerError", "ConflictError", "KubeApiError", "KubeConfigError", "KubeError", "KubeTimeoutError",
-    "MalformedAnswerError", "NamespaceNotAllowedError", "NotFoundError", "Problem", "RulesError",
-    "TraceError", "UsageError",
+    "AutoscalerError", "ConflictError", "KindNotFoundError", "KubeApiError", "KubeConfigError", "KubeError",
+    "KubeTimeoutError", "MalformedAnswerError", "NamespaceNotAllowedError", "NotFoundError",
+    "NotScalableError", "Problem", "RulesError", "TraceError", "UsageError",
 ]
 
 
@@ -68,6 +68,15 @@ class NotFoundError(KubeApiError):
     """The target (or its namespace) does not exist: 404."""
 
     reason_label = ScaleErrorReason.NotFound
+
+
+class KindNotFoundError(NotFoundError):
+    """API discovery has no such kind: its apiVersion is not served, or serves no resource of that kind (a CRD
+    not installed, a typo in `kind`). Retried next sync, as the CRD may be installed any time."""
+
+
+class NotScalableError(KubeApiError):
+    """The kind exists but cannot be a target: no `<plural>/scale` subresource, or not namespaced."""
 
 
 class ConflictError(KubeApiError):

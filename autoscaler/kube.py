@@ -1,11 +1,13 @@
 """The scale interface the controller acts through, and its Kubernetes implementation (official client).
 
-`ScaleBackend` is all the controller needs: read a target's scale (replicas, annotations, version), patch its
-replica count, and post an Event on it. `KubernetesScaleBackend` does it with the scale subresource of
-Deployments and StatefulSets; the demo plugs an in-memory cluster instead. Every `ApiException` and transport
-error becomes one of our `KubeError` types, chained `from` the original, so nothing from the client leaks.
-The scale and the workload are read as raw JSON and checked (`kube_answers`): a malformed answer is a failed
-read of that target, never a replica count. `NamespaceScope` keeps a backend inside `--namespaces`.
+`ScaleBackend` is all the controller needs: read a target's scale (replicas, annotations, version,
+selector), patch its replica count, post an Event on it, and find its Pending unschedulable pods.
+`KubernetesScaleBackend` does it with the scale subresource of any kind that has one (Deployment,
+StatefulSet, an Argo Rollout, a LeaderWorkerSet, a custom resource), found through API discovery
+(`discovery`); the demo plugs an in-memory cluster instead. Every `ApiException` and transport error becomes
+one of our `KubeError` types, chained `from` the original, so nothing from the client leaks. Answers are read
+as raw JSON and checked (`kube_answers`): a malformed answer is a failed read of that target, never a replica
+count. `NamespaceScope` keeps a backend inside `--namespaces`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -26,8 +29,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from autoscaler.discovery import Discovery, ScalableResource
 from autoscaler.errors import (
     ConflictError,
+    KindNotFoundError,
     KubeApiError,
     KubeConfigError,
     KubeError,
@@ -35,8 +40,18 @@ from autoscaler.errors import (
     MalformedAnswerError,
     NamespaceNotAllowedError,
     NotFoundError,
+    NotScalableError,
 )
-from autoscaler.kube_answers import annotations_of, parse_object, scale_fields
+from autoscaler.kube_answers import (
+    MAX_LIST_BYTES,
+    annotations_of,
+    parse_json,
+    parse_object,
+    pod_page,
+    scale_fields,
+    scale_selector,
+    unschedulable_since,
+)
 from autoscaler.plan import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
 from autoscaler.policy import TargetRef
 
@@ -46,6 +61,7 @@ __all__ = [
     "PAUSED_ANNOTATION",
     "PAUSED_REPLICAS_ANNOTATION",
     "ConflictError",
+    "KindNotFoundError",
     "KubeApiError",
     "KubeError",
     "KubeTimeoutError",
@@ -54,12 +70,18 @@ __all__ = [
     "NamespaceNotAllowedError",
     "NamespaceScope",
     "NotFoundError",
+    "NotScalableError",
     "ScaleBackend",
     "ScaleState",
     "load_api_client",
 ]
 
 COMPONENT = "gpu-autoscaler"
+POD_PAGE = 500
+"""Pods per list request of the Pending check (`limit`)."""
+MAX_POD_PAGES = 20
+"""At most this many pages (10,000 Pending pods of one target): a server repeating its continue token cannot
+keep a sync listing forever."""
 
 T = TypeVar("T")
 
@@ -156,10 +178,11 @@ _TRANSPORT_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueE
 
 
 class KubernetesScaleBackend:
-    """`ScaleBackend` on the official client: the scale subresource of Deployments and StatefulSets.
+    """`ScaleBackend` on the official client: the scale subresource of any namespaced kind that has one.
 
-    A patch carries the resourceVersion of the last read of that target, so a concurrent change (a user's
-    `kubectl scale`, a rollout) answers 409 Conflict instead of being overwritten blindly, as in the HPA..
+    The resource serving a target's kind comes from API discovery, cached per apiVersion (`Discovery`). A
+    patch carries the resourceVersion of the last read of that target, so a concurrent change (a user's
+    `kubectl scale`, a rollout) answers 409 Conflict instead of being overwritten blindly, as in the HPA.
     """
 
     def __init__(
@@ -168,14 +191,17 @@ class KubernetesScaleBackend:
         request_timeout: float = 5.0,
         clock: Callable[[], float] | None = None,
         instance: str | None = None,
+        discovery_refresh: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._apps = client.AppsV1Api(api_client)
+        self._api = api_client
         self._core = client.CoreV1Api(api_client)
         self._timeout = request_timeout
         self._clock = clock
         self._instance = instance or os.environ.get("HOSTNAME", COMPONENT)
         self._versions: dict[TargetRef, str | None] = {}
         self._lock = threading.Lock()
+        self.discovery = Discovery(self._discover, monotonic, discovery_refresh)
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
@@ -198,22 +224,51 @@ class KubernetesScaleBackend:
         """A read's JSON answer, checked to be an object of `kind` (the client's models are too lenient)."""
         return parse_object(self._send(what, fn, *args), what, kind)
 
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        content_type: str | None = None,
+        query: list[tuple[str, str]] | None = None,
+        _request_timeout: float | None = None,
+        _preload_content: bool = False,
+    ) -> Any:
+        """`method path` through the client (its auth, TLS, proxy, timeouts), for the paths discovery finds,
+        which no generated method has: the urllib3 response of a 2xx, else raises ApiException."""
+        headers = {"Accept": "application/json"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        request = self._api.param_serialize(method=method, resource_path=path, query_params=query or [],
+                                            header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = self._api.call_api(*request, _request_timeout=_request_timeout)
+        if not 200 <= response.status <= 299:
+            response.read()  # type: ignore[no-untyped-call]
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
+
+    def _discover(self, path: str, what: str) -> bytes:
+        return self._send(what, self._request, "GET", path)
+
     def read_scale(self, ref: TargetRef) -> ScaleState:
         what = f"get {ref.kind} {ref.namespace}/{ref.name}"
-        if ref.kind == "Deployment":
-            read_scale = self._apps.read_namespaced_deployment_scale
-            read = self._apps.read_namespaced_deployment
-        elif ref.kind == "StatefulSet":
-            read_scale = self._apps.read_namespaced_stateful_set_scale
-            read = self._apps.read_namespaced_stateful_set
-        else:
-            raise KubeApiError(f"{what}: unsupported kind {ref.kind!r} (Deployment or StatefulSet)")
-        scale = self._get(what + " scale", "Scale", read_scale, ref.name, ref.namespace)
+        resource = self.discovery.resolve(ref, what)
+        try:
+            scale = self._get_scale(ref, resource, what)
+        except NotFoundError:
+            moved = self.discovery.refresh(ref, what, resource)  # raises when the kind is gone
+            if moved is None:
+                raise
+            resource, scale = moved, self._get_scale(ref, moved, what)
         spec, status, version = scale_fields(scale, what + " scale")
         with self._lock:
             self._versions[ref] = version
-        annotations = annotations_of(self._get(what, ref.kind, read, ref.name, ref.namespace), what)
-        return ScaleState(spec, status, annotations, version)
+        workload = self._get(what, ref.kind, self._request, "GET", resource.path(ref.namespace, ref.name))
+        return ScaleState(spec, status, annotations_of(workload, what), version, scale_selector(scale))
+
+    def _get_scale(self, ref: TargetRef, resource: ScalableResource, what: str) -> dict[str, Any]:
+        path = resource.path(ref.namespace, ref.name, "scale")
+        return self._get(what + " scale", "Scale", self._request, "GET", path)
 
     def patch_scale(self, ref: TargetRef, replicas: int) -> None:
         with self._lock:
@@ -222,19 +277,15 @@ class KubernetesScaleBackend:
         if version:
             body["metadata"] = {"resourceVersion": version}
         what = f"patch {ref.kind} {ref.namespace}/{ref.name} scale to {replicas}"
-        method = (
-            self._apps.patch_namespaced_deployment_scale
-            if ref.kind == "Deployment"
-            else self._apps.patch_namespaced_stateful_set_scale
-        )
+        resource = self.discovery.resolve(ref, what)
         self._send(  # the answer is not used: a 2xx is the success, whatever its body
             what,
-            method,
-            ref.name,
-            ref.namespace,
+            self._request,
+            "PATCH",
+            resource.path(ref.namespace, ref.name, "scale"),
             body,
-            field_manager=COMPONENT,
-            _content_type="application/merge-patch+json",
+            "application/merge-patch+json",
+            [("fieldManager", COMPONENT)],
         )
 
     def emit_event(
@@ -248,7 +299,7 @@ class KubernetesScaleBackend:
         event = client.CoreV1Event(
             metadata=client.V1ObjectMeta(name=f"{ref.name}.{uuid.uuid4().hex[:16]}", namespace=ref.namespace),
             involved_object=client.V1ObjectReference(
-                api_version="apps/v1", kind=ref.kind, name=ref.name, namespace=ref.namespace
+                api_version=ref.api_version, kind=ref.kind, name=ref.name, namespace=ref.namespace
             ),
             reason=reason,
             message=message[:1024],
@@ -267,6 +318,25 @@ class KubernetesScaleBackend:
             event,
         )
 
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        if selector is None:
+            return ()
+        what = f"list Pending pods of {ref.kind} {ref.namespace}/{ref.name}"
+        since: list[float] = []
+        token: str | None = None
+        for _ in range(MAX_POD_PAGES):
+            page: dict[str, Any] = {"label_selector": selector, "field_selector": "status.phase=Pending",
+                                    "limit": POD_PAGE}
+            if token is not None:
+                page["_continue"] = token
+            raw = self._send(what, self._core.list_namespaced_pod, ref.namespace, **page)
+            items, token = pod_page(parse_json(raw, what, "PodList", MAX_LIST_BYTES), what)
+            since.extend(t for t in map(unschedulable_since, items) if t is not None)
+            if token is None:
+                return tuple(since)
+        log.warning("%s: more than %d pages of %d pods; using the first %d pages", what, MAX_POD_PAGES,
+                    POD_PAGE, MAX_POD_PAGES)
+        return tuple(since)
 
 
 class NamespaceScope:

@@ -1,4 +1,5 @@
-"""What the Kubernetes API answered, checked before anything uses it: a Scale, a workload's annotations.
+"""What the Kubernetes API answered, checked before anything uses it: a Scale, a workload's annotations, the
+Pending pods of a target.
 
 The official client's models are lenient where a wrong number matters: they turn a string "5" into 5, a float
 3.7 into 3, true into 1, and keep an object where an int belongs. So the scale and the workload are read as
@@ -8,7 +9,9 @@ is a `MalformedAnswerError` for that target only: a failed read (FailedGetScale)
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,13 +20,18 @@ from autoscaler.errors import MalformedAnswerError
 MAX_INT32 = 2**31 - 1
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 """A Deployment with its annotations is a few KiB (annotations are limited to 256 KiB in total)."""
+MAX_LIST_BYTES = 32 * 1024 * 1024
+"""A page of pods (`limit` 500, a few KiB to some tens of KiB each)."""
+MAX_SELECTOR_CHARS = 4096
+"""A Scale's status.selector: a few label terms (a key is at most 316 characters, a value 63)."""
 _MAX_VERSION_CHARS = 256
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 
 
-def parse_object(raw: bytes, what: str, kind: str) -> dict[str, Any]:
-    """The JSON object of `kind` in `raw`; MalformedAnswerError naming `what` otherwise."""
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise MalformedAnswerError(f"{what}: answer of {len(raw)} bytes is larger than {MAX_ANSWER_BYTES}")
+def parse_json(raw: bytes, what: str, kind: str, max_bytes: int = MAX_ANSWER_BYTES) -> dict[str, Any]:
+    """The JSON object of `kind` in `raw` (any object with a `kind`, lists and discovery documents too)."""
+    if len(raw) > max_bytes:
+        raise MalformedAnswerError(f"{what}: answer of {len(raw)} bytes is larger than {max_bytes}")
     try:
         body = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:  # bad JSON, NaN/Infinity, an int of thousands of digits
@@ -32,6 +40,12 @@ def parse_object(raw: bytes, what: str, kind: str) -> dict[str, Any]:
         raise MalformedAnswerError(f"{what}: expected a {kind} object (got {_type(body)})")
     if body.get("kind") != kind:
         raise MalformedAnswerError(f"{what}: expected kind {kind} (got {_shown(body.get('kind'))})")
+    return body
+
+
+def parse_object(raw: bytes, what: str, kind: str) -> dict[str, Any]:
+    """The JSON object of `kind` in `raw`, with its metadata; MalformedAnswerError naming `what` otherwise."""
+    body = parse_json(raw, what, kind)
     if not isinstance(body.get("metadata"), dict):
         raise MalformedAnswerError(f"{what}: {kind} without a metadata object")
     return body
@@ -52,6 +66,20 @@ def scale_fields(body: Mapping[str, Any], what: str) -> tuple[int, int, str]:
         raise MalformedAnswerError(f"{what}: Scale without status.replicas")
     status_replicas = _replicas(status["replicas"], "status.replicas", what)
     return spec_replicas, status_replicas, resource_version(body["metadata"], what)
+
+
+def scale_selector(body: Mapping[str, Any]) -> str | None:
+    """status.selector of a checked Scale: the label selector of the target's pods, as a string.
+
+    Optional: a custom resource without `labelSelectorPath` serves "" (no selector). Anything that is not a
+    short printable string is None too, as only the capacity guard's Pending check uses it, and it is skipped
+    without one rather than failing the read of the scale.
+    """
+    status = body.get("status")
+    selector = status.get("selector") if isinstance(status, dict) else None
+    if not isinstance(selector, str) or not selector or len(selector) > MAX_SELECTOR_CHARS:
+        return None
+    return selector if selector.isascii() and selector.isprintable() else None
 
 
 def resource_version(metadata: Mapping[str, Any], what: str) -> str:
@@ -81,6 +109,53 @@ def annotations_of(body: Mapping[str, Any], what: str) -> dict[str, str]:
                 f"{what}: annotation {_shown(name)} is not a string (got {_type(value)})"
             )
     return dict(annotations)
+
+
+def pod_page(body: Mapping[str, Any], what: str) -> tuple[list[Any], str | None]:
+    """(items, metadata.continue) of a checked PodList; the items are checked one by one by the caller."""
+    items, metadata = body.get("items"), body.get("metadata")
+    if items is None:
+        items = []  # an empty list may be omitted
+    if not isinstance(items, list):
+        raise MalformedAnswerError(f"{what}: PodList items is not a list (got {_type(items)})")
+    if not isinstance(metadata, dict):
+        raise MalformedAnswerError(f"{what}: PodList without a metadata object")
+    token = metadata.get("continue")
+    if token in (None, ""):
+        return items, None
+    if not isinstance(token, str) or len(token) > MAX_SELECTOR_CHARS or not token.isprintable():
+        raise MalformedAnswerError(f"{what}: PodList metadata.continue is not a token (got {_shown(token)})")
+    return items, token
+
+
+def unschedulable_since(pod: object) -> float | None:
+    """When `pod` became Pending unschedulable (its PodScheduled condition False with reason Unschedulable):
+    the condition's lastTransitionTime as Unix seconds; None for any other pod, and for one too malformed to
+    say (a pod is one among many: it is skipped, never the whole list)."""
+    if not isinstance(pod, dict):
+        return None
+    status = pod.get("status")
+    if not isinstance(status, dict) or status.get("phase") != "Pending":
+        return None
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if (isinstance(condition, dict) and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False" and condition.get("reason") == "Unschedulable"):
+            return rfc3339(condition.get("lastTransitionTime"))
+    return None
+
+
+def rfc3339(value: object) -> float | None:
+    """Unix seconds of an RFC 3339 time with its offset (as metav1.Time is written), else None."""
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:  # 2026-02-30, 25:00
+        return None
+    return moment.timestamp()
 
 
 def _replicas(value: object, field: str, what: str) -> int:

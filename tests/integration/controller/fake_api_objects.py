@@ -1,5 +1,6 @@
-"""What the fake API server answers with: v1 Status errors, Scale and Deployment/StatefulSet JSON, as the real
-API server renders them (fake_apiserver.py holds the server and its state)."""
+"""What the fake API server answers with: v1 Status errors, Scale and workload JSON (Deployment, StatefulSet
+or any registered kind), as the real API server renders them (fake_apiserver.py holds the server and its
+state, fake_api_resources.py the discovery documents and pods)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PLURALS = {"deployments": "Deployment", "statefulsets": "StatefulSet"}
+"""The kinds of the workloads `Workload` defaults to (apps/v1)."""
 _REASONS = {
     400: "BadRequest",
     403: "Forbidden",
@@ -37,6 +39,11 @@ class Workload:
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
     status_replicas: int | None = None
     """Replicas running (Scale status.replicas); set by `add`, changed only by tests (a rollout)."""
+    selector: str | None = None
+    """Scale status.selector; `add` sets app=<name>; None leaves it out."""
+    kind: str = ""
+    """The workload's kind ('' for PLURALS[kind_plural]) and apiVersion."""
+    api_version: str = "apps/v1"
 
 
 def status(
@@ -67,15 +74,15 @@ def scale_json(w: Workload) -> dict[str, Any]:
             "creationTimestamp": "2026-01-01T00:00:00Z",
         },
         "spec": {"replicas": w.replicas},
-        "status": {"replicas": _running(w), "selector": f"app={w.name}"},
+        "status": {"replicas": _running(w)} | ({} if w.selector is None else {"selector": w.selector}),
     }
 
 
 def workload_json(w: Workload) -> dict[str, Any]:
     labels = {"app": w.name}
     return {
-        "kind": PLURALS[w.kind_plural],
-        "apiVersion": "apps/v1",
+        "kind": w.kind or PLURALS[w.kind_plural],
+        "apiVersion": w.api_version,
         "metadata": {
             "name": w.name,
             "namespace": w.namespace,

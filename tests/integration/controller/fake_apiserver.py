@@ -1,7 +1,8 @@
 """A small HTTP server that answers like the Kubernetes API server for what the controller calls.
 
-Same paths, JSON shapes (autoscaling/v1 Scale, apps/v1 Deployment/StatefulSet, core/v1 Event,
-coordination.k8s.io/v1 Lease, v1 Status on errors) and status codes, including resourceVersion conflicts.
+Same paths, JSON shapes (autoscaling/v1 Scale, apps/v1 Deployment/StatefulSet, any registered kind with or
+without /scale (`install`), core/v1 Event and Pod lists, coordination.k8s.io/v1 Lease, discovery documents,
+v1 Status on errors) and status codes, including resourceVersion conflicts.
 As the real API server: a Scale's status.replicas is the workload's, not its spec (it follows spec only when a
 test sets `Workload.status_replicas`, as the Deployment controller would); a created object gets uid,
 resourceVersion and creationTimestamp; creating an existing name is 409 AlreadyExists; an object whose
@@ -21,10 +22,11 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from kubernetes import client
 
@@ -37,12 +39,25 @@ from tests.integration.controller.fake_api_objects import (
     status,
     workload_json,
 )
+from tests.integration.controller.fake_api_resources import (
+    BUILTIN,
+    Resource,
+    SelectorError,
+    api_versions,
+    group_list,
+    list_pods,
+    pod_json,
+    resource_list,
+)
 
-__all__ = ["FakeApiServer", "Request", "Workload", "scale_json", "status", "workload_json"]
+__all__ = ["FakeApiServer", "Request", "Resource", "Workload", "scale_json", "status", "workload_json"]
 
-_WORKLOAD = re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/(deployments|statefulsets)/([^/]+)(/scale)?$")
+_WORKLOAD = re.compile(r"^/(?:api/(v1)|apis/([^/]+/[^/]+))/namespaces/([^/]+)/([^/]+)/([^/]+)(/scale)?$")
+_DISCOVERY = re.compile(r"^/(?:api/(v1)|apis/([^/]+/[^/]+))$")
+_PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 _LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
+_DISCOVERY_PATHS = re.compile(r"^/(api|apis)(/v1|/[^/]+/[^/]+)?$")
 _NAMESPACED = re.compile(r"^/apis?/.*?/namespaces/([^/]+)/")
 _WRONG_NAMESPACE = "the namespace of the provided object does not match the namespace sent on the request"
 
@@ -64,12 +79,15 @@ class Request:
     path: str
     body: Any
     content_type: str
+    query: dict[str, str] = field(default_factory=dict)
 
 
 class FakeApiServer:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.workloads: dict[tuple[str, str, str], Workload] = {}
+        self.resources: list[Resource] = list(BUILTIN)
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[Request] = []
@@ -122,10 +140,44 @@ class FakeApiServer:
     def add(
         self, name: str, replicas: int, namespace: str = "ml", kind: str = "deployments", **annotations: str
     ) -> Workload:
-        w = Workload(kind, namespace, name, replicas, dict(annotations), status_replicas=replicas)
+        """A workload of the installed resource whose plural is `kind` (with a scale if it has one)."""
         with self.lock:
+            resource = next(r for r in self.resources if r.plural == kind)
+            w = Workload(kind, namespace, name, replicas, dict(annotations), status_replicas=replicas,
+                         selector=f"app={name}", kind=resource.kind, api_version=resource.group_version)
             self.workloads[(kind, namespace, name)] = w
         return w
+
+    def install(self, *resources: Resource) -> None:
+        """Serve these kinds (a CRD installed): in discovery and on their paths."""
+        with self.lock:
+            self.resources.extend(r for r in resources if r not in self.resources)
+
+    def uninstall(self, *resources: Resource) -> None:
+        """Stop serving these kinds (a CRD deleted); their objects go with them, as the API server's do."""
+        with self.lock:
+            self.resources = [r for r in self.resources if r not in resources]
+            plurals = {r.plural for r in resources}
+            self.workloads = {k: w for k, w in self.workloads.items() if k[0] not in plurals}
+
+    def add_pod(
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        namespace: str = "ml",
+        phase: str = "Pending",
+        unschedulable_since: str | None = None,
+    ) -> dict[str, Any]:
+        pod = pod_json(name, namespace, labels, phase, unschedulable_since)
+        with self.lock:
+            self.pods[(namespace, name)] = pod
+        return pod
+
+    def discovery_requests(self, group_version: str | None = None) -> list[str]:
+        """Paths of the discovery documents requested (of `group_version` only, when given)."""
+        with self.lock:
+            return [r.path for r in self.requests if r.method == "GET" and _DISCOVERY_PATHS.match(r.path)
+                    and (group_version is None or r.path.endswith(f"/{group_version}"))]
 
     def replicas(self, name: str, namespace: str = "ml", kind: str = "deployments") -> int:
         with self.lock:
@@ -194,7 +246,12 @@ class FakeApiServer:
 
     # --- API ------------------------------------------------------------------------------------------------
     def handle(
-        self, method: str, path: str, body: Any, content_type: str = "application/json"
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         if method == "PATCH":
             media = content_type.split(";", 1)[0].strip()
@@ -211,33 +268,12 @@ class FakeApiServer:
             given = (body.get("metadata") or {}).get("namespace")
             if namespace is not None and given not in (None, "", namespace.group(1)):
                 return status(400, _WRONG_NAMESPACE)
-        if m := _WORKLOAD.match(path):
-            ns, plural, name, scale = m.groups()
-            with self.lock:
-                w = self.workloads.get((plural, ns, name))
-                if w is None:
-                    return status(404, f'{plural}.apps "{name}" not found', name=name, kind=plural)
-                if method == "GET":
-                    return 200, scale_json(w) if scale else workload_json(w)
-                if method == "PATCH" and scale:
-                    if self.before_patch is not None:
-                        hook, self.before_patch = self.before_patch, None
-                        hook(w)
-                    wanted = (body.get("metadata") or {}).get("resourceVersion")
-                    if wanted is not None and wanted != str(w.version):
-                        return status(
-                            409,
-                            f'Operation cannot be fulfilled on {plural}.apps "{name}": the object '
-                            "has been modified; please apply your changes to the latest version and "
-                            "try again",
-                            name=name,
-                            kind=plural,
-                        )
-                    w.replicas = int(body["spec"]["replicas"])
-                    w.version += 1
-                    body["_applied"] = True
-                    return 200, scale_json(w)
-            return status(405, "method not allowed")
+        if method == "GET" and (answer := self._discovery(path)) is not None:
+            return answer
+        if (m := _PODS.match(path)) and method == "GET":
+            return self._list_pods(m.group(1), query or {})
+        if (m := _WORKLOAD.match(path)) and (resource := self._resource(m[1] or m[2], m[4])) is not None:
+            return self._workload(method, resource, m[3], m[5], bool(m[6]), body)
         if (m := _EVENTS.match(path)) and method == "POST":
             with self.lock:
                 name = body["metadata"]["name"]
@@ -251,6 +287,67 @@ class FakeApiServer:
         if m := _LEASES.match(path):
             return self._lease(method, m.group(1), m.group(2), body)
         return status(404, f"the server could not find the requested resource ({method} {path})")
+
+    def _resource(self, group_version: str, plural: str) -> Resource | None:
+        with self.lock:
+            return next((r for r in self.resources if (r.group_version, r.plural) == (group_version, plural)
+                         and r.kind not in ("Event", "Lease", "Pod")), None)
+
+    def _discovery(self, path: str) -> tuple[int, dict[str, Any]] | None:
+        with self.lock:
+            if path == "/api":
+                return 200, api_versions(self.url.removeprefix("http://"))
+            if path == "/apis":
+                return 200, group_list(self.resources)
+            if m := _DISCOVERY.match(path):
+                found = resource_list(m[1] or m[2], self.resources)
+                return (200, found) if found is not None else None  # 404 below, as the server does
+        return None
+
+    def _list_pods(self, ns: str, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        with self.lock:
+            pods = [p for (namespace, _), p in self.pods.items() if namespace == ns]
+            self._version += 1
+            version = str(self._version)
+        try:
+            items, token = list_pods(pods, query)
+        except (SelectorError, ValueError) as e:
+            return status(400, str(e))
+        metadata: dict[str, Any] = {"resourceVersion": version} | ({"continue": token} if token else {})
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
+
+    def _workload(
+        self, method: str, resource: Resource, ns: str, name: str, scale: bool, body: Any
+    ) -> tuple[int, dict[str, Any]]:
+        plural = resource.plural
+        qualified = f"{plural}.{resource.group}" if resource.group else plural
+        if scale and not resource.scale:
+            return status(404, f"the server could not find the requested resource ({method} .../scale)")
+        with self.lock:
+            w = self.workloads.get((plural, ns, name))
+            if w is None:
+                return status(404, f'{qualified} "{name}" not found', name=name, kind=plural)
+            if method == "GET":
+                return 200, scale_json(w) if scale else workload_json(w)
+            if method == "PATCH" and scale:
+                if self.before_patch is not None:
+                    hook, self.before_patch = self.before_patch, None
+                    hook(w)
+                wanted = (body.get("metadata") or {}).get("resourceVersion")
+                if wanted is not None and wanted != str(w.version):
+                    return status(
+                        409,
+                        f'Operation cannot be fulfilled on {qualified} "{name}": the object '
+                        "has been modified; please apply your changes to the latest version and "
+                        "try again",
+                        name=name,
+                        kind=plural,
+                    )
+                w.replicas = int(body["spec"]["replicas"])
+                w.version += 1
+                body["_applied"] = True
+                return 200, scale_json(w)
+        return status(405, "method not allowed")
 
     def _lease(self, method: str, ns: str, name: str | None, body: Any) -> tuple[int, dict[str, Any]]:
         resource = "leases.coordination.k8s.io"
@@ -331,11 +428,12 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
-            path = self.path.split("?", 1)[0]
+            url = urlsplit(self.path)
+            path, query = url.path, dict(parse_qsl(url.query, keep_blank_values=True))
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            request = Request(self.command, path, body, self.headers.get("Content-Type", ""))
+            request = Request(self.command, path, body, self.headers.get("Content-Type", ""), query)
             with api.lock:
                 api.requests.append(request)
             auth = self.headers.get("Authorization") or ""
@@ -348,7 +446,7 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 if fault is not None and fault.status is not None:
                     code, payload = status(fault.status, f"injected fault {fault.status}")
                 else:
-                    code, payload = api.handle(self.command, path, body, request.content_type)
+                    code, payload = api.handle(self.command, path, body, request.content_type, query)
                 data = json.dumps(payload).encode()
             try:
                 self.send_response(code)
