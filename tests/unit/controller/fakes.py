@@ -37,6 +37,10 @@ class FakeBackend:
     concurrent_writer: dict[TargetRef, int] = field(default_factory=dict)
     """On the next patch of ref, first set its replicas to this (as a user's kubectl scale would) -> 409."""
     reads: int = 0
+    pending: dict[TargetRef, tuple[float, ...]] = field(default_factory=dict)
+    """Per target, since when each of its Pending-unschedulable replicas has been so."""
+    pending_errors: dict[TargetRef, Exception] = field(default_factory=dict)
+    pending_calls: list[tuple[TargetRef, str | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, ref: TargetRef, replicas: int, **annotations: str) -> None:
@@ -50,7 +54,14 @@ class FakeBackend:
             w = self.workloads.get(ref)
             if w is None:
                 raise NotFoundError(f"{ref.kind} {ref.namespace}/{ref.name} not found", status=404)
-            return ScaleState(w.replicas, w.replicas, dict(w.annotations), str(w.version))
+            return ScaleState(w.replicas, w.replicas, dict(w.annotations), str(w.version), f"app={ref.name}")
+
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        with self.lock:
+            self.pending_calls.append((ref, selector))
+            if ref in self.pending_errors:
+                raise self.pending_errors[ref]
+            return self.pending.get(ref, ())
 
     def patch_scale(self, ref: TargetRef, replicas: int) -> None:
         with self.lock:
