@@ -11,7 +11,8 @@ Every configuration is a rules file parsed by the real rules loader and decided 
   (b) HPA default - the same metric, target and bounds with the HPA's default behavior
   (c) recommended - examples/gpu-inference-rules.yaml, the README's configuration for GPU inference
 The baseline of every ratio is (a), measured in the same run. Prints a markdown table and the verdict, writes
-one PNG per trace.
+one PNG per trace. Then the capacity guard (benchmarks.capacity_quality): each configuration without and with
+it on the `capacity` trace, a pool of 8 GPUs shared with another tenant (its PNG: quality-capacity.png).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from autoscaler.errors import RulesError
 from autoscaler.policy import Rule
 from autoscaler.rules import load_rules, parse_rules
+from benchmarks.capacity_quality import capacity_table, capacity_verdict, run_capacity
 from benchmarks.example_rules import embedding_service_rules
 from demo.clairvoyant import Bound, min_gpu_hours
 from demo.cluster import ClusterSettings
@@ -224,6 +226,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print("The noisy trace around other mean loads:")
         print(robustness_table(run(configs, noisy_levels(args.noisy_levels), settings)))
+    capacity = [run_capacity(c.label, c.rule, settings) for c in configs]
+    pool = capacity[0].pool
+    print()
+    print(f"The capacity guard on a pool of {pool.gpu_count} GPUs shared with another tenant "
+          f"({capacity[0].trace.name}: {capacity[0].trace.description}, "
+          f"{capacity[0].trace.duration_seconds / 3600:g} h), each configuration without and with it:")
+    print()
+    print(capacity_table(capacity))
+    print()
+    print("Target, Pending replicas without the guard, none with it, no more overloaded minutes:")
+    print(capacity_verdict(capacity))
     if not args.no_plots:
         from demo.plots import plot_comparison  # matplotlib only when plotting
 
@@ -233,6 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             plot_comparison(outcome.trace, [(c.label, outcome.results[c.key]) for c in configs], path,
                             settings.overload_line)
             print(f"wrote {path}")
+        recommended = capacity[-1]
+        path = args.images / f"quality-{recommended.trace.name}.png"
+        plot_comparison(recommended.trace, [(f"{recommended.label}, guard off", recommended.off),
+                                            (f"{recommended.label}, guard on", recommended.on)],
+                        path, settings.overload_line, pool_gpus=pool.gpu_count)
+        print(f"wrote {path}")
     return 0
 
 

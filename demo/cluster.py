@@ -2,9 +2,11 @@
 
 This is the world the benchmark and the demo scale. It models the three things that make GPU services hard to
 autoscale: a replica holds a whole GPU from the moment it is scheduled (GPU-hours are spent while it loads),
-it serves only after a start-up delay (model loading), and a pool has a fixed number of GPUs (a replica that
-finds none stays Pending). Scale-down removes replicas at once, in the ReplicaSet controller's order: Pending
-first, then still loading, then ready, newest first within each group.
+it serves only after a start-up delay (model loading), and a pool has a fixed number of GPUs shared with other
+tenants (a replica that finds none stays Pending, unschedulable, holding nothing, until one frees up). Other
+tenants' pods (`set_others`) take free GPUs before our Pending replicas, as a higher-priority batch job would,
+but never evict a running replica. Scale-down removes replicas at once, in the ReplicaSet controller's order:
+Pending first, then still loading, then ready, newest first within each group.
 
 Load is in GPU-equivalents (see demo.traces): the ready replicas share it evenly, so each ready GPU is busy
 `load / ready` (capped at 1.0; demand above 1.0 queues). A loading replica's GPU shows `loading_utilization`.
@@ -16,6 +18,10 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+
+OTHER_NAMESPACE = "batch"
+OTHER_WORKLOAD = "trainer"
+"""Namespace and name prefix of the other tenant's pods (`trainer-0001`, ...): a training job in the pool."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,8 @@ class GpuState:
     replica: str | None
     utilization: float
     serving: bool
+    other: str | None = None
+    """The other tenant's pod holding it (in OTHER_NAMESPACE), when not ours."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,8 @@ class ClusterSnapshot:
     loading: int
     pending: int
     gpus: tuple[GpuState, ...]
+    others: int = 0
+    """GPUs held by other tenants' pods."""
 
     @property
     def demand_per_ready(self) -> float:
@@ -96,6 +106,11 @@ class ClusterSnapshot:
         """GPUs allocated to replicas (ready or loading): what GPU-hours are billed on."""
         return self.ready + self.loading
 
+    @property
+    def free_gpus(self) -> int:
+        """GPUs no pod holds: what a capacity query (`count(gpu_utilization_ratio{pod=""})`) returns."""
+        return len(self.gpus) - self.gpus_held - self.others
+
     def mean_utilization(self, include_loading: bool = True) -> float | None:
         """Mean utilization (0..1) over the GPUs held by replicas, or by ready ones only; None when none."""
         values = [g.utilization for g in self.gpus
@@ -105,6 +120,10 @@ class ClusterSnapshot:
     def overloaded(self, line: float) -> bool:
         """True when the ready GPUs would need to be busier than `line` (0..1) to serve the load."""
         return self.demand_per_ready > line
+
+
+OTHER_UTILIZATION = 0.8
+"""GPU utilization (0..1) of a GPU held by the other tenant (a training job keeps it busy)."""
 
 
 class SimulatedDeployment:
@@ -121,6 +140,10 @@ class SimulatedDeployment:
         self._clock = clock
         self._replicas: list[Replica] = []
         self._sequence = 0
+        self._others_wanted = 0
+        self._others: dict[int, str] = {}
+        """GPU index -> the other tenant's pod holding it."""
+        self._other_sequence = 0
         self._lock = threading.RLock()
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0 (got {replicas})")
@@ -135,6 +158,22 @@ class SimulatedDeployment:
         with self._lock:
             self._schedule(self._clock())
             return tuple(self._replicas)
+
+    def set_others(self, gpus: int) -> None:
+        """Other tenants now want `gpus` GPUs: they take free ones at once (before our Pending replicas) and
+        more as ours free up; asking for fewer releases theirs at once."""
+        if gpus < 0:
+            raise ValueError(f"other tenants' GPUs must be >= 0 (got {gpus})")
+        with self._lock:
+            self._others_wanted = gpus
+            self._schedule(self._clock())
+
+    def unschedulable_since(self) -> tuple[float, ...]:
+        """For each Pending replica, since when it is unschedulable: its creation, as the scheduler tries a
+        new pod at once and a running replica never goes back to Pending."""
+        with self._lock:
+            self._schedule(self._clock())
+            return tuple(r.created_at for r in self._replicas if r.gpu is None)
 
     def scale_to(self, replicas: int) -> None:
         """Set the count now: new replicas start loading (or wait for a GPU), removed ones go at once."""
@@ -157,6 +196,7 @@ class SimulatedDeployment:
             now = self._clock()
             self._schedule(now)
             replicas = tuple(self._replicas)
+            others = dict(self._others)
         holders = {r.gpu: r for r in replicas if r.gpu is not None}
         ready = sum(1 for r in holders.values() if r.ready(now))
         per_gpu = min(1.0, load / ready) if ready else 0.0
@@ -165,11 +205,14 @@ class SimulatedDeployment:
             holder = holders.get(index)
             serving = holder is not None and holder.ready(now)
             utilization = per_gpu if serving else (self.settings.loading_utilization if holder else 0.0)
+            other = others.get(index)
+            if other is not None:
+                utilization = OTHER_UTILIZATION
             gpus.append(GpuState(index, self.settings.node_of(index), holder.name if holder else None,
-                                 utilization, serving))
+                                 utilization, serving, other))
         return ClusterSnapshot(time=now, load=load, spec_replicas=len(replicas), ready=ready,
                                loading=len(holders) - ready, pending=len(replicas) - len(holders),
-                               gpus=tuple(gpus))
+                               gpus=tuple(gpus), others=len(others))
 
     def _add(self, count: int, now: float, ready_now: bool) -> None:
         for _ in range(count):
@@ -178,9 +221,15 @@ class SimulatedDeployment:
         self._schedule(now, ready_now=ready_now)
 
     def _schedule(self, now: float, ready_now: bool = False) -> None:
-        """Give free GPUs to Pending replicas, oldest first; their start-up delay starts then."""
-        used = {r.gpu for r in self._replicas if r.gpu is not None}
+        """Other tenants first (they take the highest free GPUs, and give back their newest), then give free
+        GPUs to Pending replicas, oldest first; their start-up delay starts then."""
+        while len(self._others) > self._others_wanted:
+            del self._others[max(self._others, key=lambda g: self._others[g])]
+        used = {r.gpu for r in self._replicas if r.gpu is not None} | set(self._others)
         free = [g for g in range(self.settings.gpu_count) if g not in used]
+        while free and len(self._others) < self._others_wanted:
+            self._other_sequence += 1
+            self._others[free.pop()] = f"{OTHER_WORKLOAD}-{self._other_sequence:04d}"
         if not free:
             return
         delay = 0.0 if ready_now else self.settings.startup_delay_seconds

@@ -41,8 +41,9 @@ def _save(figure: Figure, path: Path) -> None:
 
 
 def plot_comparison(trace: Trace, results: Sequence[tuple[str, ReplayResult]], path: Path,
-                    overload_line: float) -> None:
-    """Top: the load and each configuration's replicas. Bottom: load per ready GPU vs the overload line."""
+                    overload_line: float, pool_gpus: int | None = None) -> None:
+    """Top: the load and each configuration's replicas (and, with `pool_gpus` on a trace with other tenants,
+    the GPUs they leave). Bottom: load per ready GPU vs the overload line."""
     figure = Figure(figsize=SIZE_INCHES, layout="constrained")
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     first = results[0][1].samples
@@ -56,6 +57,9 @@ def plot_comparison(trace: Trace, results: Sequence[tuple[str, ReplayResult]], p
                  label=f"{label}: {result.figures.gpu_hours:.1f} GPU-h")
         bottom.step(times, [min(s.demand_per_ready, 1.5) * 100 for s in samples], where="post", color=color,
                     linewidth=0.9)
+    if pool_gpus is not None and trace.others is not None:
+        top.step(times, [pool_gpus - trace.others_at(s.t) for s in first[::step]], where="post",
+                 color="black", linestyle=":", linewidth=1.0, label="GPUs the other tenant leaves")
     highest = max(max(s.replicas for _, r in results for s in r.samples), max(s.load for s in first))
     top.set_ylim(0, highest * 1.45)  # room for the legend above the curves
     bottom.axhline(overload_line * 100, color="black", linestyle="--", linewidth=0.8,

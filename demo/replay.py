@@ -3,9 +3,11 @@
 No Prometheus, no Kubernetes, no wall clock: a virtual clock steps through the trace, the simulated Deployment
 (demo.cluster) serves the load, and every `sync_period_seconds` the rule's metrics are computed from the
 cluster as its queries would return them and planned by the controller's own code
-(`autoscaler.plan.plan_replicas`: target at zero, fallback, the engine; then `RuleHistory.with_scale` for
-every change applied). The benchmark of
-autoscaling quality runs this for each configuration on each trace.
+(`autoscaler.plan.plan_replicas`: target at zero, fallback, the engine, the capacity guard; then
+`RuleHistory.with_scale` for every change applied). The benchmark of autoscaling quality runs this for each
+configuration on each trace. A trace with `others` shares the pool with another tenant; every sync feeds the
+capacity guard what the rule's capacity query and the Pending pods would show: the GPUs no pod holds, and
+since when each Pending replica is unschedulable.
 
 What the metrics return (the simulated answers to the rule's queries, by metric name):
 - `gpu_utilization`: mean GPU utilization in percent over every GPU held by a replica of the target, as
@@ -27,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.plan import count_all_failed, plan_replicas
-from autoscaler.policy import Decision, MetricObservation, Rule, RuleHistory, decide
+from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory, decide
+from autoscaler.policy.capacity import CapacityObservation
 from demo.cluster import ClusterSettings, ClusterSnapshot, SimulatedDeployment
 from demo.traces import Trace
 
@@ -91,6 +94,10 @@ class Sample:
     """Mean over GPUs held by replicas, 0..1 (the gpu_utilization metric / 100)."""
     demand_per_ready: float
     """Load per ready GPU; above 1.0 the service cannot keep up (inf with no replica ready)."""
+    pending: int = 0
+    """Replicas Pending: no free GPU in the pool (they hold none and serve nothing)."""
+    others_waiting: int = 0
+    """GPUs the other tenant wants but cannot get (the pool is full)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,13 @@ class Figures:
     not_ready_minutes: float
     scale_changes: int
     reversals: int
+    pending_replica_minutes: float = 0.0
+    """Replica-minutes spent Pending (no GPU to run on)."""
+    peak_pending: int = 0
+    capacity_limited_syncs: int = 0
+    """Syncs whose scale-up the capacity guard limited (reason CapacityLimited)."""
+    others_waiting_gpu_minutes: float = 0.0
+    """GPU-minutes the other tenant wanted and could not get."""
 
 
 @dataclass(frozen=True)
@@ -184,12 +198,15 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
         now = (index - warmup_steps) * step
         clock.now = now
         load = trace(abs(now))  # the warm-up plays the trace mirrored
+        others = trace.others_at(abs(now))
+        deployment.set_others(others)
         snapshot = deployment.snapshot(load)
         if index % steps_per_sync == 0:
             current = deployment.spec_replicas
             seen = observations(rule, snapshot, settings, mean_load_until(now))
             all_failed_syncs = count_all_failed(all_failed_syncs, seen)
-            plan = plan_replicas(rule, current, seen, history, all_failed_syncs, now, decide_fn)
+            plan = plan_replicas(rule, current, seen, history, all_failed_syncs, now, decide_fn,
+                                 capacity=capacity_seen(deployment, snapshot))
             history = plan.history
             if plan.replicas != current:
                 deployment.scale_to(plan.replicas)
@@ -199,16 +216,28 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
                 syncs.append(SyncRecord(now, current, plan.replicas, str(plan.reason), plan.message))
         if now >= 0:
             samples.append(Sample(now, load, snapshot.spec_replicas, snapshot.gpus_held, snapshot.ready,
-                                  snapshot.mean_utilization(include_loading=True), snapshot.demand_per_ready))
+                                  snapshot.mean_utilization(include_loading=True), snapshot.demand_per_ready,
+                                  snapshot.pending, others - snapshot.others))
     return ReplayResult(rule.name, trace.name, tuple(samples), tuple(syncs),
                         score(samples, syncs, step, settings.overload_line))
 
 
+def capacity_seen(deployment: SimulatedDeployment, snapshot: ClusterSnapshot) -> CapacityObservation:
+    """What the capacity guard sees this sync: the GPUs no pod holds (the rule's capacity query), and since
+    when each Pending replica is unschedulable (what the scale backend lists), on the replay's clock."""
+    return CapacityObservation(float(snapshot.free_gpus), deployment.unschedulable_since())
+
+
 def score(samples: Sequence[Sample], syncs: Sequence[SyncRecord], step_seconds: float,
           overload_line: float) -> Figures:
-    """GPU-hours (replicas hold their GPU while loading), overloaded and not-ready minutes, changes and
-    reversals (a change in the opposite direction of the previous change)."""
+    """GPU-hours (replicas hold their GPU while loading; Pending ones hold none), overloaded, not-ready and
+    Pending replica-minutes, changes and reversals (a change in the opposite direction of the previous
+    change)."""
     gpu_hours = sum(s.gpus_held for s in samples) * step_seconds / 3_600.0
+    pending = sum(s.pending for s in samples) * step_seconds / 60.0
+    peak_pending = max((s.pending for s in samples), default=0)
+    limited = sum(1 for sync in syncs if sync.reason == Reason.CapacityLimited.value)
+    others_waiting = sum(s.others_waiting for s in samples) * step_seconds / 60.0
     overloaded = sum(1 for s in samples if s.demand_per_ready > overload_line) * step_seconds / 60.0
     not_ready = sum(1 for s in samples if s.ready < s.replicas) * step_seconds / 60.0
     changes = reversals = 0
@@ -221,4 +250,5 @@ def score(samples: Sequence[Sample], syncs: Sequence[SyncRecord], step_seconds: 
         if last_direction and direction != last_direction:
             reversals += 1
         last_direction = direction
-    return Figures(gpu_hours, overloaded, not_ready, changes, reversals)
+    return Figures(gpu_hours, overloaded, not_ready, changes, reversals, pending, peak_pending, limited,
+                   others_waiting)

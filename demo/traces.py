@@ -8,6 +8,7 @@ gives the same load at the same instant, however and however often it is sampled
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -24,6 +25,8 @@ class Trace:
     description: str
     duration_seconds: float
     load: Callable[[float], float]
+    others: Callable[[float], int] | None = None
+    """GPUs of the pool that other tenants want at t (None: the pool is ours alone)."""
 
     def __post_init__(self) -> None:
         if not self.duration_seconds > 0:
@@ -32,15 +35,22 @@ class Trace:
     def __call__(self, t: float) -> float:
         return max(0.0, self.load(min(max(t, 0.0), self.duration_seconds)))
 
+    def others_at(self, t: float) -> int:
+        """GPUs other tenants want at t (0 without `others`)."""
+        if self.others is None:
+            return 0
+        return max(0, self.others(min(max(t, 0.0), self.duration_seconds)))
+
     def compressed(self, duration_seconds: float) -> Trace:
         """The same curve played in `duration_seconds` (the demo plays a day in a few minutes)."""
         factor = self.duration_seconds / duration_seconds
-        original = self.load
+        original, others = self.load, self.others
         return Trace(
             name=self.name,
             description=f"{self.description} (compressed {factor:g}x)",
             duration_seconds=duration_seconds,
             load=lambda t: original(t * factor),
+            others=None if others is None else (lambda t: others(t * factor)),
         )
 
 
@@ -128,6 +138,54 @@ def noisy(level: float = 4.0, swell: float = 0.25, swell_period_seconds: float =
     return Trace("noisy", f"{level:g}, swells +/-{swell:.0%} over {swell_period_seconds / 60:g} min, "
                  f"jitter +/-{jitter:.0%} every {jitter_period_seconds:g} s", duration_seconds,
                  lambda t: level * (1.0 + slow(t) + fast(t)))
+
+
+def _ramps(points: Sequence[tuple[float, float]]) -> Callable[[float], float]:
+    """Linear between (fraction of the period, value) points, flat before the first and after the last."""
+    def at(phase: float) -> float:
+        if phase <= points[0][0]:
+            return points[0][1]
+        for (x0, y0), (x1, y1) in itertools.pairwise(points):
+            if phase <= x1:
+                return y0 + (y1 - y0) * (phase - x0) / (x1 - x0) if x1 > x0 else y1
+        return points[-1][1]
+    return at
+
+
+def _steps(changes: Sequence[tuple[float, int]]) -> Callable[[float], int]:
+    """The value of the last (fraction of the period, value) change at or before a phase (0 before any)."""
+    def at(phase: float) -> int:
+        return next((value for start, value in reversed(changes) if phase >= start), 0)
+    return at
+
+
+CAPACITY_LOAD = ((0.0, 3.0), (0.25, 3.0), (0.375, 9.0), (0.75, 9.0), (0.875, 3.0))
+"""The capacity trace's load: 3 GPUs' worth, a ramp to 9 (ten replicas at the 90 % target) and back."""
+CAPACITY_OTHERS = ((0.0, 2), (0.625, 0), (0.8333, 3))
+"""GPUs the other tenant wants: 2, none from 75 min, 3 from 100 min (of two hours)."""
+
+
+def short_of_gpus(duration_seconds: float = 7_200.0, jitter: float = 0.03, seed: int = 4) -> Trace:
+    """Load that outgrows a shared pool: a ramp asking for more replicas than the GPUs left by another tenant
+    can hold, while that tenant holds 2 GPUs, releases them, then takes 3. Replay it on a pool of 8 GPUs."""
+    noise = _SmoothNoise(seed, jitter, 60.0, duration_seconds)
+    load, others = _ramps(CAPACITY_LOAD), _steps(CAPACITY_OTHERS)
+    return Trace("capacity", "3 -> 9 -> 3, another tenant holding 2, then 0, then 3 GPUs", duration_seconds,
+                 lambda t: load(t / duration_seconds) * (1.0 + noise(t)),
+                 lambda t: others(t / duration_seconds))
+
+
+DEMO_CAPACITY_LOAD = ((0.0, 1.5), (0.3, 1.5), (0.45, 9.5), (0.75, 9.5), (0.9, 2.5))
+DEMO_CAPACITY_OTHERS = ((0.0, 2), (0.6, 0))
+
+
+def demo_morning(duration_seconds: float) -> Trace:
+    """The demo's capacity scenario: a quiet start, then a ramp past what 8 GPUs serve while a training job
+    holds 2 of them until 60 % of the run."""
+    load, others = _ramps(DEMO_CAPACITY_LOAD), _steps(DEMO_CAPACITY_OTHERS)
+    return Trace("morning", "1.5 -> 9.5 -> 2.5 GPUs' worth, a training job holding 2 GPUs until 60 %",
+                 duration_seconds, lambda t: load(t / duration_seconds),
+                 lambda t: others(t / duration_seconds))
 
 
 DEMO_BURSTS = (Burst(start=0.42, length=0.10, height=3.0), Burst(start=0.78, length=0.08, height=2.5))

@@ -119,3 +119,54 @@ def test_negative_replicas_are_refused() -> None:
     deployment, _ = make()
     with pytest.raises(ValueError, match="replicas must be >= 0"):
         deployment.scale_to(-1)
+
+
+def test_another_tenant_takes_free_gpus_first_and_never_evicts_a_running_replica() -> None:
+    deployment, _ = make(replicas=2, per_node=4)
+    deployment.set_others(3)  # only 2 free: it gets 2, the third waits
+    snap = deployment.snapshot(1.0)
+    assert (snap.gpus_held, snap.others, snap.free_gpus) == (2, 2, 0)
+    assert [g.other for g in snap.gpus] == [None, None, "trainer-0002", "trainer-0001"]  # highest first
+    assert [g.utilization for g in snap.gpus if g.other] == [0.8, 0.8]
+    assert snap.mean_utilization() == 0.5  # ours only: the tenant's busy GPUs are not the service's
+    deployment.scale_to(3)
+    assert deployment.snapshot(1.0).pending == 1
+    deployment.scale_to(1)  # frees a GPU: the tenant's third claim comes before anything else
+    snap = deployment.snapshot(1.0)
+    assert (snap.gpus_held, snap.others, snap.pending, snap.free_gpus) == (1, 3, 0, 0)
+
+
+def test_a_pending_replica_gets_the_gpu_the_tenant_gives_back() -> None:
+    deployment, clock = make(replicas=2, per_node=4, delay=30.0)
+    deployment.set_others(2)
+    clock.now += 5
+    deployment.scale_to(3)
+    assert deployment.unschedulable_since() == (1_005.0,)  # since its creation: tried at once
+    clock.now += 50
+    deployment.set_others(1)  # the newest of its pods goes
+    snap = deployment.snapshot(1.0)
+    assert (snap.pending, snap.loading, snap.others, snap.free_gpus) == (0, 1, 1, 0)
+    assert [g.other for g in snap.gpus] == [None, None, None, "trainer-0001"]
+    assert snap.gpus[2].replica == "svc-0003"
+    assert deployment.unschedulable_since() == ()
+    clock.now += 30
+    assert deployment.snapshot(1.0).ready == 3  # its start-up delay ran from getting the GPU
+
+
+def test_free_gpus_are_those_no_pod_holds() -> None:
+    deployment, _ = make(replicas=1, per_node=4)
+    deployment.set_others(1)
+    assert deployment.snapshot(0.0).free_gpus == 2
+    deployment.scale_to(5)
+    snap = deployment.snapshot(0.0)
+    assert (snap.free_gpus, snap.pending) == (0, 2)
+    assert len(deployment.unschedulable_since()) == 2
+    deployment.set_others(0)
+    assert deployment.snapshot(0.0).free_gpus == 0  # the freed GPU went to a Pending replica at once
+    assert len(deployment.unschedulable_since()) == 1
+
+
+def test_other_tenants_gpus_must_be_a_count() -> None:
+    deployment, _ = make()
+    with pytest.raises(ValueError, match="other tenants"):
+        deployment.set_others(-1)

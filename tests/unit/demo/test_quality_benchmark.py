@@ -11,6 +11,7 @@ import pytest
 from autoscaler.policy import DEFAULT_BEHAVIOR, ScalingPolicy
 from autoscaler.rules import load_rules
 from benchmarks import autoscaling_quality as bench
+from benchmarks import capacity_quality
 from demo.replay import KNOWN_METRICS, ReplaySettings
 from demo.traces import benchmark_traces
 
@@ -101,7 +102,8 @@ def test_main_prints_the_table_and_writes_one_small_png_per_trace(tmp_path: Path
     assert "| noisy | (c) recommended |" in out and "Target," in out
     pngs = sorted(tmp_path.glob("*.png"))
     assert [p.name for p in pngs] == [f"quality-{n}.png" for n in sorted(["steady", "daily", "burst", "ramp",
-                                                                          "noisy"])]
+                                                                          "noisy", "capacity"])]
+    assert "| (c) recommended | on | " in out and "Pending replicas without the guard" in out
     for png in pngs:
         assert _png_size(png) == (900, 450)
         assert png.stat().st_size < 150_000
@@ -135,3 +137,30 @@ def test_noisy_levels_must_be_positive_loads(value: str, capsys: pytest.CaptureF
         bench.main(["--no-plots", "--noisy-levels", value])
     assert exit_info.value.code == 2
     assert "--noisy-levels" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def capacity() -> list[capacity_quality.CapacityOutcome]:
+    return [capacity_quality.run_capacity(c.label, c.rule, ReplaySettings()) for c in bench.configurations()]
+
+
+def test_on_a_pool_short_of_gpus_the_guard_ends_pending_replicas_at_no_more_overload(
+        capacity: list[capacity_quality.CapacityOutcome]) -> None:
+    """docs/benchmarks.md: every configuration leaves up to 4 replicas Pending without the guard, none with
+    it, overloaded exactly as long (the pool, not the policy, limits what is served)."""
+    for outcome in capacity:
+        off, on = outcome.off.figures, outcome.on.figures
+        assert outcome.guard_helps, capacity_quality.capacity_verdict([outcome])
+        assert off.peak_pending == 4 and off.pending_replica_minutes > 150
+        assert on.overloaded_minutes == off.overloaded_minutes
+        assert on.gpu_hours <= off.gpu_hours
+        assert on.capacity_limited_syncs > 100 and off.capacity_limited_syncs == 0
+        assert max(s.gpus_held + s.pending for s in outcome.on.samples) <= outcome.pool.gpu_count
+
+
+def test_the_capacity_table_has_a_guard_off_and_on_row_per_configuration(
+        capacity: list[capacity_quality.CapacityOutcome]) -> None:
+    table = capacity_quality.capacity_table(capacity).splitlines()
+    assert len(table) == 2 + 2 * 3
+    assert all(row.count("|") == 10 for row in table)
+    assert table[2].startswith("| (a) users' HPA | off |") and table[7].startswith("| (c) recommended | on |")

@@ -9,12 +9,14 @@ from collections.abc import Sequence
 import pytest
 
 from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory
+from autoscaler.policy.capacity import CapacityObservation
 from autoscaler.rules import parse_rules
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.replay import (
     ReplaySettings,
     Sample,
     SyncRecord,
+    capacity_seen,
     observations,
     query_range_seconds,
     replay,
@@ -171,3 +173,82 @@ def test_score_counts_gpu_hours_overload_not_ready_changes_and_reversals() -> No
 def test_bad_settings_are_refused(changes: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         dataclasses.replace(ReplaySettings(), **changes)
+
+
+def guarded_rule(grace: int = 300, min_replicas: int = 1, max_replicas: int = 10) -> Rule:
+    text = f"""
+rules:
+  - name: r
+    target: {{kind: Deployment, namespace: ns, name: svc}}
+    minReplicas: {min_replicas}
+    maxReplicas: {max_replicas}
+    metrics: {REQUESTS}
+    capacity: {{query: 'count(gpu_utilization_ratio{{pod=""}}) or vector(0)', gpusPerReplica: 1,
+                pendingGraceSeconds: {grace}}}
+"""
+    return parse_rules(text, "r.yaml").rules[0]
+
+
+def shared_pool(load: float, others: int, duration: float = 3_600.0) -> Trace:
+    """A constant load on a pool another tenant holds `others` GPUs of."""
+    return Trace("shared", f"{load}", duration, lambda t: load, lambda t: others)
+
+
+def pool_of(gpus: int, delay: float = 0.0) -> ReplaySettings:
+    return ReplaySettings(warmup_seconds=0.0,
+                          cluster=ClusterSettings(nodes=1, gpus_per_node=gpus, startup_delay_seconds=delay))
+
+
+def test_capacity_seen_is_the_free_gpus_and_the_pending_replicas_since_times() -> None:
+    clock = lambda: 50.0  # noqa: E731
+    deployment = SimulatedDeployment("ns", "svc", 2, clock, ClusterSettings(nodes=1, gpus_per_node=4))
+    deployment.set_others(1)
+    assert capacity_seen(deployment, deployment.snapshot(1.0)) == CapacityObservation(1.0, ())
+    deployment.scale_to(5)
+    assert capacity_seen(deployment, deployment.snapshot(1.0)) == CapacityObservation(0.0, (50.0, 50.0))
+
+
+def test_without_the_guard_the_replicas_the_pool_cannot_hold_sit_pending() -> None:
+    """40 req/s at 5 per replica asks for 8 replicas; the tenant leaves 6 of 8 GPUs: 2 sit Pending for the
+    whole hour, holding nothing."""
+    result = replay(rule_with(REQUESTS), shared_pool(4.0, others=2), pool_of(8))
+    assert max(s.replicas for s in result.samples) == 8
+    assert result.figures.peak_pending == 2
+    assert result.figures.pending_replica_minutes == pytest.approx(2 * 60.0, abs=1.0)
+    assert max(s.gpus_held for s in result.samples) == 6
+    assert result.figures.capacity_limited_syncs == 0
+
+
+def test_with_the_guard_a_scale_up_stops_at_what_fits() -> None:
+    result = replay(guarded_rule(), shared_pool(4.0, others=2), pool_of(8))
+    assert max(s.replicas for s in result.samples) == 6
+    assert result.figures.peak_pending == 0 and result.figures.pending_replica_minutes == 0.0
+    limited = [s for s in result.syncs if s.reason == "CapacityLimited"]
+    assert result.figures.capacity_limited_syncs == len(limited) > 100  # every sync while it wants 8
+    assert limited[0].message.endswith("1 free GPU(s), 1 per replica: 1 more replica(s) fit: 5 -> 6 (not 8)")
+    assert all("0 free GPU(s)" in s.message and s.replicas == s.current == 6 for s in limited[1:])
+
+
+def test_the_guard_reads_the_pending_replicas_since_times_from_the_pool() -> None:
+    """minReplicas 3 on a pool of 2 GPUs: one replica is Pending from the start. Past the grace period the
+    guard holds every scale-up because of it, not merely because no GPU is free."""
+    result = replay(guarded_rule(grace=60, min_replicas=3), constant(4.0), pool_of(2))
+    early = [s for s in result.syncs if s.t <= 60]
+    late = [s for s in result.syncs if s.t > 75]
+    assert {s.replicas for s in result.syncs} == {3}
+    assert all("0 free GPU(s)" in s.message for s in early), early[0]
+    assert all("1 replica(s) Pending as unschedulable for more than 60s" in s.message for s in late), late[0]
+    assert result.figures.peak_pending == 1
+
+
+def test_the_other_tenant_waits_when_the_pool_is_full() -> None:
+    trace = Trace("late tenant", "", 600.0, lambda t: 2.0, lambda t: 3 if t >= 300 else 0)
+    result = replay(rule_with(REQUESTS, min_replicas=4), trace, pool_of(6))
+    assert result.figures.others_waiting_gpu_minutes == pytest.approx(1 * 5.0, abs=0.1)  # 1 of 3, 5 min
+
+
+def test_score_counts_pending_replica_minutes_and_their_peak() -> None:
+    samples = [Sample(t * 60.0, 1.0, 4, 2, 2, None, 0.5, pending)
+               for t, pending in enumerate([2, 2, 0, 1])]
+    figures = score(samples, [], 60.0, 0.95)
+    assert (figures.pending_replica_minutes, figures.peak_pending) == (5.0, 2)

@@ -12,8 +12,10 @@ from demo.traces import (
     benchmark_traces,
     daily,
     demo_day,
+    demo_morning,
     noisy,
     sample,
+    short_of_gpus,
     slow_ramp,
     steady,
     sudden_burst,
@@ -113,3 +115,22 @@ def test_bad_parameters_are_refused(make: object) -> None:
 
 def test_the_benchmark_has_the_five_traces_of_the_issue() -> None:
     assert [t.name for t in benchmark_traces()] == ["steady", "daily", "burst", "ramp", "noisy"]
+
+
+def test_the_capacity_trace_outgrows_the_pool_the_tenant_leaves() -> None:
+    """3 -> 9 GPUs' worth (ten replicas at 90 %) while the tenant holds 2 of 8 GPUs, then none, then 3."""
+    trace = short_of_gpus()
+    assert trace.name == "capacity" and trace.duration_seconds == 7_200.0
+    assert trace(0.0) == pytest.approx(3.0, rel=0.04) and trace(3_600.0) == pytest.approx(9.0, rel=0.04)
+    assert trace(7_200.0) == pytest.approx(3.0, rel=0.04)
+    assert [trace.others_at(m * 60.0) for m in (0, 74, 75, 99, 100, 120)] == [2, 2, 0, 0, 3, 3]
+    assert short_of_gpus()(1_234.5) == trace(1_234.5)  # seeded: the same load at the same instant
+
+
+def test_a_trace_without_others_leaves_the_pool_to_us_and_compression_keeps_them() -> None:
+    assert steady().others_at(100.0) == 0
+    demo = demo_morning(100.0)
+    assert [demo.others_at(t) for t in (0.0, 59.0, 60.0, 100.0)] == [2, 2, 0, 0]
+    squeezed = short_of_gpus().compressed(72.0)
+    assert [squeezed.others_at(t) for t in (0.0, 45.0, 60.0)] == [2, 0, 3]
+    assert demo(0.0) == 1.5 and demo(60.0) == pytest.approx(9.5) and demo(100.0) == 2.5
