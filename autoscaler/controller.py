@@ -346,9 +346,8 @@ class Controller:
         self.metrics.rule_synced(rule, now)  # scale read, nothing failed to patch: a successful rule sync
         verb = "scaled" if patched else ("would scale" if plan.replicas != plan.current else "keep")
         log_decision(rule, plan, observations, verb, self.settings.dry_run)
-        return RuleOutcome(
-            rule, plan.current, plan.replicas, plan.reason, plan.message, observations, patched, ok=True
-        )
+        return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, plan.message, observations,
+                           patched, ok=True, schedule=plan.schedule)
 
     def _scale_read_failed(
         self, state: _RuleState, error: Exception, observations: tuple[MetricObservation, ...], now: float
@@ -399,9 +398,8 @@ class Controller:
         )
         failed = f"failed to scale {plan.current} -> {plan.replicas}: {error}"
         self._warn(state, EventReason.FailedScale, failed, now)
-        return RuleOutcome(
-            rule, plan.current, plan.replicas, plan.reason, str(error), observations, error=str(error)
-        )
+        return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, str(error), observations,
+                           error=str(error), schedule=plan.schedule)
 
     def _warn(self, state: _RuleState, reason: EventReason, message: str, now: float,
               any_message: bool = False) -> None:

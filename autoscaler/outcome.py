@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from autoscaler.policy import MetricObservation, Reason, Rule
 from autoscaler.reasons import OutcomeReason
+from autoscaler.schedules import ScheduleBounds
 
 
 class ShuttingDown(Exception):
@@ -29,6 +30,16 @@ class RuleOutcome:
     ok: bool = False
     """The Kubernetes side answered: scale read, no needed patch failed (the metrics may have failed)."""
     error: str | None = None
+    schedule: ScheduleBounds | None = None
+    """The bounds of the schedule windows open during the decision (None: none was open, or no plan)."""
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """(minReplicas, maxReplicas) in effect: the rule's, or an open schedule window's."""
+        if self.schedule is None:
+            return self.rule.min_replicas, self.rule.max_replicas
+        top = self.rule.max_replicas if self.schedule.max_replicas is None else self.schedule.max_replicas
+        return self.schedule.min_replicas, top
 
     @property
     def metrics_ok(self) -> bool:

@@ -55,7 +55,7 @@ WHY: dict[OutcomeReason, str] = {
     SyncReason.Abandoned: "abandoned",
 }
 """The WHY column's phrase for every outcome reason (a test checks that none is missing)."""
-HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "METRICS (value/target)", "WHY")
+HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "BOUNDS", "METRICS (value/target)", "WHY")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -111,9 +111,11 @@ def why(outcome: RuleOutcome) -> str:
 def render(outcomes: Sequence[RuleOutcome]) -> str:
     rows = [HEADER]
     for o in outcomes:
-        target = f"{o.rule.target.kind}/{o.rule.target.namespace}/{o.rule.target.name}"
+        target = str(o.rule.target)
         metrics = describe_metrics(o.rule, o.observations) if o.observations else "-"
-        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), metrics, why(o)))
+        low, high = o.bounds
+        bounds = f"{low}-{high}" + (" (schedule)" if o.schedule is not None else "")
+        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), bounds, metrics, why(o)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows

@@ -173,7 +173,7 @@ def test_status_prints_the_table_and_writes_nothing(
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()[:2]
     assert header.split()[:4] == ["RULE", "TARGET", "CURRENT", "DESIRED"]
-    assert row.split()[:5] == ["web", "Deployment/ml/web", "2", "4", "util=160"]
+    assert row.split()[:6] == ["web", "Deployment/ml/web", "2", "4", "1-10", "util=160"]
     assert "(DesiredWithinRange)" in row
     assert [r.method for r in apiserver.requests if r.method != "GET"] == []
 

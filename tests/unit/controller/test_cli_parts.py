@@ -9,6 +9,7 @@ from autoscaler.controller import RuleOutcome
 from autoscaler.logfmt import JsonFormatter
 from autoscaler.policy import MetricObservation
 from autoscaler.run import RunOptions
+from autoscaler.schedules import ScheduleBounds
 from autoscaler.status import render
 from tests.unit.controller.conftest import rule, ruleset
 
@@ -53,9 +54,22 @@ def test_status_table() -> None:
     ]
     lines = render(outcomes).splitlines()
     assert lines[0].split()[:4] == ["RULE", "TARGET", "CURRENT", "DESIRED"]
-    assert lines[1].split()[:5] == ["embed", "Deployment/ml/embed", "3", "5", "util=95"]
+    assert lines[1].split()[:6] == ["embed", "Deployment/ml/embed", "3", "5", "1-10", "util=95"]
     assert lines[1].endswith("rate-limited (ScaleUpLimit): scale up 3 -> 5 limited by policy Pods 2/60s")
     assert lines[2].split()[:4] == ["kg", "Deployment/ml/kg", "-", "-"]
     assert "util=failed NoSeries (target 80)" in lines[2] and "cannot read scale (FailedGetScale)" in lines[2]
     # columns line up
     assert lines[1].index("Deployment") == lines[2].index("Deployment") == lines[0].index("TARGET")
+
+
+def test_status_shows_the_bounds_of_an_open_schedule() -> None:
+    rules = ruleset(rule("embed", min_replicas=2, max_replicas=10))
+    window = ScheduleBounds(5, 8, "schedules[0] ('0 9 * * 1-5' UTC, open since 2026-03-02T09:00:00+00:00)",
+                            "schedules[0]")
+    outcome = RuleOutcome(rules.get("embed"), 2, 5, "BelowMinReplicas", "current 2 is below minReplicas 5",
+                          ok=True, schedule=window)
+    header, row = render([outcome]).splitlines()
+    assert header.split()[4] == "BOUNDS"
+    assert row.split()[4:6] == ["5-8", "(schedule)"]
+    plain = RuleOutcome(rules.get("embed"), 2, 2, "WithinTolerance", "ok", ok=True)
+    assert render([plain]).splitlines()[1].split()[4] == "2-10"
