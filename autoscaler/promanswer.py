@@ -105,8 +105,8 @@ def _interpret(body: object) -> QueryResult:
         samples = [_series(entry, index) for index, entry in enumerate(result)]
         if not samples:
             return failed(QueryErrorReason.NO_SERIES, "query returned no series (does its selector match any "
-                          "series now? check the metric name and labels; add `or vector(0)` if no series "
-                          "means 0)")
+                          "series now? check the metric name and labels; if no series means 0, set the "
+                          "metric's whenEmpty: zero)")
         if len(samples) > 1:
             shown = ", ".join(_labels(entry) for entry in result[:2]) + (", ..." if len(result) > 2 else "")
             return failed(QueryErrorReason.MULTIPLE_SERIES, f"query returned {len(samples)} series "

@@ -82,7 +82,8 @@ def test_every_bad_query_is_a_problem_with_its_line(prometheus: ManagedProcess, 
     )
     assert problems[1] == (
         "rules.yaml:7: rules[0].metrics[1].query: query returned no series (does its selector match any "
-        "series now? check the metric name and labels; add `or vector(0)` if no series means 0)"
+        "series now? check the metric name and labels; if no series means 0, set the metric's whenEmpty: "
+        "zero)"
     )
     assert problems[2] == (
         "rules.yaml:8: rules[0].metrics[2].query: query returned NaN; the autoscaler treats NaN "
@@ -94,6 +95,27 @@ def test_every_bad_query_is_a_problem_with_its_line(prometheus: ManagedProcess, 
     )
     assert len(problems) == 4
     assert lines[-1] == "rules.yaml: 4 problem(s)"
+
+
+def test_capacity_query_and_when_empty(prometheus: ManagedProcess, tmp_path: Path) -> None:
+    text = rules_with(("none", 'up{job="nope"}')).replace("target: 1}", "target: 1, whenEmpty: zero}")
+    text += "    capacity: {query: 'count(up) * 3', gpusPerReplica: 2}\n"
+    result = check(tmp_path, text, prometheus.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[:2] == [
+        "rules.yaml:6: rules[0].metrics[0].query: ok: svc/none = 0 (target 1, Average) (empty result, read "
+        "as 0: whenEmpty zero)",
+        "rules.yaml:7: rules[0].capacity.query: ok: svc/capacity = 6 free GPU(s), 2 per replica",
+    ]
+    failing = text.replace("count(up) * 3", 'up{job="nope"}')
+    result = check(tmp_path, failing, prometheus.url)
+    assert result.returncode == 2
+    problem = result.stdout.splitlines()[1]
+    assert problem.startswith("rules.yaml:7: rules[0].capacity.query: query returned no series"), problem
+    broken = text.replace("count(up) * 3", "count(up")
+    result = check(tmp_path, broken, prometheus.url)
+    assert result.returncode == 2
+    assert result.stdout.startswith("rules.yaml:7: capacity.query: PromQL syntax error")
 
 
 def test_unreachable_prometheus_is_one_clear_error(tmp_path: Path) -> None:

@@ -172,3 +172,49 @@ def test_help_lists_the_subcommands(cli: Run) -> None:
     result = cli("--help")
     assert result.returncode == 0
     assert "check" in result.stdout and "simulate" in result.stdout
+
+
+GUARDED_ZERO = """\
+rules:
+  - name: llm
+    target: {apiVersion: argoproj.io/v1alpha1, kind: Rollout, namespace: ml, name: llm}
+    minReplicas: 0
+    maxReplicas: 20
+    cooldownSeconds: 60
+    metrics:
+      - {name: rps, query: 'sum(rate(requests_total[1m]))', type: Total, target: 9, activationTarget: 0.5,
+         whenEmpty: zero}
+    capacity: {query: 'free_gpus', gpusPerReplica: 2}
+"""
+
+
+def test_capacity_column_and_scale_to_zero(cli: Run, tmp_path: Path) -> None:
+    rules = write(tmp_path, "rules.yaml", GUARDED_ZERO)
+    trace = write(tmp_path, "trace.csv", "t,rps,capacity\n"
+                  "0,,4\n"  # no series: read as 0 (whenEmpty: zero), idle at 0
+                  "15,0.7,4\n"  # above the activation target: 0 -> 1
+                  "30,90,4\n"  # the HPA wants 10; 4 free GPUs fit 2 more replicas
+                  "45,90,\n"  # the capacity query failed: not limited (the HPA's rate limit: 3 -> 7)
+                  "60,90,0\n"  # nothing free: hold
+                  "75,0,0\n105,0,0\n120,0,0\n135,0,0\n")  # idle after the last activity at t=60
+    result = cli("simulate", rules, trace)
+    assert result.returncode == 0, result.stderr
+    assert [(r["t"], r["replicas"], r["reason"]) for r in output_rows(result.stdout)] == [
+        ("0", "0", "Idle"),
+        ("15", "1", "Activated"),
+        ("30", "3", "CapacityLimited"),
+        ("45", "7", "ScaleUpLimit"),
+        ("60", "7", "CapacityLimited"),
+        ("75", "7", "ScaleDownStabilized"),
+        ("105", "7", "ScaleDownStabilized"),  # idle for 45 s: under cooldownSeconds 60
+        ("120", "0", "ScaledToZero"),  # idle for 60 s: straight to 0, no behavior policies (as KEDA)
+        ("135", "0", "Idle"),
+    ]
+
+
+def test_a_capacity_column_needs_a_guarded_rule(cli: Run, rules_file: Path, tmp_path: Path) -> None:
+    trace = write(tmp_path, "trace.csv", "t,gpu_utilization,queue,capacity\n0,90,100,4\n")
+    result = cli("simulate", str(rules_file), trace)
+    assert result.returncode == 2
+    assert "trace.csv:1: capacity: a capacity column, but rule" in result.stderr
+    assert "has no capacity guard" in result.stderr
