@@ -249,3 +249,16 @@ def test_recording_rules_aggregate_the_real_exporter(stack: Stack) -> None:
     assert values("namespace:gpus_allocated:count") == {"ml": 2, "research": 1}
     workloads = set(values("namespace_workload:gpus_allocated:count"))
     assert workloads == {"ml/embed", "ml/asr", "research/notebook"}
+
+
+def test_capacity_rules_count_the_real_exporters_free_gpu(stack: Stack) -> None:
+    """GPU 0 is held, GPU 1 time-sliced between two pods, GPU 2 held by none: one GPU free on the node and in
+    the cluster. No kube-state-metrics is scraped: its capacity rules return nothing (a failed capacity query,
+    which limits nothing), never a 0 that would stop every scale-up."""
+    def free() -> dict[str, float]:
+        found = query(stack.prometheus.url, "node:gpus_unallocated:count or cluster:gpus_unallocated:sum")
+        return {str(s["metric"].get("node", "cluster")): float(s["value"][1]) for s in found}
+
+    assert query(stack.prometheus.url, "gpu_allocation_info"), "no GPU attributed to the kubelet's pods"
+    wait_for(lambda: free() == {NODE: 1.0, "cluster": 1.0}, 30, "one free GPU recorded")
+    assert query(stack.prometheus.url, "cluster:kube_gpus_free:sum") == []

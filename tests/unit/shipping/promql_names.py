@@ -27,6 +27,14 @@ CONTRACT_EXPORTER_NAMES = frozenset({
 })
 # Series Prometheus itself adds to every target.
 PROMETHEUS_NAMES = frozenset({"up", "scrape_duration_seconds", "scrape_samples_scraped"})
+# kube-state-metrics v2 series the capacity recording rules read (the scheduler's view of GPUs). Not served by
+# our processes: names and labels as kube-state-metrics documents them (docs/metrics/cluster/node-metrics.md,
+# docs/metrics/workload/pod-metrics.md), extended resources as resource="nvidia_com_gpu", unit="integer".
+KUBE_STATE_METRICS_NAMES = frozenset({
+    "kube_node_status_allocatable", "kube_node_status_condition", "kube_node_spec_unschedulable",
+    "kube_node_labels", "kube_pod_container_resource_requests", "kube_pod_init_container_resource_requests",
+    "kube_pod_status_phase",
+})
 
 _KEYWORDS = frozenset({
     "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "offset", "bool",
@@ -73,4 +81,5 @@ def recorded_names() -> set[str]:
 
 
 def known_names() -> set[str]:
-    return exporter_names() | autoscaler_names() | recorded_names() | PROMETHEUS_NAMES
+    return (exporter_names() | autoscaler_names() | recorded_names() | PROMETHEUS_NAMES
+            | KUBE_STATE_METRICS_NAMES)
