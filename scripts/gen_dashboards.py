@@ -201,7 +201,9 @@ AUTOSCALER = Dashboard(
     title="GPU autoscaler",
     description="Per rule: current vs desired replicas, metric value vs target, scale events, limiting "
                 "reasons, "
-                "query errors; sync duration and health of the controller. Per-rule series from the leader.",
+                "query errors, the capacity guard (free GPUs, withheld and unschedulable replicas) and "
+                "schedule windows; sync duration and health of the controller. Per-rule series from the "
+                "leader.",
     variables=(Variable("rule", "Rule", "label_values(gpu_autoscaler_desired_replicas, rule)"),),
     panels=(
         Panel("Leader", "stat", "short", (q("sum(gpu_autoscaler_leader)"),), width=4, height=4,
@@ -255,6 +257,31 @@ AUTOSCALER = Dashboard(
         Panel("Metric query up", "timeseries", "bool",
               (q(f"max by (rule, metric) (gpu_autoscaler_metric_up{{{RULE_SEL}}} {LEADER})",
                  "{{rule}} {{metric}}"),)),
+        # The capacity guard (rules with `capacity`) and schedule windows; appended so panel ids stay stable.
+        Panel("Capacity: free GPUs and withheld replicas", "timeseries", "short",
+              (q(f"max by (rule) (gpu_autoscaler_capacity_free_gpus{{{RULE_SEL}}} {LEADER})",
+                 "{{rule}} free GPUs"),
+               q(f"max by (rule) (gpu_autoscaler_capacity_withheld_replicas{{{RULE_SEL}}} {LEADER})",
+                 "{{rule}} withheld replicas")),
+              description="Free GPUs the rule's capacity query returned (a gap: the query failed, which "
+                          "limits nothing) and the replicas the decision wanted but the guard held back. "
+                          "Giving them needs withheld x gpusPerReplica (from the rule) GPUs.",
+              width=8),
+        Panel("Capacity-limited, schedule window open", "timeseries", "bool",
+              (q(f"max by (rule) (gpu_autoscaler_capacity_limited{{{RULE_SEL}}} {LEADER})",
+                 "{{rule}} capacity-limited"),
+               q(f"max by (rule) (gpu_autoscaler_schedule_active{{{RULE_SEL}}} {LEADER})",
+                 "{{rule}} schedule window open")),
+              description="1 when the last decision was held back by the capacity guard; 1 while a cron "
+                          "schedule window of the rule replaces its min/maxReplicas.",
+              width=8),
+        Panel("Unschedulable replicas", "timeseries", "short",
+              (q(f"max by (rule) (gpu_autoscaler_unschedulable_replicas{{{RULE_SEL}}} {LEADER})",
+                 "{{rule}}"),),
+              description="Replicas of the target Pending as unschedulable, any age. Past the rule's "
+                          "pendingGraceSeconds they stop every scale-up; GPUAutoscalerReplicasUnschedulable "
+                          "fires after 15 minutes.",
+              width=8),
     ),
 )
 
