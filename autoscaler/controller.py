@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
 
 from autoscaler.capacity_sync import GatheredCapacity, gather_capacity
 from autoscaler.decision_log import decision_fields, log_decision, ref_text, scale_message
 from autoscaler.errors import ConflictError, KubeError
+from autoscaler.events import EventPoster, WarningMemory
 from autoscaler.kube import ScaleBackend, ScaleState
 from autoscaler.metrics import ControllerMetrics, Guards
 from autoscaler.observe import observe
@@ -43,9 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-WARNING_EVENT_REPEAT_SECONDS = 300.0
-"""An identical Warning event (same rule, reason, message) is posted again only after this long."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,7 @@ class _RuleState:
     rule: Rule
     history: RuleHistory = dataclasses.field(default_factory=RuleHistory)
     all_failed_syncs: int = 0
-    last_warning: dict[EventReason, tuple[str, float]] = dataclasses.field(default_factory=dict)
+    last_warning: WarningMemory = dataclasses.field(default_factory=dict)
 
 
 def _same_target(a: Rule, b: Rule) -> bool:
@@ -100,6 +97,7 @@ class Controller:
         self.settings = settings or ControllerSettings()
         self.metrics = metrics or ControllerMetrics(reasons=DECISION_REASONS)
         self.metrics.dry_run = self.settings.dry_run
+        self.events = EventPoster(backend, self.settings.emit_events, self.settings.dry_run)
         self.is_leader = is_leader
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -282,7 +280,7 @@ class Controller:
             state.history = plan.history.with_scale(now, plan.current, plan.replicas)
             direction = "up" if plan.replicas > plan.current else "down"
             self.metrics.scale_event(rule, direction)
-            self._event(
+            self.events.post(
                 rule.target,
                 "Normal",
                 EventReason.ScaledUp if direction == "up" else EventReason.ScaledDown,
@@ -403,26 +401,7 @@ class Controller:
 
     def _warn(self, state: _RuleState, reason: EventReason, message: str, now: float,
               any_message: bool = False) -> None:
-        """A Warning Event, not repeated within WARNING_EVENT_REPEAT_SECONDS when its message is the same
-        (`any_message`: whatever the message)."""
-        last = state.last_warning.get(reason)
-        same = last is not None and (any_message or last[0] == message)
-        if last is not None and same and now - last[1] < WARNING_EVENT_REPEAT_SECONDS:
-            return
-        state.last_warning[reason] = (message, now)
-        self._event(state.rule.target, "Warning", reason, message)
-
-    def _event(
-        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: EventReason, message: str
-    ) -> None:
-        if not self.settings.emit_events:
-            return
-        if self.settings.dry_run:
-            message = f"(dry-run) {message}"
-        try:
-            self.backend.emit_event(ref, type_, reason, message)
-        except Exception as e:  # events are best effort: a failed one is logged, the sync goes on
-            log.warning("cannot post event %s on %s: %s", reason, ref_text(ref), e)
+        self.events.warn(state.last_warning, state.rule.target, reason, message, now, any_message)
 
     def health(self, interval: float) -> Health:
         """/healthz and /readyz: see LoopProgress (the loop alive; a first sync completed)."""
