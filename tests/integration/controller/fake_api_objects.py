@@ -78,6 +78,23 @@ def scale_json(w: Workload) -> dict[str, Any]:
     }
 
 
+def patch_scale(w: Workload, body: dict[str, Any], qualified: str) -> tuple[int, dict[str, Any]]:
+    """A merge patch of the Scale: 409 when it carries a resourceVersion that is not the current one."""
+    wanted = (body.get("metadata") or {}).get("resourceVersion")
+    if wanted is not None and wanted != str(w.version):
+        return status(
+            409,
+            f'Operation cannot be fulfilled on {qualified} "{w.name}": the object has been modified; please '
+            "apply your changes to the latest version and try again",
+            name=w.name,
+            kind=w.kind_plural,
+        )
+    w.replicas = int(body["spec"]["replicas"])
+    w.version += 1
+    body["_applied"] = True
+    return 200, scale_json(w)
+
+
 def workload_json(w: Workload) -> dict[str, Any]:
     labels = {"app": w.name}
     return {

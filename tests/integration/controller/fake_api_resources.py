@@ -46,6 +46,7 @@ LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io/v1", "leaderworkersets", 
 INFERENCE_SERVICE = Resource("example.com/v1", "inferenceservices", "InferenceService")
 MODEL_CACHE = Resource("example.com/v1", "modelcaches", "ModelCache", scale=False)
 """A custom kind without /scale, in the same group as InferenceService."""
+_DISCOVERY = re.compile(r"^/(?:api/(v1)|apis/([^/]+/[^/]+))$")
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -143,6 +144,23 @@ def _split(selector: str) -> list[str]:
         else:
             current += char
     return [t for t in [*terms, current] if t.strip()] if selector.strip() else []
+
+
+def discovery_document(path: str, resources: Iterable[Resource], address: str) -> dict[str, Any] | None:
+    """The discovery document at `path`, None when there is none (the API server answers 404)."""
+    if path == "/api":
+        return api_versions(address)
+    if path == "/apis":
+        return group_list(resources)
+    m = _DISCOVERY.match(path)
+    return None if m is None else resource_list(m[1] or m[2], resources)
+
+
+def pod_list(pods: Iterable[dict[str, Any]], query: Mapping[str, str], version: str) -> dict[str, Any]:
+    """The PodList answering a list request (SelectorError on a bad query)."""
+    items, token = list_pods(pods, query)
+    metadata: dict[str, Any] = {"resourceVersion": version} | ({"continue": token} if token else {})
+    return {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
 
 
 def list_pods(

@@ -2,7 +2,8 @@
 
 Same paths, JSON shapes (autoscaling/v1 Scale, apps/v1 Deployment/StatefulSet, any registered kind with or
 without /scale (`install`), core/v1 Event and Pod lists, coordination.k8s.io/v1 Lease, discovery documents,
-v1 Status on errors) and status codes, including resourceVersion conflicts.
+v1 Status on errors; kinds, discovery and pods live in fake_kinds.py and fake_api_resources.py) and status
+codes, including resourceVersion conflicts.
 As the real API server: a Scale's status.replicas is the workload's, not its spec (it follows spec only when a
 test sets `Workload.status_replicas`, as the Deployment controller would); a created object gets uid,
 resourceVersion and creationTimestamp; creating an existing name is 409 AlreadyExists; an object whose
@@ -35,29 +36,20 @@ from tests.integration.controller.fake_api_objects import (
     MERGE_PATCHES,
     UNMODELLED_PATCHES,
     Workload,
+    patch_scale,
     scale_json,
     status,
     workload_json,
 )
-from tests.integration.controller.fake_api_resources import (
-    BUILTIN,
-    Resource,
-    SelectorError,
-    api_versions,
-    group_list,
-    list_pods,
-    pod_json,
-    resource_list,
-)
+from tests.integration.controller.fake_api_resources import BUILTIN, Resource
+from tests.integration.controller.fake_kinds import KindsAndPods
 
 __all__ = ["FakeApiServer", "Request", "Resource", "Workload", "scale_json", "status", "workload_json"]
 
 _WORKLOAD = re.compile(r"^/(?:api/(v1)|apis/([^/]+/[^/]+))/namespaces/([^/]+)/([^/]+)/([^/]+)(/scale)?$")
-_DISCOVERY = re.compile(r"^/(?:api/(v1)|apis/([^/]+/[^/]+))$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 _LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
-_DISCOVERY_PATHS = re.compile(r"^/(api|apis)(/v1|/[^/]+/[^/]+)?$")
 _NAMESPACED = re.compile(r"^/apis?/.*?/namespaces/([^/]+)/")
 _WRONG_NAMESPACE = "the namespace of the provided object does not match the namespace sent on the request"
 
@@ -82,7 +74,7 @@ class Request:
     query: dict[str, str] = field(default_factory=dict)
 
 
-class FakeApiServer:
+class FakeApiServer(KindsAndPods):
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.workloads: dict[tuple[str, str, str], Workload] = {}
@@ -147,37 +139,6 @@ class FakeApiServer:
                          selector=f"app={name}", kind=resource.kind, api_version=resource.group_version)
             self.workloads[(kind, namespace, name)] = w
         return w
-
-    def install(self, *resources: Resource) -> None:
-        """Serve these kinds (a CRD installed): in discovery and on their paths."""
-        with self.lock:
-            self.resources.extend(r for r in resources if r not in self.resources)
-
-    def uninstall(self, *resources: Resource) -> None:
-        """Stop serving these kinds (a CRD deleted); their objects go with them, as the API server's do."""
-        with self.lock:
-            self.resources = [r for r in self.resources if r not in resources]
-            plurals = {r.plural for r in resources}
-            self.workloads = {k: w for k, w in self.workloads.items() if k[0] not in plurals}
-
-    def add_pod(
-        self,
-        name: str,
-        labels: Mapping[str, str],
-        namespace: str = "ml",
-        phase: str = "Pending",
-        unschedulable_since: str | None = None,
-    ) -> dict[str, Any]:
-        pod = pod_json(name, namespace, labels, phase, unschedulable_since)
-        with self.lock:
-            self.pods[(namespace, name)] = pod
-        return pod
-
-    def discovery_requests(self, group_version: str | None = None) -> list[str]:
-        """Paths of the discovery documents requested (of `group_version` only, when given)."""
-        with self.lock:
-            return [r.path for r in self.requests if r.method == "GET" and _DISCOVERY_PATHS.match(r.path)
-                    and (group_version is None or r.path.endswith(f"/{group_version}"))]
 
     def replicas(self, name: str, namespace: str = "ml", kind: str = "deployments") -> int:
         with self.lock:
@@ -288,34 +249,6 @@ class FakeApiServer:
             return self._lease(method, m.group(1), m.group(2), body)
         return status(404, f"the server could not find the requested resource ({method} {path})")
 
-    def _resource(self, group_version: str, plural: str) -> Resource | None:
-        with self.lock:
-            return next((r for r in self.resources if (r.group_version, r.plural) == (group_version, plural)
-                         and r.kind not in ("Event", "Lease", "Pod")), None)
-
-    def _discovery(self, path: str) -> tuple[int, dict[str, Any]] | None:
-        with self.lock:
-            if path == "/api":
-                return 200, api_versions(self.url.removeprefix("http://"))
-            if path == "/apis":
-                return 200, group_list(self.resources)
-            if m := _DISCOVERY.match(path):
-                found = resource_list(m[1] or m[2], self.resources)
-                return (200, found) if found is not None else None  # 404 below, as the server does
-        return None
-
-    def _list_pods(self, ns: str, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
-        with self.lock:
-            pods = [p for (namespace, _), p in self.pods.items() if namespace == ns]
-            self._version += 1
-            version = str(self._version)
-        try:
-            items, token = list_pods(pods, query)
-        except (SelectorError, ValueError) as e:
-            return status(400, str(e))
-        metadata: dict[str, Any] = {"resourceVersion": version} | ({"continue": token} if token else {})
-        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": metadata, "items": items}
-
     def _workload(
         self, method: str, resource: Resource, ns: str, name: str, scale: bool, body: Any
     ) -> tuple[int, dict[str, Any]]:
@@ -333,20 +266,7 @@ class FakeApiServer:
                 if self.before_patch is not None:
                     hook, self.before_patch = self.before_patch, None
                     hook(w)
-                wanted = (body.get("metadata") or {}).get("resourceVersion")
-                if wanted is not None and wanted != str(w.version):
-                    return status(
-                        409,
-                        f'Operation cannot be fulfilled on {qualified} "{name}": the object '
-                        "has been modified; please apply your changes to the latest version and "
-                        "try again",
-                        name=name,
-                        kind=plural,
-                    )
-                w.replicas = int(body["spec"]["replicas"])
-                w.version += 1
-                body["_applied"] = True
-                return 200, scale_json(w)
+                return patch_scale(w, body, qualified)
         return status(405, "method not allowed")
 
     def _lease(self, method: str, ns: str, name: str | None, body: Any) -> tuple[int, dict[str, Any]]:

@@ -141,7 +141,7 @@ def test_scale_status_replicas_are_the_running_ones_not_the_spec(apiserver: Fake
     b = backend(apiserver)
     assert b.read_scale(DEPLOY) == ScaleState(3, 2, {}, "1", "app=embed")
     b.patch_scale(DEPLOY, 5)
-    assert b.read_scale(DEPLOY) == ScaleState(5, 2, {}, "2", "app=embed")  # status moves only when the pods do
+    assert b.read_scale(DEPLOY) == ScaleState(5, 2, {}, "2", "app=embed")  # status moves when the pods do
 
 
 def answer(e: client.ApiException) -> dict[str, str]:
