@@ -2,8 +2,10 @@
 
 The calls are derived from the code itself (every module of autoscaler/, in practice kube.py and leader.py):
 every method of the official client's API classes the code references
-(`self._apps.patch_namespaced_deployment_scale`, ...) maps to an (API group, resource, verb) triple,
-following the client's naming (read=get, replace=update, ...).
+(`self._core.list_namespaced_pod`, ...) maps to an (API group, resource, verb) triple, following the client's
+naming (read=get, replace=update, ...). A target's own resource is found by API discovery, not through a
+generated method, so its calls are `target_calls` of the kinds the base grants (Deployment, StatefulSet);
+tests/integration/controller/test_scalable_targets.py checks those against the requests the backend sends.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ NAMESPACE = "gpu-autoscaler"
 SERVICE_ACCOUNT = "gpu-autoscaler"
 
 Call = tuple[str, str, str]  # (api group, resource, verb)
+TARGET_RESOURCES = (("apps", "deployments"), ("apps", "statefulsets"))
+"""The kinds the base ClusterRole lets the controller scale; docs/least-privilege.md lists what other kinds
+(a ReplicaSet, an Argo Rollout, a LeaderWorkerSet, a custom resource) add."""
+
+
+def target_calls(resources: tuple[tuple[str, str], ...] = TARGET_RESOURCES) -> set[Call]:
+    """Per target resource: get and patch its scale (replicas, resourceVersion), get the object (annotations).
+    Discovery (/api, /apis) is a non-resource URL every authenticated user may get (system:discovery)."""
+    return {call for group, plural in resources
+            for call in ((group, f"{plural}/scale", "get"), (group, f"{plural}/scale", "patch"),
+                         (group, plural, "get"))}
 
 
 def _resource(snake: str, sub: str | None) -> str:
@@ -36,7 +49,13 @@ def _resource(snake: str, sub: str | None) -> str:
 
 
 def api_calls(paths: tuple[Path, ...] = SOURCES) -> set[Call]:
-    """Every (group, resource, verb) the code can call through the official client."""
+    """Every (group, resource, verb) the code can call: through the official client's API classes, and on the
+    targets' own resources."""
+    return client_calls(paths) | target_calls()
+
+
+def client_calls(paths: tuple[Path, ...] = SOURCES) -> set[Call]:
+    """Every (group, resource, verb) the code can call through the official client's API classes."""
     calls: set[Call] = set()
     for path in paths:
         tree = ast.parse(path.read_text())
@@ -81,10 +100,10 @@ def granted(roles: list[dict[str, Any]]) -> set[Call]:
 
 def test_derivation_finds_the_calls_the_controller_is_known_to_make() -> None:
     """Guards the derivation itself: these calls are in the contract, so it must find at least them."""
-    calls = api_calls()
-    assert {("apps", "deployments/scale", "get"), ("apps", "deployments/scale", "patch"),
-            ("apps", "statefulsets/scale", "patch"), ("apps", "deployments", "get"),
+    calls = client_calls()
+    assert {("", "events", "create"), ("", "pods", "list"),
             ("coordination.k8s.io", "leases", "update")} <= calls
+    assert ("apps", "deployments/scale", "patch") in api_calls()
 
 
 def test_rbac_covers_every_call_and_nothing_more() -> None:
@@ -122,7 +141,7 @@ def test_the_exporter_has_no_api_access() -> None:
 
 def test_an_extra_grant_is_detected() -> None:
     roles = bound_roles(render(ROOT / "manifests"))
-    roles[0]["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]})
+    roles[0]["rules"].append({"apiGroups": [""], "resources": ["pods"], "verbs": ["watch"]})
     assert granted(roles) != api_calls()
 
 
