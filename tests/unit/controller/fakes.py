@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from autoscaler.controller import Controller
 from autoscaler.errors import ConflictError, KubeApiError, NotFoundError
 from autoscaler.kube import ScaleState
 from autoscaler.policy import TargetRef
@@ -113,3 +114,12 @@ class FakeMetrics:
             else:
                 out[q] = QueryResult(float(v))
         return out
+
+
+def sample(c: Controller, family: str, **labels: str) -> float | None:
+    """The value of the first sample of `family` with these labels on the controller's /metrics, or None."""
+    for metric in c.metrics.registry.collect():
+        for s in metric.samples:
+            if s.name == family and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return None

@@ -9,19 +9,11 @@ from autoscaler.controller import Controller
 from autoscaler.errors import KubeApiError
 from autoscaler.prometheus import QueryResult
 from tests.unit.controller.conftest import T0, Clock, ref, rule, ruleset
-from tests.unit.controller.fakes import FakeBackend, FakeMetrics
+from tests.unit.controller.fakes import FakeBackend, FakeMetrics, sample
 
 MakeController = Callable[..., Controller]
 GUARDED = rule(max_replicas=20, extra="capacity: {query: 'free_gpus', gpusPerReplica: 2, "
                                       "pendingGraceSeconds: 120}")
-
-
-def sample(c: Controller, family: str, **labels: str) -> float | None:
-    for metric in c.metrics.registry.collect():
-        for s in metric.samples:
-            if s.name == family and all(s.labels.get(k) == v for k, v in labels.items()):
-                return s.value
-    return None
 
 
 def test_scale_up_limited_by_free_gpus_with_event_and_gauges(

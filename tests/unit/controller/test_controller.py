@@ -11,17 +11,9 @@ from autoscaler.errors import KubeTimeoutError, NotFoundError
 from autoscaler.policy import RuleHistory
 from autoscaler.prometheus import QueryResult
 from tests.unit.controller.conftest import Clock, ref, rule, ruleset
-from tests.unit.controller.fakes import FakeBackend, FakeMetrics, api_error
+from tests.unit.controller.fakes import FakeBackend, FakeMetrics, api_error, sample
 
 MakeController = Callable[..., Controller]
-
-
-def sample(c: Controller, family: str, **labels: str) -> float | None:
-    for metric in c.metrics.registry.collect():
-        for s in metric.samples:
-            if s.name == family and all(s.labels.get(k) == v for k, v in labels.items()):
-                return s.value
-    return None
 
 
 def test_scales_up_once_with_event_and_metrics(

@@ -199,5 +199,5 @@ def test_the_hint_of_each_failure_fits_it() -> None:
     """An empty result cannot be fixed by aggregating it (sum() of nothing is nothing); several series can."""
     none = interpret(body([])).error or ""
     several = interpret(body([{"metric": {}, "value": [1.0, "1"]}] * 2)).error or ""
-    assert "sum()" not in none and "selector" in none and "or vector(0)" in none
+    assert "sum()" not in none and "selector" in none and "whenEmpty: zero" in none
     assert "sum() or avg()" in several
