@@ -102,7 +102,8 @@ class ScaleBackend(Protocol):
     """Where replica counts are read and written; the controller's only view of the cluster."""
 
     def read_scale(self, ref: TargetRef) -> ScaleState:
-        """Raises NotFoundError, KubeApiError (KubeTimeoutError when the server did not answer in time)."""
+        """Raises NotFoundError (KindNotFoundError: the API has no such kind), NotScalableError, KubeApiError
+        (KubeTimeoutError when the server did not answer in time)."""
         ...
 
     def patch_scale(self, ref: TargetRef, replicas: int) -> None:
