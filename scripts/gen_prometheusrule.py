@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RULE_FILES = (
     ROOT / "rules" / "gpu-autoscaler-recording.rules.yaml",
     ROOT / "rules" / "gpu-autoscaler-alerts.rules.yaml",
+    ROOT / "rules" / "gpu-dcgm-compat.rules.yaml",
 )
 OUTPUT = ROOT / "manifests" / "overlays" / "prometheus-operator" / "prometheusrule.yaml"
 NAME = "gpu-autoscaler"

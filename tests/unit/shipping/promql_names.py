@@ -36,6 +36,15 @@ KUBE_STATE_METRICS_NAMES = frozenset({
     "kube_pod_status_phase",
 })
 
+# The exporter's profiling, memory-temperature and NVLink series, read by the DCGM recording rules
+# (rules/gpu-dcgm-compat.rules.yaml) and the GPU dashboard's profiling row under these agreed names;
+# tests/integration/shipping/test_dcgm_profiling.py checks that the exporter serves every one of them.
+PROFILING_EXPORTER_NAMES = frozenset({
+    "gpu_graphics_engine_active_ratio", "gpu_sm_active_ratio", "gpu_sm_occupancy_ratio",
+    "gpu_tensor_active_ratio", "gpu_dram_active_ratio", "gpu_memory_temperature_celsius",
+    "gpu_nvlink_tx_bytes_per_second", "gpu_nvlink_rx_bytes_per_second",
+})
+
 _KEYWORDS = frozenset({
     "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "offset", "bool",
     "inf", "nan", "atan2",
@@ -82,4 +91,4 @@ def recorded_names() -> set[str]:
 
 def known_names() -> set[str]:
     return (exporter_names() | autoscaler_names() | recorded_names() | PROMETHEUS_NAMES
-            | KUBE_STATE_METRICS_NAMES)
+            | KUBE_STATE_METRICS_NAMES | PROFILING_EXPORTER_NAMES)

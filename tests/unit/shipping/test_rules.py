@@ -35,6 +35,8 @@ ALERTS_DOC = ROOT / "docs" / "alerts-dashboards-manifests.md"
 RUNBOOK_URL = "https://github.com/gpu-autoscaler/gpu-autoscaler/blob/main/docs/runbook.md#"
 SEVERITIES = {"critical", "warning", "info"}
 COMPAT_NAMES = {"gpu_utilization_percent", "gpu_memory_usage_mb", "gpu_memory_total_mb", "gpu_memory_free_mb"}
+# dcgm-exporter's names, recorded by rules/gpu-dcgm-compat.rules.yaml (its etc/default-counters.csv spelling).
+DCGM_NAME = re.compile(r"DCGM_FI_(DEV|PROF)_[A-Z0-9_]+")
 # Our users' alert names and thresholds (from the project's gpu-resource-optimizer seed), kept as they are.
 SEED_ALERTS = {"HighGPUMemoryUsage": ("5m", "warning"), "GPUTemperatureHigh": ("2m", "critical")}
 # Alerts on per-GPU counters are keyed on the device (holder labels aggregated away) and name the holder from
@@ -161,6 +163,9 @@ def test_recording_rules_never_collide_with_scraped_series() -> None:
 
 def test_aggregation_rules_follow_the_naming_convention() -> None:
     for name in recorded_names() - COMPAT_NAMES:
+        if name.startswith("DCGM_"):
+            assert DCGM_NAME.fullmatch(name), name
+            continue
         assert re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", name), name
 
 
@@ -208,3 +213,29 @@ def test_counter_alerts_are_keyed_on_the_device(name: str) -> None:
         assert not holder, f"{name}: {kind} ({grouping}) keeps holder labels {holder}"
     assert "unless on (" in expr, f"{name}: the first-error branch must match on the device"
     assert HOLDER_LOOKUP in alert["annotations"]["description"]
+
+
+DCGM_RULES_FILE = ROOT / "rules" / "gpu-dcgm-compat.rules.yaml"
+DCGM_TEST_FILE = ROOT / "rules" / "tests" / "dcgm-compat.test.yaml"
+# dcgm-exporter's label (target) from ours (source), as every DCGM series must carry it.
+DCGM_LABELS = (("UUID", "$1", "uuid"), ("modelName", "$1", "model"), ("Hostname", "$1", "node"),
+               ("hostname", "$1", "node"), ("kubernetes_node", "$1", "node"), ("device", "nvidia$1", "gpu"),
+               ("GPU_I_ID", "$1", "gpu_instance_id"), ("GPU_I_PROFILE", "$1", "mig_profile"))
+
+
+def dcgm_rules() -> list[dict[str, str]]:
+    return [rule for group in rule_groups([DCGM_RULES_FILE]) for rule in group["rules"]  # type: ignore[attr-defined]
+            if rule["record"].startswith("DCGM_")]
+
+
+@pytest.mark.parametrize("rule", dcgm_rules(), ids=lambda r: r["record"])
+def test_dcgm_series_carry_every_dcgm_exporter_label(rule: dict[str, str]) -> None:
+    expr = " ".join(rule["expr"].split())
+    for target, replacement, source in DCGM_LABELS:
+        assert f'"{target}", "{replacement}", "{source}", "(.+)")' in expr, f"{rule['record']}: no {target}"
+
+
+def test_every_dcgm_series_is_pinned_by_a_promtool_test() -> None:
+    tested = {case["expr"] for group in yaml.safe_load(DCGM_TEST_FILE.read_text())["tests"]
+              for case in group["promql_expr_test"]}
+    assert {rule["record"] for rule in dcgm_rules()} - tested == set()
