@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.errors import ConfigError
+from exporter.simulator.models import MAX_MIG_SLICES, MODELS, GpuModel, MigProfile
 from plumbing import yamlsafe
 
 GIB = 1024**3
@@ -29,34 +30,12 @@ MAX_SM_SHARE = 1000.0
 MAX_SEED = 2**64 - 1
 MAX_XID = 65_535
 MAX_LIST_ITEMS = 1000  # faults, and processes per GPU group
+MAX_NVLINKS = 18  # links of the largest simulated model (H100)
 
-
-@dataclass(frozen=True)
-class GpuModel:
-    """Static facts of a simulated GPU model (what NVML reports on the real board)."""
-
-    key: str
-    name: str
-    memory_bytes: int
-    power_limit_watts: float
-    idle_power_watts: float
-    sm_clock_max_mhz: int
-    memory_clock_max_mhz: int
-    has_fan: bool
-    pcie_max_kb_per_second: int
-
-
-MODELS: dict[str, GpuModel] = {m.key: m for m in (
-    GpuModel("H100", "NVIDIA H100 80GB HBM3", 81559 * MIB, 700.0, 70.0, 1980, 2619, False, 64_000_000),
-    GpuModel("A100", "NVIDIA A100-SXM4-80GB", 81920 * MIB, 400.0, 55.0, 1410, 1593, False, 32_000_000),
-    GpuModel("L4", "NVIDIA L4", 23034 * MIB, 72.0, 16.0, 2040, 6251, False, 32_000_000),
-    GpuModel("A10", "NVIDIA A10", 23028 * MIB, 150.0, 20.0, 1695, 6251, False, 32_000_000),
-    GpuModel("RTX-A6000", "NVIDIA RTX A6000", 49140 * MIB, 300.0, 25.0, 2100, 8001, True, 32_000_000),
-)}
 
 PATTERNS = ("constant", "sine", "square", "ramp")
 FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "error", "xid", "nvml_unavailable",
-               "overheat")
+               "overheat", "row_remap_pending", "row_remap_failed", "nvlink_down")
 CALL_FAULT_TYPES = ("not_supported", "function_not_found", "error")  # faults that name NVML calls
 MIN_OVERHEAT_CELSIUS, MAX_OVERHEAT_CELSIUS = 30.0, 120.0
 NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMismatch")
@@ -113,6 +92,7 @@ class SimGpuSpec:
     load: LoadPattern
     processes: tuple[ProcessSpec, ...]
     mig_devices: int = 0  # > 0: the GPU is in MIG mode with this many MIG devices (UUIDs `MIG-...`)
+    mig_profile: MigProfile | None = None  # the profile of every MIG device (set when mig_devices > 0)
 
 
 @dataclass(frozen=True)
@@ -127,6 +107,7 @@ class Fault:
     code: int = 0
     error: str = "LibraryNotFound"  # NVMLError_<error>: for nvml_unavailable and error faults
     celsius: float = 0.0  # overheat: the temperature the GPU heats up to (with the usual thermal lag)
+    links: tuple[int, ...] = ()  # nvlink_down: the NVLink links that are down
 
     def active(self, t: float) -> bool:
         return t >= self.at and (self.until is None or t < self.until)
@@ -226,7 +207,7 @@ class _Parser:
         if not isinstance(raw, Mapping):
             self.fail(field, f"expected a mapping with 'model' and 'count' (got {_kind(raw)})")
             return []
-        self.unknown(raw, field, {"model", "count", "load", "processes", "mig"})
+        self.unknown(raw, field, {"model", "count", "load", "processes", "mig", "mig_profile"})
         model_key = raw.get("model", "H100")
         model = MODELS.get(str(model_key))
         if model is None:
@@ -235,10 +216,36 @@ class _Parser:
                                 maximum=MAX_SIMULATED_GPUS))
         load = self.load(raw.get("load"), f"{field}.load")
         processes = self.processes(raw.get("processes"), f"{field}.processes")
-        mig = int(self.number(raw, "mig", f"{field}.mig", 0, integer=True, minimum=0, maximum=7))
+        mig = int(self.number(raw, "mig", f"{field}.mig", 0, integer=True, minimum=0, maximum=MAX_MIG_SLICES))
         if model is None:
             return []
-        return [SimGpuSpec(model, load, processes, mig) for _ in range(count)]
+        profile = self.mig_profile(raw, field, model, mig)
+        return [SimGpuSpec(model, load, processes, mig if profile else 0, profile) for _ in range(count)]
+
+    def mig_profile(self, raw: Mapping[str, Any], field: str, model: GpuModel, mig: int) -> MigProfile | None:
+        """The profile of a `mig: N` group's MIG devices (default the smallest): N of them must fit in the
+        GPU's seven compute slices, and only a MIG-capable model takes `mig` at all."""
+        name = raw.get("mig_profile")
+        if not mig:
+            if name is not None:
+                self.fail(f"{field}.mig_profile", "only with mig: N (N >= 1)")
+            return None
+        if not model.mig_capable:
+            capable = ", ".join(m.key for m in MODELS.values() if m.mig_capable)
+            self.fail(f"{field}.mig", f"expected 0: {model.key} does not support MIG (MIG-capable: "
+                                      f"{capable}) (got {mig})")
+            return None
+        profile = model.mig_profile(str(name)) if name is not None else model.mig_profiles[0]
+        if profile is None:
+            names = ", ".join(p.name for p in model.mig_profiles)
+            self.fail(f"{field}.mig_profile", f"expected one of {names} (got {name!r})")
+            return None
+        if mig * profile.slices > MAX_MIG_SLICES or mig * profile.memory_eighths > 8:
+            fits = min(MAX_MIG_SLICES // profile.slices, 8 // profile.memory_eighths)
+            self.fail(f"{field}.mig", f"expected at most {fits} {profile.name} devices on one GPU "
+                                      f"(got {mig})")
+            return None
+        return profile
 
     def load(self, raw: Any, field: str) -> LoadPattern:
         if raw is None:
@@ -301,7 +308,7 @@ class _Parser:
         if not isinstance(raw, Mapping):
             self.fail(field, f"expected a mapping with 'type' (got {_kind(raw)})")
             return None
-        self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error", "celsius"})
+        self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error", "celsius", "link"})
         kind = raw.get("type")
         if kind not in FAULT_TYPES:
             self.fail(f"{field}.type", f"expected one of {', '.join(FAULT_TYPES)} (got {kind!r})")
@@ -327,8 +334,23 @@ class _Parser:
             code = int(self.number(raw, "code", f"{field}.code", 0, integer=True, minimum=1, maximum=MAX_XID))
         error = self.error_name(raw, str(kind), f"{field}.error")
         celsius = self.overheat_celsius(raw, str(kind), f"{field}.celsius")
+        links = self.links(raw, str(kind), f"{field}.link")
         return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error,
-                     celsius)
+                     celsius, links)
+
+    def links(self, raw: Mapping[str, Any], kind: str, field: str) -> tuple[int, ...]:
+        """The NVLink links an nvlink_down fault takes down (a link the GPU does not have changes nothing)."""
+        if kind != "nvlink_down":
+            if "link" in raw:
+                self.fail(field, f"only for an nvlink_down fault (this fault is {kind})")
+            return ()
+        value = raw.get("link")
+        items = value if isinstance(value, list) else [value]
+        if value is None or not items or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_NVLINKS for i in items):
+            self.fail(field, f"expected a link number 0..{MAX_NVLINKS - 1} or a list of them (got {value!r})")
+            return ()
+        return tuple(items)
 
     def error_name(self, raw: Mapping[str, Any], kind: str, field: str) -> str:
         """The pynvml error (NVMLError_<name>) an nvml_unavailable or error fault raises."""

@@ -18,8 +18,10 @@ from typing import Any
 
 from exporter.nvml.adapter import real_nvml
 from exporter.simulator.config import ProcessSpec, SimConfig
+from exporter.simulator.gpm import GpmSurface
 from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
 from exporter.simulator.physics import SimGpu, process_memory
+from exporter.simulator.reliability import ReliabilitySurface
 
 
 class _Obj:
@@ -47,14 +49,14 @@ class _EventSet:
     freed: bool = False
 
 
-class SimulatedNvml(MigSurface):
+class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
     """The fake pynvml module: create one per simulated node and pass it to NvmlAdapter."""
 
     def __init__(self, config: SimConfig, clock: Callable[[], float] = time.monotonic,
                  pcie_latency_seconds: float | None = None) -> None:
         real = real_nvml()
-        for name in dir(real):  # pynvml's constants and its own error classes, shared not copied
-            if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlEventType")) or \
+        for name in dir(real):  # pynvml's constants, structures and error classes, shared not copied
+            if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlEventType", "c_nvml")) or \
                     name == "NVMLLibraryMismatchError":
                 setattr(self, name, getattr(real, name))
         self.config = config
@@ -222,8 +224,10 @@ class SimulatedNvml(MigSurface):
             util = gpu.utilization(t)
             return _Obj(gpu=round(util * 100), memory=round(util * 55))
 
-    def nvmlDeviceGetMemoryInfo(self, handle: SimHandle, version: int | None = None) -> _Obj:
+    def nvmlDeviceGetMemoryInfo(self, handle: SimHandle | SimMigHandle, version: int | None = None) -> Any:
         with self._lock:
+            if isinstance(handle, SimMigHandle):
+                return self.mig_memory_info(handle)
             gpu, t = self._gpu("nvmlDeviceGetMemoryInfo", handle)
             total = gpu.spec.model.memory_bytes
             used = gpu.memory_used(t)
@@ -313,7 +317,9 @@ class SimulatedNvml(MigSurface):
             gpu, t = self._gpu(call, handle)
             util = gpu.utilization(t)
             return [_Obj(pid=p.pid, usedGpuMemory=process_memory(p, util),
-                         gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF) for p in gpu.processes()]
+                         gpuInstanceId=self.mig_ids_of_process(gpu, i)[0],
+                         computeInstanceId=self.mig_ids_of_process(gpu, i)[1])
+                    for i, p in enumerate(gpu.processes())]
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: SimHandle) -> list[_Obj]:
         return self._process_list("nvmlDeviceGetComputeRunningProcesses_v3", handle)

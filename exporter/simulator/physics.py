@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from exporter.simulator.config import (
     MAX_OVERHEAT_CELSIUS,
@@ -32,6 +33,19 @@ DRIVER_RESERVED_BYTES = 535 * 1024 * 1024
 IDLE_SM_MHZ = 345
 
 
+@dataclass
+class Reliability:
+    """Row remapping, retired pages and NVLink state of one GPU, as the load driver (or a fault) set them."""
+
+    remapped_correctable: int = 0
+    remapped_uncorrectable: int = 0
+    remap_pending: bool = False
+    remap_failed: bool = False
+    retired_pages: dict[int, list[int]] = field(default_factory=lambda: {0: [], 1: []})  # cause -> addresses
+    links_down: set[int] = field(default_factory=set)
+    link_errors: dict[tuple[int, int], int] = field(default_factory=dict)  # (link, NVML counter) -> count
+
+
 class SimGpu:
     """Physical state of one simulated GPU, advanced lazily to the time of each call."""
 
@@ -49,6 +63,9 @@ class SimGpu:
         self.lost = False
         self.ecc_corrected = 0
         self.ecc_uncorrected = 0
+        self.reliability = Reliability()
+        self.power_violation_ns = 0.0  # time the power cap held the clocks down (violation status)
+        self.thermal_violation_ns = 0.0  # time heat held the clocks down
         self.last_t = t0
         self.energy_mj = 0.0
         self.temperature = 0.0  # settled below: a GPU starts at its steady temperature
@@ -117,6 +134,10 @@ class SimGpu:
             hot = max(self.temperature, target) >= SW_THERMAL_CELSIUS
             step = min(end - start, HOT_STEP_SECONDS) if hot else end - start
             self.energy_mj += watts * step * 1000.0
+            if self.thermal_clock_factor() < 1.0:
+                self.thermal_violation_ns += step * 1e9
+            elif self.demand_watts(t) > self.spec.model.power_limit_watts:
+                self.power_violation_ns += step * 1e9
             self.temperature = target + (self.temperature - target) * math.exp(-step / THERMAL_TAU_SECONDS)
             start += step
 
