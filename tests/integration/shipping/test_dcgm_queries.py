@@ -1,0 +1,105 @@
+"""dcgm-exporter users' queries run unchanged on gpu-exporter: a real Prometheus scrapes the simulated
+exporter with rules/gpu-dcgm-compat.rules.yaml loaded, and the queries of our users' guide and of the
+community DCGM dashboard (Grafana 12239), copied into dcgm_queries.yaml, return data with dcgm-exporter's
+labels and units.
+
+Queries that read the profiling series (DCGM_FI_PROF_*, DCGM_FI_DEV_MEMORY_TEMP) are in
+test_dcgm_profiling.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.shipping.dcgm_stack import (
+    HOLDER,
+    NODE,
+    DcgmStack,
+    Query,
+    dcgm_stack,
+    queries,
+    query_id,
+)
+
+pytestmark = pytest.mark.integration
+
+# The DCGM series every GPU has without profiling (dcgm-exporter's default counters we publish).
+DEVICE_SERIES = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED",
+                 "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
+                 "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
+                 "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DcgmStack]:
+    with dcgm_stack(tmp_path_factory.mktemp("dcgm")) as running:
+        yield running
+
+
+def test_there_are_queries_of_both_sources() -> None:
+    sources = {q.source for q in queries(profiling=False)}
+    assert sources == {"guide", "dashboard 12239"}
+
+
+@pytest.mark.parametrize("q", queries(profiling=False), ids=query_id)
+def test_query_returns_data(stack: DcgmStack, q: Query) -> None:
+    result = stack.run(q)
+    assert result, f"{q.source} {q.title!r}: {q.expr} returned nothing"
+
+
+def test_guide_queries_select_the_node_by_kubernetes_node(stack: DcgmStack) -> None:
+    """The guide's node filter selects every GPU of that node and nothing of another node."""
+    (utilization,) = [q for q in queries(profiling=False) if q.title == "GPU utilization"]
+    assert {r["metric"]["gpu"] for r in stack.run(utilization)} == {"0", "1", "2"}
+    assert stack.query(utilization.expr.replace(NODE, "gpu-node-2")) == []
+
+
+def test_dashboard_variables_list_every_gpu_and_the_exporter_instance(stack: DcgmStack) -> None:
+    assert stack.label_values("label_values(DCGM_FI_DEV_GPU_TEMP, gpu)") == ["0", "1", "2"]
+    (instance,) = stack.label_values("label_values(DCGM_FI_DEV_GPU_TEMP, instance)")
+    assert stack.exporter_url.endswith(instance)
+
+
+@pytest.mark.parametrize("name", DEVICE_SERIES)
+def test_series_carry_dcgm_exporter_labels(stack: DcgmStack, name: str) -> None:
+    """Every GPU's series with dcgm-exporter's labels copied from ours; the held GPU with its pod, the free
+    ones without pod labels."""
+    by_gpu = {r["metric"]["gpu"]: r["metric"] for r in stack.query(name)}
+    assert set(by_gpu) == {"0", "1", "2"}, name
+    for gpu, labels in by_gpu.items():
+        assert labels["UUID"] == labels["uuid"] and labels["UUID"].startswith("GPU-")
+        assert labels["modelName"] == labels["model"]
+        assert labels["Hostname"] == labels["hostname"] == labels["kubernetes_node"] == NODE
+        assert labels["device"] == f"nvidia{gpu}"
+        assert "GPU_I_ID" not in labels and "GPU_I_PROFILE" not in labels
+        holder = (labels.get("namespace"), labels.get("pod"), labels.get("container"))
+        assert holder == (HOLDER if gpu == "0" else (None, None, None)), (name, gpu)
+
+
+@pytest.mark.parametrize(("dcgm", "ours", "factor"), [
+    ("DCGM_FI_DEV_GPU_UTIL", "gpu_utilization_ratio", 100),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gpu_memory_utilization_ratio", 100),
+    ("DCGM_FI_DEV_FB_USED", "gpu_memory_used_bytes", 1 / 1048576),
+    ("DCGM_FI_DEV_FB_FREE", "gpu_memory_free_bytes", 1 / 1048576),
+    ("DCGM_FI_DEV_GPU_TEMP", "gpu_temperature_celsius", 1),
+    ("DCGM_FI_DEV_POWER_USAGE", "gpu_power_usage_watts", 1),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "gpu_energy_consumption_joules_total", 1000),
+    ("DCGM_FI_DEV_SM_CLOCK", "gpu_sm_clock_hertz", 1e-6),
+])
+def test_units_are_dcgm_exporters(stack: DcgmStack, dcgm: str, ours: str, factor: float) -> None:
+    """Each DCGM sample is our sample of the same scrape times the unit factor (the recording rule and the
+    query read the same stored sample: `timestamp()` pins both to it)."""
+    expr = (f"max by (gpu) ({dcgm}) / on (gpu) (max by (gpu) ({ours}) * {factor})"
+            f" and on (gpu) max by (gpu) ({ours}) != 0")
+    ratios = [float(r["value"][1]) for r in stack.query(expr)]
+    assert ratios, expr
+    # Rules evaluate between scrapes: the last evaluation may have read the sample before ours.
+    assert all(0.8 < r < 1.25 for r in ratios), (expr, ratios)
+
+
+def test_xid_errors_value_is_the_code(stack: DcgmStack) -> None:
+    by_gpu = {r["metric"]["gpu"]: (r["metric"].get("err_code"), float(r["value"][1]))
+              for r in stack.query("DCGM_FI_DEV_XID_ERRORS")}
+    assert by_gpu == {"0": (None, 0.0), "1": ("13", 13.0), "2": (None, 0.0)}
