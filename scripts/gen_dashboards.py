@@ -69,6 +69,26 @@ def q(expr: str, legend: str = "") -> Query:
 GPU_SEL = 'node=~"$node", gpu=~"$gpu"'
 GPU_LEGEND = "{{node}} GPU {{gpu}}"
 
+PROFILING = (
+    ("SM active", "gpu_sm_active_ratio",
+     "Fraction of cycles an SM had at least one warp assigned, averaged over the SMs (DCGM's "
+     "PROF_SM_ACTIVE). Unlike utilization, a kernel on few SMs reads low."),
+    ("Tensor pipe active", "gpu_tensor_active_ratio",
+     "Fraction of cycles the tensor (HMMA) pipes were busy (DCGM's PROF_PIPE_TENSOR_ACTIVE): the work "
+     "inference and training kernels are made of."),
+    ("DRAM active", "gpu_dram_active_ratio",
+     "Fraction of cycles the device memory interface was sending or receiving (DCGM's PROF_DRAM_ACTIVE): "
+     "high with low tensor activity means memory-bound kernels."),
+)
+PROFILING_PANELS = tuple(
+    [Panel(f"{title} per GPU", "timeseries", "percentunit",
+           (q(f"{name}{{{GPU_SEL}}}", GPU_LEGEND + " {{gpu_instance_id}}"),), description=text, width=8)
+     for title, name, text in PROFILING]
+    + [Panel(f"{title} per pod", "timeseries", "percentunit",
+             (q(f'avg by (namespace, pod) ({name}{{{GPU_SEL}, pod!=""}})', "{{namespace}}/{{pod}}"),),
+             description=f"Average over the GPUs (or MIG instances) the pod holds alone. {text}", width=8)
+       for title, name, text in PROFILING])
+
 FLEET = Dashboard(
     uid="gpu-autoscaler-fleet",
     title="GPU fleet",
@@ -140,6 +160,9 @@ FLEET = Dashboard(
               description="0.6 * free memory share + 0.4 * (1 - utilization)."),
         Panel("Speed multiplier", "timeseries", "none",
               (q(f"gpu_speed_multiplier{{{GPU_SEL}}}", GPU_LEGEND),)),
+        # Profiling (NVML GPM, Hopper and newer; a MIG instance has its own series): what the GPU's cores do,
+        # beyond "a kernel ran". Per GPU, then per pod; appended so panel ids stay stable.
+        *PROFILING_PANELS,
     ),
 )
 

@@ -75,3 +75,19 @@ def test_idle_allocated_gpus_counts_a_time_sliced_gpu_once(tmp_path: Path) -> No
     series += [{"series": f"gpu_utilization_ratio{{{device.format(gpu=g, uuid=u)}}}", "values": f"{v}x240"}
                for g, u, v in (("0", "GPU-A", "0.01"), ("1", "GPU-B", "0"), ("2", "GPU-C", "0.9"))]
     assert run_promtool(tmp_path, expr, series, [{"labels": "{}", "value": 2}]) == ""
+
+
+def test_tensor_activity_per_pod_averages_the_pods_gpus_and_leaves_free_gpus_out(tmp_path: Path) -> None:
+    """train-0 holds GPUs 0 (0.75) and 1 (0.25): 0.5; a MIG slice held by notebook-0: 0.25; GPU 3 free."""
+    expr = panel_expr("gpu-fleet.json", "Tensor pipe active per pod")
+    device = 'gpu="{gpu}",uuid="GPU-{gpu}",model="NVIDIA H100 80GB HBM3",node="gpu-node-1"'
+    rows = [("0", 'namespace="ml",pod="train-0",container="main"', "0.75"),
+            ("1", 'namespace="ml",pod="train-0",container="main"', "0.25"),
+            ("2", 'namespace="research",pod="notebook-0",container="jupyter",gpu_instance_id="1",'
+                  'compute_instance_id="0",mig_profile="1g.10gb"', "0.25"),
+            ("3", "", "0.9")]
+    series = [{"series": "gpu_tensor_active_ratio{" + ",".join(filter(None, (device.format(gpu=g), holder)))
+                         + "}", "values": f"{value}x240"} for g, holder, value in rows]
+    expected = [{"labels": '{namespace="ml",pod="train-0"}', "value": 0.5},
+                {"labels": '{namespace="research",pod="notebook-0"}', "value": 0.25}]
+    assert run_promtool(tmp_path, expr, series, expected) == ""

@@ -138,3 +138,14 @@ def test_provisioning_provider_points_at_a_directory() -> None:
     assert provider["apiVersion"] == 1
     (entry,) = provider["providers"]
     assert entry["type"] == "file" and entry["options"]["path"].startswith("/")
+
+
+def test_fleet_dashboard_has_the_profiling_row_per_gpu_and_per_pod() -> None:
+    by_title = {p["title"]: p for p in load(DASHBOARD_DIR / "gpu-fleet.json")["panels"]}
+    for activity, series in (("SM active", "gpu_sm_active_ratio"),
+                             ("Tensor pipe active", "gpu_tensor_active_ratio"),
+                             ("DRAM active", "gpu_dram_active_ratio")):
+        for scope in ("GPU", "pod"):
+            (target,) = by_title[f"{activity} per {scope}"]["targets"]
+            assert series in target["expr"]
+            assert ("by (namespace, pod)" in target["expr"]) == (scope == "pod")
