@@ -43,6 +43,8 @@ PROFILING_EXPORTER_NAMES = frozenset({
     "gpu_graphics_engine_active_ratio", "gpu_sm_active_ratio", "gpu_sm_occupancy_ratio",
     "gpu_tensor_active_ratio", "gpu_dram_active_ratio", "gpu_memory_temperature_celsius",
     "gpu_nvlink_tx_bytes_per_second", "gpu_nvlink_rx_bytes_per_second",
+    "gpu_mig_graphics_engine_active_ratio", "gpu_mig_sm_active_ratio", "gpu_mig_sm_occupancy_ratio",
+    "gpu_mig_tensor_active_ratio", "gpu_mig_dram_active_ratio",
 })
 
 _KEYWORDS = frozenset({
