@@ -24,8 +24,8 @@ from demo.traces import Trace, short_of_gpus
 
 POOL = ClusterSettings(nodes=1, gpus_per_node=8)
 """The pool of the capacity trace: one 8-GPU node, fewer GPUs than maxReplicas (10) x 1 GPU per replica."""
-FREE_GPUS_QUERY = 'count(gpu_utilization_ratio{pod=""}) or vector(0)'
-"""The GPUs no pod holds, from the exporter's pod attribution (the replay computes what it would return)."""
+FREE_GPUS_QUERY = "cluster:gpus_unallocated:sum"
+"""The GPUs no pod holds, a recording rule on our exporter's series (the replay computes what it returns)."""
 GUARD = Capacity(FREE_GPUS_QUERY, gpus_per_replica=1, pending_grace_seconds=300)
 
 

@@ -108,7 +108,7 @@ class ClusterSnapshot:
 
     @property
     def free_gpus(self) -> int:
-        """GPUs no pod holds: what a capacity query (`count(gpu_utilization_ratio{pod=""})`) returns."""
+        """GPUs no pod holds: what a capacity query (`cluster:gpus_unallocated:sum`) returns."""
         return len(self.gpus) - self.gpus_held - self.others
 
     def mean_utilization(self, include_loading: bool = True) -> float | None:
@@ -241,7 +241,7 @@ class SimulatedDeployment:
         self._replicas = updated
 
     @staticmethod
-    def _deletion_rank(replica: Replica, now: float) -> tuple[int, float]:
+    def _deletion_rank(replica: Replica, now: float) -> tuple[int, float, tuple[int, ...]]:
         """Lower ranks go first: Pending, then loading, then ready; newest first within a group."""
         group = 0 if replica.gpu is None else (1 if not replica.ready(now) else 2)
         return (group, -replica.created_at, _reverse(replica.name))

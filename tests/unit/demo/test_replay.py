@@ -183,7 +183,7 @@ rules:
     minReplicas: {min_replicas}
     maxReplicas: {max_replicas}
     metrics: {REQUESTS}
-    capacity: {{query: 'count(gpu_utilization_ratio{{pod=""}}) or vector(0)', gpusPerReplica: 1,
+    capacity: {{query: 'cluster:gpus_unallocated:sum', gpusPerReplica: 1,
                 pendingGraceSeconds: {grace}}}
 """
     return parse_rules(text, "r.yaml").rules[0]
