@@ -1,19 +1,25 @@
 """What the demo shows and leaves behind: one live line per sync, then timeline.csv, demo.png, summary.md.
 
 `DemoRecorder` is fed by the demo loop (every driver tick for the accounting, every sync for the decisions)
-and writes whatever it has when the run ends, however it ends (Ctrl-C included).
+and writes whatever it has when the run ends, however it ends (Ctrl-C included). For a rule with a capacity
+guard it also shows the pool (Pending replicas, free GPUs), for a rule with schedules the controller's clock
+and each window opening or closing, as the controller evaluates them at the sync's `now`.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from autoscaler.controller import RuleOutcome
-from autoscaler.policy import MetricSpec, Rule
+from autoscaler.policy import MetricSpec, Reason, Rule
+from autoscaler.schedules import open_bounds
 from demo.cluster import ClusterSnapshot
 from demo.plots import DemoPoint, plot_demo
 
@@ -61,6 +67,20 @@ class DemoRecorder:
     drivers: Counter[str] = field(default_factory=Counter)
     """How many syncs each metric drove: the one furthest above (or least below) its target asks for the
     most replicas, and the HPA takes the largest proposal."""
+    pending_seconds: float = 0.0
+    """Replica-seconds spent Pending (no free GPU in the pool)."""
+    peak_pending: int = 0
+    pool_gpus: int = 0
+    schedule_changes: list[str] = field(default_factory=list)
+    """Each window opening or closing, as the summary tells it."""
+    _open: str | None = None
+    """The label of the schedule window whose minReplicas is in effect (None: none open)."""
+
+    def clock_text(self, unix: float) -> str:
+        """The controller's time as its schedules read it: in the first schedule's zone (UTC without one)."""
+        zone = self.rule.schedules[0].timezone if self.rule.schedules else "UTC"
+        local = datetime.fromtimestamp(unix, UTC if zone == "UTC" else ZoneInfo(zone))
+        return f"{local:%a %Y-%m-%d %H:%M:%S} {zone}"
 
     @property
     def plotted_metric(self) -> str:
@@ -78,10 +98,18 @@ class DemoRecorder:
             self.overloaded_seconds += seconds
         if snapshot.ready < snapshot.spec_replicas:
             self.not_ready_seconds += seconds
+        self.pending_seconds += snapshot.pending * seconds
+        self.peak_pending = max(self.peak_pending, snapshot.pending)
+        self.pool_gpus = len(snapshot.gpus)
 
-    def sync(self, t: float, snapshot: ClusterSnapshot, outcome: RuleOutcome) -> str:
-        """Record one sync of the rule; returns the live line to print."""
+    def sync(self, t: float, snapshot: ClusterSnapshot, outcome: RuleOutcome,
+             now: float | None = None) -> str:
+        """Record one sync of the rule; returns the live line to print, after a line saying that a schedule
+        window opened or closed when one did (`now`: the controller's time of the sync)."""
         self.elapsed = max(self.elapsed, t)
+        self.peak_pending = max(self.peak_pending, snapshot.pending)
+        self.pool_gpus = len(snapshot.gpus)
+        note = self._schedule_note(t, now)
         if self.started_with is None:
             self.started_with = outcome.current if outcome.current is not None else snapshot.spec_replicas
         values = {o.name: o.value for o in outcome.observations}
@@ -108,6 +136,10 @@ class DemoRecorder:
                "desired": _num(outcome.desired), "ready": str(snapshot.ready),
                SIMULATED_GPU_COLUMN: _num(gpu_percent), "reason": outcome.reason}
         row.update({m.name: _num(values.get(m.name)) for m in self.rule.metrics})
+        if self.rule.capacity is not None:
+            row.update({"pending": str(snapshot.pending), "free_gpus": str(snapshot.free_gpus)})
+        if self.rule.schedules:
+            row.update({"clock": "" if now is None else self.clock_text(now), "schedule": self._open or ""})
         row.update({"driver": driver or "", "message": outcome.message})
         self.rows.append(row)
         metrics = " ".join(("*" if m.name == driver else "")
@@ -116,10 +148,34 @@ class DemoRecorder:
         gpus = " GPU   - " if gpu_percent is None else f" GPU {gpu_percent:3.0f}%"
         pods = f"{_num(outcome.current)}->{_num(outcome.desired)}"
         head = f"[{t:6.1f}s] load {snapshot.load:5.2f} pods {pods} (ready {snapshot.ready})"
+        if self.rule.capacity is not None:
+            pending = f", {snapshot.pending} pending" if snapshot.pending else ""
+            head = f"{head[:-1]}{pending}) free {snapshot.free_gpus}"
         line = f"{head}{gpus} {outcome.reason} {metrics}"
         if len(line) > LINE_WIDTH:  # the simulated GPU figure goes first: the rule's own metrics matter more
             line = f"{head} {outcome.reason} {metrics}"
-        return line if len(line) <= LINE_WIDTH else line[:LINE_WIDTH - 3] + "..."
+        line = line if len(line) <= LINE_WIDTH else line[:LINE_WIDTH - 3] + "..."
+        return line if note is None else f"{note}\n{line}"
+
+    def _schedule_note(self, t: float, now: float | None) -> str | None:
+        """'schedule opened ...' when the window in effect changed since the last sync (None: it did not)."""
+        if not self.rule.schedules or now is None:
+            return None
+        bounds = open_bounds(self.rule.schedules, now)
+        label = None if bounds is None else bounds.min_from
+        if label == self._open:
+            return None
+        before, self._open = self._open, label
+        if bounds is None:
+            text = (f"{_short_label(before)} closed at {self.clock_text(now)}: minReplicas "
+                    f"{self.rule.min_replicas} again")
+        else:
+            text = (f"{_short_label(label)} is open at {self.clock_text(now)}: minReplicas "
+                    f"{bounds.min_replicas}")
+            if bounds.max_replicas is not None:
+                text += f", maxReplicas {bounds.max_replicas}"
+        self.schedule_changes.append(f"{t:6.1f} s: {text}")
+        return f"          {text}"
 
     def write(self, output: Path) -> list[Path]:
         """timeline.csv, demo.png (when there are points) and summary.md; returns the paths written."""
@@ -141,13 +197,31 @@ class DemoRecorder:
         written.append(summary)
         return written
 
+    def _guard_lines(self) -> list[str]:
+        """The capacity guard's and the schedules' part of the summary (none for a rule without them)."""
+        lines = []
+        if self.rule.capacity is not None:
+            lines.append(f"- Capacity guard ({self.rule.capacity.gpus_per_replica} GPU(s) per replica, pool "
+                         f"of {self.pool_gpus} GPUs): {self.reasons[Reason.CapacityLimited.value]} syncs "
+                         f"{Reason.CapacityLimited.value}; Pending replicas: at most {self.peak_pending}, "
+                         f"{self.pending_seconds:.0f} replica-seconds.")
+        if self.rule.schedules:
+            lines.append("- Schedules: " + ("; ".join(change.strip() for change in self.schedule_changes)
+                                            or "no window open during the run") + ".")
+        return lines
+
     def _mean_busy(self) -> float:
         """Mean utilization of the GPUs held over the run, weighted by GPU-seconds (idle loaders count)."""
         return self.busy_gpu_seconds / self.gpu_seconds if self.gpu_seconds > 0 else 0.0
 
     def _write_csv(self, path: Path) -> Path:
         columns = ["t", "load", "current", "desired", "ready", SIMULATED_GPU_COLUMN,
-                   *[m.name for m in self.rule.metrics], "reason", "driver", "message"]
+                   *[m.name for m in self.rule.metrics]]
+        if self.rule.capacity is not None:
+            columns += ["pending", "free_gpus"]
+        if self.rule.schedules:
+            columns += ["clock", "schedule"]
+        columns += ["reason", "driver", "message"]
         with path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
@@ -173,6 +247,7 @@ class DemoRecorder:
             f"- Syncs with every metric failed: {self.failed_syncs}.",
             "- Syncs each metric drove (asked for the most replicas): "
             + (", ".join(f"{name} {count}" for name, count in self.drivers.most_common()) or "none") + ".",
+            *self._guard_lines(),
             "",
             "| decision reason | syncs |", "|---|---:|",
             *[f"| {reason} | {count} |" for reason, count in self.reasons.most_common()], "",
@@ -183,6 +258,15 @@ class DemoRecorder:
         lines += ["", "Files: `demo.png` (load, replicas, the metric that drove most syncs vs its target), "
                   "`timeline.csv` (one row per sync).", ""]
         return "\n".join(lines)
+
+
+def _short_label(label: str | None) -> str:
+    """"schedules[0] ('0 9 * * 1-5' Europe/Berlin)": the window's label without its opening time, so the note
+    fits the 120 columns of the live line (timeline.csv keeps the whole label)."""
+    return _OPEN_SINCE.sub("", label or "")
+
+
+_OPEN_SINCE = re.compile(r", open since [^)]*")
 
 
 def _against_target(metric: MetricSpec, value: float | None, replicas: int | None) -> float | None:

@@ -2,7 +2,8 @@
 
 The demo hands it to the real controller (autoscaler/controller.py), which reads and patches it exactly as it
 does the scale subresource: same calls, same errors (autoscaler.kube's), a resource version that moves
-on every change, annotations (pause), and Events kept in memory for the demo to print.
+on every change, annotations (pause), a label selector, the Pending replicas a capacity guard asks about
+(since when, on the controller's clock), and Events kept in memory for the demo to print.
 """
 
 from __future__ import annotations
@@ -27,10 +28,20 @@ class RecordedEvent:
     message: str
 
 
+def selector_of(deployment: SimulatedDeployment) -> str:
+    """status.selector of the simulated Deployment's scale: its pods carry `app=<name>`."""
+    return f"app={deployment.name}"
+
+
 class InMemoryScaleBackend:
     """Targets are simulated Deployments keyed by (kind, namespace, name); thread-safe."""
 
-    def __init__(self, on_event: Callable[[RecordedEvent], None] | None = None) -> None:
+    def __init__(self, on_event: Callable[[RecordedEvent], None] | None = None,
+                 to_controller_clock: Callable[[float], float] = lambda t: t) -> None:
+        """`to_controller_clock` turns a reading of the Deployments' clock into one of the controller's (the
+        demo shifts the controller's clock to a virtual weekday): Pending replicas' since-times are compared
+        with the controller's `now`."""
+        self._to_controller_clock = to_controller_clock
         self._lock = threading.Lock()
         self._targets: dict[tuple[str, str, str], SimulatedDeployment] = {}
         self._annotations: dict[tuple[str, str, str], dict[str, str]] = {}
@@ -78,7 +89,7 @@ class InMemoryScaleBackend:
             replicas = deployment.spec_replicas
             return ScaleState(spec_replicas=replicas, status_replicas=replicas,
                               annotations=dict(self._annotations[key]),
-                              resource_version=str(self._versions[key]))
+                              resource_version=str(self._versions[key]), selector=selector_of(deployment))
 
     def patch_scale(self, ref: TargetRef, replicas: int) -> None:
         if replicas < 0:  # the API server's validation answers 422
@@ -88,6 +99,15 @@ class InMemoryScaleBackend:
             self._targets[key].scale_to(replicas)
             self._versions[key] += 1
             self.patches.append((ref, replicas))
+
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        """The simulated Deployment's Pending replicas (no free GPU in the pool), since their creation; ()
+        for a selector that is not the Deployment's, as a list by another label would find none of them."""
+        with self._lock:
+            deployment = self._targets[self._existing(ref)]
+        if selector != selector_of(deployment):
+            return ()
+        return tuple(self._to_controller_clock(t) for t in deployment.unschedulable_since())
 
     def emit_event(self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str,
                    message: str) -> None:

@@ -3,8 +3,9 @@
 Each node is a `SimulatedNvml` (exporter/simulator/nvml.py) behind a real `ExporterApp` serving /metrics on
 127.0.0.1; its GPUs are driven through the simulated NVML's load driver from the cluster model
 (demo.cluster): a ready replica's GPU runs at the service's load share, a loading replica's GPU holds its
-model's memory at ~0 % utilization, an unallocated GPU idles with no process. The exporters label each GPU
-with the pod holding it (an `Attribution` answered from the cluster model, where a cluster has the kubelet's
+model's memory at ~0 % utilization, a GPU of the other tenant (a training job, demo.cluster.set_others) is
+busy with its own pod, an unallocated GPU idles with no process. The exporters label each GPU with the pod
+holding it (an `Attribution` answered from the cluster model, where a cluster has the kubelet's
 pod-resources API), so a rule selects its GPUs with `pod=~"<name>-.*"` exactly as in a cluster.
 
 The service itself exposes `service_requests_total{namespace,service}` (requests it received) on a third
@@ -22,7 +23,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from demo.cluster import ClusterSnapshot, SimulatedDeployment
+from demo.cluster import OTHER_NAMESPACE, OTHER_WORKLOAD, ClusterSnapshot, SimulatedDeployment
 from exporter.app import ExporterApp
 from exporter.collector import PodRef
 from exporter.metrics import ALL_METRICS
@@ -33,6 +34,8 @@ from exporter.source import SourceSettings
 
 MODEL_MEMORY_BYTES = 38 * GIB
 """GPU memory one replica's model holds once loaded (loading replicas fill it up gradually)."""
+TRAINER_MEMORY_BYTES = 60 * GIB
+"""GPU memory a pod of the other tenant's training job holds."""
 FIRST_PID = 40_000
 CONTAINER = "server"
 """The container name of every replica's pod (the `container` label of its GPU's series)."""
@@ -147,6 +150,13 @@ class SimulatedWorld:
             node_index, local = divmod(gpu.index, settings.gpus_per_node)
             nvml = self.nodes[node_index].nvml
             nvml.set_utilization(local, round(gpu.utilization, 4))
+            if gpu.other is not None:
+                pid = self._pids.setdefault(f"{OTHER_NAMESPACE}/{gpu.other}", FIRST_PID + len(self._pids))
+                nvml.set_processes(local, [(pid, TRAINER_MEMORY_BYTES)])
+                pod = PodRef(OTHER_NAMESPACE, gpu.other, OTHER_WORKLOAD)
+                by_uuid[node_index][self._uuids[gpu.index]] = [pod]
+                by_pid[node_index][pid] = pod
+                continue
             if gpu.replica is None:
                 nvml.set_processes(local, [])
                 continue

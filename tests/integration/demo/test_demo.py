@@ -153,6 +153,40 @@ def test_a_users_rules_file_runs_against_its_own_target(tmp_path: Path) -> None:
     assert_nothing_left(prometheus_port(output))
 
 
+OPENING = re.compile(r"^ +schedules\[0\] \('0 9 \* \* 1-5' Europe/Berlin\) is open at "
+                     r"Mon 2026-03-02 09:00:0\d Europe/Berlin: minReplicas 4$", re.MULTILINE)
+
+
+def test_the_capacity_scenario_opens_the_weekday_window_and_limits_scale_ups_to_the_pool(
+        tmp_path: Path) -> None:
+    """demo/capacity-rules.yaml on 8 GPUs (2 held by a training job until 60 % of the run) against a load
+    asking for 10 replicas; the controller's clock starts on Monday 6 s (a fifth of the run) before 09:00
+    Berlin time, so the schedule raises minReplicas to 4 during the run. The free GPUs are read from the
+    exporters through Prometheus, as a rules file would in a cluster."""
+    code, output = DemoProcess(tmp_path, "--scenario", "capacity", "--duration", "30").finish(timeout=100)
+    assert code == 0, output
+    assert "the controller's clock starts at Mon 2026-03-02 08:59:54 Europe/Berlin" in output, output
+    assert OPENING.search(output), output
+    assert "FailedGetCapacity" not in output and "event Warning CapacityLimited: " in output, output
+    rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
+    assert rows[0]["clock"].startswith("Mon 2026-03-02 08:59:5") and rows[0]["schedule"] == ""
+    opened = next(r for r in rows if r["schedule"])
+    assert rows.index(opened) > 0 and opened["clock"].startswith("Mon 2026-03-02 09:00:0"), opened
+    assert (opened["current"], opened["desired"], opened["reason"]) == ("2", "4", "BelowMinReplicas"), opened
+    assert "minReplicas 4 from schedules[0]" in opened["message"]
+    limited = [r for r in rows if r["reason"] == "CapacityLimited"]
+    assert limited, rows
+    assert all("free GPU(s)" in r["message"] or "Pending as unschedulable" in r["message"] for r in limited)
+    held_back = [r for r in limited if (m := re.search(r"-> (\d+) \(not (\d+)\)$", r["message"]))
+                 and int(m.group(1)) == int(r["desired"]) < int(m.group(2))]
+    assert held_back, limited  # the guard asked for fewer replicas than the metrics wanted
+    assert all(int(r["free_gpus"]) >= 0 for r in rows)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "- Capacity guard (1 GPU(s) per replica, pool of 8 GPUs): " in summary
+    assert re.search(r"- Schedules: +\d+\.\d s: schedules\[0\] .* minReplicas 4\.", summary), summary
+    assert_nothing_left(prometheus_port(output))
+
+
 UNKNOWN_METRICS = """\
 rules:
   - name: vllm

@@ -74,3 +74,25 @@ def test_the_service_counts_the_requests_it_receives(world: tuple[SimulatedWorld
     assert labels == {"namespace": "demo", "service": "inference"}
     assert value == pytest.approx(60.0 + 50.0)
     assert set(sim.scrape_targets()) == {"gpu-exporter", "inference-service"}
+
+
+def test_the_other_tenants_gpus_carry_its_pods_so_only_unheld_gpus_read_as_free(
+        world: tuple[SimulatedWorld, Clock]) -> None:
+    """What the capacity scenario's query counts: GPUs whose series have no pod label."""
+    sim, _ = world
+    sim.deployment.set_others(1)  # takes the highest free GPU: node 1's second
+    sim.drive(1.0, 0.0)
+    node1 = scrape(sim.exporter_ports[1])
+    holders = {(labels["namespace"], labels["pod"], labels["container"]): value
+               for labels, value in node1["gpu_utilization_ratio"]}
+    assert holders == {("batch", "trainer-0001", "trainer"): pytest.approx(0.8, abs=0.011),
+                       ("", "", ""): pytest.approx(0.0, abs=0.011)}
+    free = [labels for port in sim.exporter_ports  # demo/capacity-rules.yaml: count(gpu_up{pod=""} == 1)
+            for labels, value in scrape(port)["gpu_up"] if not labels["pod"] and value == 1]
+    assert len(free) == 1 == sim.deployment.snapshot(1.0).free_gpus
+    sim.deployment.scale_to(4)  # the fourth replica finds no GPU: Pending, on no exporter
+    sim.drive(1.0, 0.0)
+    pods = {labels["pod"]
+            for port in sim.exporter_ports for labels, _ in scrape(port)["gpu_utilization_ratio"]}
+    assert pods == {"inference-0001", "inference-0002", "inference-0003", "trainer-0001"}
+    assert len(sim.deployment.unschedulable_since()) == 1

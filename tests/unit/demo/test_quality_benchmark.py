@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("path", ["examples/gpu-inference-rules.yaml",
-                                  "examples/gpu-utilization-only-rules.yaml", "demo/demo-rules.yaml"])
+                                  "examples/gpu-utilization-only-rules.yaml", "demo/demo-rules.yaml",
+                                  "demo/capacity-rules.yaml"])
 def test_shipped_rules_files_load_and_use_signals_the_replay_and_demo_provide(path: str) -> None:
     rules = load_rules(ROOT / path)
     assert len(rules.rules) == 1

@@ -10,8 +10,9 @@ import pytest
 from autoscaler.controller import RuleOutcome
 from autoscaler.policy import MetricObservation
 from autoscaler.rules import load_rules, parse_rules
-from demo.cluster import SimulatedDeployment
+from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.report import DemoRecorder
+from demo.scenarios import MONDAY_OPENING
 
 ROOT = Path(__file__).resolve().parents[3]
 RULE = load_rules(ROOT / "demo" / "demo-rules.yaml").rules[0]
@@ -166,3 +167,64 @@ rules:
     assert [p.gpu_utilization for p in recorder.points] == [pytest.approx(80.0), None]
     written = recorder.write(tmp_path)
     assert "demo.png" in [p.name for p in written] and (tmp_path / "demo.png").stat().st_size > 0
+
+
+CAPACITY_RULE = load_rules(ROOT / "demo" / "capacity-rules.yaml").rules[0]
+BEFORE = MONDAY_OPENING - 4.0
+"""Monday 08:59:56 in Berlin: the weekday window of capacity-rules.yaml opens 4 s later."""
+
+
+def capacity_outcome(current: int, desired: int, reason: str, message: str = "") -> RuleOutcome:
+    observations = (MetricObservation("requests_per_second", 90.0),
+                    MetricObservation("gpu_utilization", 100.0))
+    return RuleOutcome(CAPACITY_RULE, current, desired, reason, message, observations,
+                       patched=desired != current, ok=True)
+
+
+def test_a_capacity_rule_shows_pending_and_free_gpus_and_the_schedule_opening(tmp_path: Path) -> None:
+    clock = [0.0]
+    deployment = SimulatedDeployment("demo", "inference", 2, lambda: clock[0],
+                                     ClusterSettings(nodes=1, gpus_per_node=4))
+    deployment.set_others(1)
+    recorder = DemoRecorder(CAPACITY_RULE, "demo/capacity-rules.yaml", 10.0, 2.0)
+    line = recorder.sync(0.0, deployment.snapshot(3.0), capacity_outcome(2, 2, "WithinTolerance"), BEFORE)
+    assert "\n" not in line and "(ready 2) free 1 WithinTolerance" in line, line
+    deployment.scale_to(4)  # one too many for the pool: Pending
+    recorder.tick(deployment.snapshot(3.0), 2.0)
+    text = recorder.sync(4.0, deployment.snapshot(3.0), capacity_outcome(4, 4, "CapacityLimited"), BEFORE + 4)
+    note, line = text.split("\n")
+    assert note == ("          schedules[0] ('0 9 * * 1-5' Europe/Berlin) is open at "
+                    "Mon 2026-03-02 09:00:00 Europe/Berlin: minReplicas 4"), note
+    assert len(note) <= 120
+    assert "pods 4->4 (ready 2, 1 pending) free 0 CapacityLimited" in line and len(line) <= 120, line
+    assert recorder.sync(6.0, deployment.snapshot(3.0), capacity_outcome(4, 4, "CapacityLimited"),
+                         BEFORE + 6).count("\n") == 0  # still open: said once
+    recorder.write(tmp_path)
+    rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
+    assert [(r["pending"], r["free_gpus"], r["clock"][:23]) for r in rows] == [
+        ("0", "1", "Mon 2026-03-02 08:59:56"), ("1", "0", "Mon 2026-03-02 09:00:00"),
+        ("1", "0", "Mon 2026-03-02 09:00:02")]
+    assert rows[0]["schedule"] == "" and rows[1]["schedule"].startswith("schedules[0] ('0 9 * * 1-5'")
+    summary = (tmp_path / "summary.md").read_text()
+    assert ("- Capacity guard (1 GPU(s) per replica, pool of 4 GPUs): 2 syncs CapacityLimited; Pending "
+            "replicas: at most 1, 2 replica-seconds.") in summary, summary
+    assert ("- Schedules: 4.0 s: schedules[0] ('0 9 * * 1-5' Europe/Berlin) is open at Mon 2026-03-02 "
+            "09:00:00 Europe/Berlin: minReplicas 4.") in summary
+
+
+def test_a_schedule_closing_is_told_too() -> None:
+    recorder = DemoRecorder(CAPACITY_RULE, "r.yaml", 10.0, 2.0)
+    snap = SimulatedDeployment("demo", "inference", 4, lambda: 0.0).snapshot(1.0)
+    closing = MONDAY_OPENING + 36_000.0
+    recorder.sync(0.0, snap, capacity_outcome(4, 4, "TooFewReplicas"), closing - 1)
+    text = recorder.sync(2.0, snap, capacity_outcome(4, 2, "ScaleDownLimit"), closing + 1)
+    note = text.split("\n")[0]
+    assert note.endswith("schedules[0] ('0 9 * * 1-5' Europe/Berlin) closed at Mon 2026-03-02 19:00:01 "
+                         "Europe/Berlin: minReplicas 2 again"), note
+
+
+def test_the_default_demo_rule_keeps_its_timeline_columns(tmp_path: Path) -> None:
+    recorder_with_a_run().write(tmp_path)
+    header = (tmp_path / "timeline.csv").read_text().splitlines()[0]
+    assert header == ("t,load,current,desired,ready,gpu_util_simulated,requests_per_second,gpu_utilization,"
+                      "reason,driver,message")

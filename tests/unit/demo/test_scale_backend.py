@@ -135,3 +135,60 @@ def test_paused_annotation_freezes_the_simulated_deployment() -> None:
         assert backend.patches == []
     finally:
         controller.close()
+
+
+def test_the_scale_has_a_selector_and_lists_the_pending_replicas_on_the_controllers_clock() -> None:
+    clock = Clock()
+    deployment = SimulatedDeployment("demo", "inference", 2, clock, ClusterSettings(nodes=1, gpus_per_node=3))
+    backend = InMemoryScaleBackend(to_controller_clock=lambda t: t + 1_000.0)
+    backend.add(REF, deployment)
+    selector = backend.read_scale(REF).selector
+    assert selector == "app=inference"
+    assert backend.unschedulable_since(REF, selector) == ()
+    clock.now += 5
+    backend.patch_scale(REF, 5)  # 3 GPUs: two replicas Pending
+    assert backend.unschedulable_since(REF, selector) == (T0 + 1_005.0, T0 + 1_005.0)
+    assert backend.unschedulable_since(REF, None) == ()  # a scale without a selector lists nothing
+    assert backend.unschedulable_since(REF, "app=other") == ()
+    with pytest.raises(NotFoundError):
+        backend.unschedulable_since(TargetRef("Deployment", "demo", "missing"), selector)
+
+
+class ByQuery:
+    """A MetricsSource answering each query with the value of the first key it contains."""
+
+    def __init__(self, answers: dict[str, float]) -> None:
+        self.answers = answers
+
+    def run_queries(self, queries: Collection[str]) -> Mapping[str, QueryResult]:
+        return {q: QueryResult(next(v for k, v in self.answers.items() if k in q)) for q in queries}
+
+
+GUARDED = RULES + """\
+    capacity: {query: 'cluster:gpus_unallocated:sum', gpusPerReplica: 1,
+               pendingGraceSeconds: 30}
+"""
+
+
+def test_the_real_controller_limits_a_scale_up_to_the_free_gpus_and_holds_while_pending() -> None:
+    clock = Clock()
+    deployment = SimulatedDeployment("demo", "inference", 2, clock, ClusterSettings(nodes=1, gpus_per_node=5))
+    backend = InMemoryScaleBackend()
+    backend.add(REF, deployment)
+    source = ByQuery({"service_requests_total": 90.0, "gpus_unallocated": 2.0})  # wants 10, 2 free
+    controller = Controller(backend, source, parse_rules(GUARDED, "rules.yaml"), clock)
+    try:
+        [outcome] = controller.sync_once().outcomes
+        assert (outcome.current, outcome.desired, outcome.reason) == (2, 4, "CapacityLimited")
+        assert "2 free GPU(s), 1 per replica: 2 more replica(s) fit: 2 -> 4 (not 6)" in outcome.message
+        source.answers["gpus_unallocated"] = 3.0  # a stale read: one GPU less is really free
+        clock.now += 15
+        controller.sync_once()
+        assert deployment.spec_replicas == 7 and deployment.snapshot(1.0).pending == 2
+        clock.now += 31  # the Pending replicas pass the grace period: no scale-up, whatever the query says
+        [outcome] = controller.sync_once().outcomes
+        assert (outcome.desired, outcome.reason) == (7, "CapacityLimited")
+        assert "2 replica(s) Pending as unschedulable for more than 30s" in outcome.message
+        assert "CapacityLimited" in [e.reason for e in backend.events()]
+    finally:
+        controller.close()
