@@ -20,12 +20,14 @@ from exporter.collector import Attribution, CollectorExtension, GpuCollector
 from exporter.config import ExporterConfig
 from exporter.health.history import GpuHistory
 from exporter.health.metrics import HealthMetrics
+from exporter.health.reliability import ReliabilityMetrics
 from exporter.health.xid import XidMetrics, XidSettings, XidWatcher
 from exporter.nvml.adapter import NvmlAdapter
 from exporter.pods.attribution import KubeletAttribution
 from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.client import PodResourcesClient
 from exporter.pods.procfs import DEFAULT_PROC_ROOT, ProcessAttributor
+from exporter.profiling import ProfilingMetrics
 from exporter.serving.server import ExporterServer
 from exporter.serving.status_service import StatusService
 from exporter.source import NvmlSource, SourceSettings
@@ -70,7 +72,7 @@ class ExporterApp:
         self.source.add_sweep_hook(self.kubelet.observe)
         self.source.add_sweep_hook(self.status.record)
         ours: list[CollectorExtension] = [] if attribution is not None else [self.kubelet]
-        ours += [HealthMetrics(config.health), XidMetrics(self.xid)]
+        ours += [HealthMetrics(config.health), XidMetrics(self.xid), ProfilingMetrics(), ReliabilityMetrics()]
         self.collector = GpuCollector(self.source, node_name, attribution or self.kubelet,
                                       [*ours, *extensions])
         self.registry = CollectorRegistry()  # never the global one: no collect at import or registration

@@ -105,6 +105,77 @@ AVAILABILITY_SCORE = _gauge("gpu_availability_score",
                             "0.6 * free memory / total memory + 0.4 * (1 - utilization), 0..1: how much room "
                             "the GPU has for more work.")
 
+# GPM profiling (Hopper and newer): DCGM's DCGM_FI_PROF_* fields, from two GPM samples one background pass
+# apart.
+GPM_SUPPORTED = _gauge("gpu_exporter_gpm_supported",
+                       "1 if the GPU and driver give GPM profiling metrics (Hopper and newer), else 0.")
+SM_ACTIVE = _gauge("gpu_sm_active_ratio",
+                   "Fraction of time at least one warp was resident on an SM, averaged over the SMs (0..1).")
+SM_OCCUPANCY = _gauge("gpu_sm_occupancy_ratio",
+                      "Resident warps as a fraction of the SMs' maximum, averaged over time and SMs (0..1).")
+TENSOR_ACTIVE = _gauge("gpu_tensor_active_ratio",
+                       "Fraction of time the SMs' tensor pipes (any of them) were active (0..1).")
+PIPE_ACTIVE = _gauge("gpu_pipe_active_ratio",
+                     "Fraction of time one SM pipe was active, by pipe: the tensor pipes (hmma, imma, dmma, "
+                     "dfma) and the non-tensor fp16, fp32, fp64 and int pipes (0..1).", "pipe")
+DRAM_ACTIVE = _gauge("gpu_dram_active_ratio",
+                     "Device memory bandwidth used as a fraction of the maximum (0..1).")
+GRAPHICS_ENGINE_ACTIVE = _gauge("gpu_graphics_engine_active_ratio",
+                                "Fraction of time the graphics or compute engine was active (0..1).")
+NVLINK_TX = _gauge("gpu_nvlink_tx_bytes_per_second",
+                   "NVLink transmit throughput over all links, in bytes per second (GPM).")
+NVLINK_RX = _gauge("gpu_nvlink_rx_bytes_per_second",
+                   "NVLink receive throughput over all links, in bytes per second (GPM).")
+NVDEC_UTILIZATION = _gauge("gpu_nvdec_utilization_ratio",
+                           "Video decoder (NVDEC) utilization, the mean over the GPU's decoders (0..1, GPM).")
+NVJPG_UTILIZATION = _gauge("gpu_nvjpg_utilization_ratio",
+                           "JPEG decoder (NVJPG) utilization, the mean over the GPU's decoders (0..1, GPM).")
+
+# Memory and link health.
+REMAPPED_ROWS = _gauge("gpu_remapped_rows",
+                       "Memory rows remapped since the GPU was manufactured, by the cause of the error.",
+                       "cause")
+ROW_REMAP_PENDING = _gauge("gpu_row_remap_pending",
+                           "1 if a row remap waits for a GPU reset to take effect, else 0.")
+ROW_REMAP_FAILED = _gauge("gpu_row_remap_failed",
+                          "1 if a row remap failed (no spare row left: the GPU needs service), else 0.")
+RETIRED_PAGES = _gauge("gpu_retired_pages",
+                       "Memory pages retired (pre-Ampere page retirement), by cause.", "cause")
+MEMORY_TEMPERATURE = _gauge("gpu_memory_temperature_celsius",
+                            "Device memory (HBM) temperature, in degrees Celsius.")
+NVLINK_UP = _gauge("gpu_nvlink_up", "1 if the NVLink link is active, else 0.", "link")
+NVLINK_ERRORS = _counter("gpu_nvlink_errors",
+                         "NVLink data-link errors of one link since the driver was loaded, by type.", "link",
+                         "type")
+POWER_VIOLATION = _counter("gpu_power_violation_seconds",
+                           "Time the power limit held the clocks down, in seconds (NVML violation time).")
+THERMAL_VIOLATION = _counter("gpu_thermal_violation_seconds",
+                             "Time heat held the clocks down, in seconds (NVML violation time).")
+
+# MIG instances: one series per MIG device (GPU instance and its compute instance), pod labels = its holder.
+MIG_LABELS: tuple[str, ...] = ("gpu_instance_id", "compute_instance_id", "mig_profile")
+MIG_MEMORY_USED = _gauge("gpu_mig_memory_used_bytes", "Memory in use on one MIG device, in bytes.",
+                         *MIG_LABELS)
+MIG_MEMORY_TOTAL = _gauge("gpu_mig_memory_total_bytes", "Total memory of one MIG device, in bytes.",
+                          *MIG_LABELS)
+MIG_SM_ACTIVE = _gauge("gpu_mig_sm_active_ratio", "gpu_sm_active_ratio of one MIG GPU instance (0..1).",
+                       *MIG_LABELS)
+MIG_SM_OCCUPANCY = _gauge("gpu_mig_sm_occupancy_ratio",
+                          "gpu_sm_occupancy_ratio of one MIG GPU instance (0..1).", *MIG_LABELS)
+MIG_TENSOR_ACTIVE = _gauge("gpu_mig_tensor_active_ratio",
+                           "gpu_tensor_active_ratio of one MIG GPU instance (0..1).", *MIG_LABELS)
+MIG_PIPE_ACTIVE = _gauge("gpu_mig_pipe_active_ratio", "gpu_pipe_active_ratio of one MIG GPU instance (0..1).",
+                         *MIG_LABELS, "pipe")
+MIG_DRAM_ACTIVE = _gauge("gpu_mig_dram_active_ratio", "gpu_dram_active_ratio of one MIG GPU instance (0..1).",
+                         *MIG_LABELS)
+MIG_GRAPHICS_ENGINE_ACTIVE = _gauge("gpu_mig_graphics_engine_active_ratio",
+                                    "gpu_graphics_engine_active_ratio of one MIG GPU instance (0..1).",
+                                    *MIG_LABELS)
+MIG_NVDEC_UTILIZATION = _gauge("gpu_mig_nvdec_utilization_ratio",
+                               "gpu_nvdec_utilization_ratio of one MIG GPU instance (0..1).", *MIG_LABELS)
+MIG_NVJPG_UTILIZATION = _gauge("gpu_mig_nvjpg_utilization_ratio",
+                               "gpu_nvjpg_utilization_ratio of one MIG GPU instance (0..1).", *MIG_LABELS)
+
 NVML_UP = MetricSpec("gpu_exporter_nvml_up", "gauge",
                      "1 if the NVML library is loaded and answering, else 0 (no library, no driver).",
                      per_gpu=False)
@@ -134,4 +205,18 @@ EXTENSION_METRICS: tuple[MetricSpec, ...] = (
     ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, HEALTH_STATE, SPEED_MULTIPLIER,
     AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
 )
-ALL_METRICS: tuple[MetricSpec, ...] = DEVICE_METRICS + EXPORTER_METRICS + EXTENSION_METRICS
+# Families of exporter/profiling.py (GPM, per GPU and per MIG instance) and exporter/health/reliability.py.
+PROFILING_METRICS: tuple[MetricSpec, ...] = (
+    GPM_SUPPORTED, SM_ACTIVE, SM_OCCUPANCY, TENSOR_ACTIVE, PIPE_ACTIVE, DRAM_ACTIVE, GRAPHICS_ENGINE_ACTIVE,
+    NVLINK_TX, NVLINK_RX, NVDEC_UTILIZATION, NVJPG_UTILIZATION,
+)
+MIG_METRICS: tuple[MetricSpec, ...] = (
+    MIG_MEMORY_USED, MIG_MEMORY_TOTAL, MIG_SM_ACTIVE, MIG_SM_OCCUPANCY, MIG_TENSOR_ACTIVE, MIG_PIPE_ACTIVE,
+    MIG_DRAM_ACTIVE, MIG_GRAPHICS_ENGINE_ACTIVE, MIG_NVDEC_UTILIZATION, MIG_NVJPG_UTILIZATION,
+)
+RELIABILITY_METRICS: tuple[MetricSpec, ...] = (
+    REMAPPED_ROWS, ROW_REMAP_PENDING, ROW_REMAP_FAILED, RETIRED_PAGES, MEMORY_TEMPERATURE, NVLINK_UP,
+    NVLINK_ERRORS, POWER_VIOLATION, THERMAL_VIOLATION,
+)
+ALL_METRICS: tuple[MetricSpec, ...] = (DEVICE_METRICS + EXPORTER_METRICS + EXTENSION_METRICS
+                                       + PROFILING_METRICS + MIG_METRICS + RELIABILITY_METRICS)

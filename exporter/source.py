@@ -4,8 +4,11 @@
 snapshot with nvml_up False at once), runs at most one NVML sweep per `min_interval` however many scrapers
 ask (concurrent callers share the sweep in flight), and merges the PCIe throughput that a background thread
 samples, because nvmlDeviceGetPcieThroughput blocks about 20 ms per call; the same thread samples NVML's
-per-process utilization (the shares of a time-sliced GPU). Sweep hooks see (and may amend) every fresh sweep
-exactly once: the history recorder and the XID down marks hang there, never on a cached scrape.
+per-process utilization (the shares of a time-sliced GPU). Another background thread takes GPM samples (the
+profiling metrics are computed between two of its passes) and reads NVLink state and error counters,
+retired pages and violation time, which cost dozens of NVML calls per GPU. Sweep hooks see (and may amend)
+every fresh sweep exactly once: the history recorder and the XID down marks hang there, never on a cached
+scrape.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 from exporter.errors import NvmlUnavailableError
 from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
-from exporter.nvml.snapshots import ProcessUtilizationSample
+from exporter.nvml.snapshots import BackgroundReading, DeviceSnapshot, ProcessUtilizationSample
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +41,12 @@ class SourceSettings:
     # Seconds between background passes of PCIe throughput and per-process utilization (a PCIe pass costs
     # ~40 ms per GPU on real hardware).
     pcie_interval: float = 5.0
+    # Seconds between GPM samples (the profiling metrics average over this interval, like DCGM's profiling
+    # fields over theirs) and NVLink / violation / retired-page reads.
+    profiling_interval: float = 5.0
 
     def __post_init__(self) -> None:
-        for name in ("min_interval", "init_retry_interval", "pcie_interval"):
+        for name in ("min_interval", "init_retry_interval", "pcie_interval", "profiling_interval"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"SourceSettings.{name}: expected seconds >= 0 (got {value!r})")
@@ -68,6 +74,7 @@ class NvmlSource:
         self._pcie: dict[int, tuple[float | None, float | None]] = {}
         self._process_util: dict[int, tuple[tuple[int, float], ...] | None] = {}
         self._process_util_since: dict[int, int] = {}
+        self._background: dict[int, BackgroundReading | None] = {}
         self._hooks: list[SweepHook] = []
         self._down_gpus: set[int] = set()
         self._init_attempted = threading.Event()
@@ -81,7 +88,8 @@ class NvmlSource:
     def start(self) -> None:
         """Try NVML init once now, then keep retrying (if needed) and sampling PCIe in the background."""
         self._try_init(first=True)
-        for target, name in ((self._init_loop, "nvml-init"), (self._pcie_loop, "nvml-pcie")):
+        for target, name in ((self._init_loop, "nvml-init"), (self._pcie_loop, "nvml-pcie"),
+                             (self._profiling_loop, "nvml-profiling")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -152,6 +160,21 @@ class NvmlSource:
                     self._sample_process_utilization(index)
             self._stop.wait(self.settings.pcie_interval)
 
+    def _profiling_loop(self) -> None:
+        while not self._stop.is_set():
+            if self.adapter.initialized:
+                for index in range(self.adapter.device_count):
+                    if self._stop.is_set():
+                        return
+                    try:
+                        reading = self.adapter.read_background(index)
+                    except Exception as exc:  # one GPU failing must not end the sampler
+                        log.debug("GPU %d: profiling sample failed: %s", index, exc)
+                        reading = None
+                    with self._state_lock:
+                        self._background[index] = reading
+            self._stop.wait(self.settings.profiling_interval)
+
     def _sample_process_utilization(self, index: int) -> None:
         """Mean SM share per pid over the samples since the last pass; () when no process ran."""
         try:
@@ -194,14 +217,16 @@ class NvmlSource:
         with self._state_lock:
             pcie = dict(self._pcie)
             process_util = dict(self._process_util)
+            background = dict(self._background)
             self._last_success = snapshot.last_success
             self._nvml_error = None
         self._log_gpu_transitions(snapshot)
         no_pcie: tuple[float | None, float | None] = (None, None)
         devices = tuple(
-            dataclasses.replace(d, pcie_tx_bytes_per_second=pcie.get(d.index, no_pcie)[0],
-                                pcie_rx_bytes_per_second=pcie.get(d.index, no_pcie)[1],
-                                process_sm_utilization=process_util.get(d.index))
+            with_background(dataclasses.replace(
+                d, pcie_tx_bytes_per_second=pcie.get(d.index, no_pcie)[0],
+                pcie_rx_bytes_per_second=pcie.get(d.index, no_pcie)[1],
+                process_sm_utilization=process_util.get(d.index)), background.get(d.index))
             if d.up else d
             for d in snapshot.devices)
         self.sweeps += 1
@@ -228,6 +253,18 @@ class NvmlSource:
             elif device.up and device.index in self._down_gpus:
                 self._down_gpus.discard(device.index)
                 log.info("GPU %d (%s) answers again", device.index, device.uuid)
+
+
+def with_background(device: DeviceSnapshot, reading: BackgroundReading | None) -> DeviceSnapshot:
+    """The device with what the profiling thread read last: GPM (each MIG instance's by its GPU instance id),
+    link and counter health. Unchanged before the first pass."""
+    if reading is None:
+        return device
+    by_instance = dict(reading.mig_gpm)
+    instances = tuple(dataclasses.replace(mig, gpm=by_instance.get(mig.gpu_instance_id))
+                      if mig.gpu_instance_id in by_instance else mig for mig in device.mig_instances)
+    return dataclasses.replace(device, gpm_supported=reading.gpm_supported, gpm=reading.gpm,
+                               reliability=reading.reliability, mig_instances=instances)
 
 
 def mean_by_pid(samples: tuple[ProcessUtilizationSample, ...]) -> tuple[tuple[int, float], ...]:

@@ -137,7 +137,7 @@ def _state(status: GpuStatus) -> str:
         return "-"
     shown = {StateCause.TEMPERATURE: f"temperature {_fmt(status.temperature_celsius, '{:.0f}C')}",
              StateCause.MEMORY: f"memory {_fmt(status.memory.percent, '{:.0f}%')}",
-             StateCause.DOWN: "down"}
+             StateCause.DOWN: "down", StateCause.ROW_REMAP: "row remap"}
     causes = ", ".join(shown[cause] for cause in status.state_causes)
     return f"{status.state.value} ({causes})" if causes else status.state.value
 

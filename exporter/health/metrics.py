@@ -4,9 +4,11 @@ availability score, computed by exporter/health/state.py from the same sweep as 
     gpu_health_state{gpu="0",…,state="normal"} 1
     gpu_availability_score{gpu="0",…} 0.41
 
-A GPU that is down (gpu_up 0: lost, failing, or XID 79/48) is `critical` with speed multiplier 0 and
-availability score 0: schedulers and alerts must see it leave the pool, not vanish. A GPU that answers but
-whose temperature and memory are both unreadable gets no state (never a made-up optimal).
+A pending row remap makes the state at least `throttled`, a failed one `critical`
+(exporter/health/state.py). A GPU that is down (gpu_up 0: lost, failing, or XID 79/48) is `critical` with
+speed multiplier 0 and availability score 0: schedulers and alerts must see it leave the pool, not vanish. A
+GPU that answers but whose temperature and memory are both unreadable gets no state (never a made-up
+optimal).
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ class HealthMetrics:
                 up=device.up, temperature_celsius=device.temperature_celsius,
                 utilization_ratio=device.utilization, memory_used_bytes=device.memory_used_bytes,
                 memory_free_bytes=device.memory_free_bytes,
-                memory_total_bytes=device.memory_total_bytes, thresholds=self.thresholds)
+                memory_total_bytes=device.memory_total_bytes, thresholds=self.thresholds,
+                row_remap_pending=bool(device.row_remap and device.row_remap.pending),
+                row_remap_failed=bool(device.row_remap and device.row_remap.failed))
             if health.state is not None:
                 for candidate in STATES:
                     state.add_metric([*labels, candidate.value], 1.0 if candidate is health.state else 0.0)

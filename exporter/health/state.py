@@ -10,6 +10,8 @@ today. Boundaries (the same rule for temperature in °C and memory use in %):
 
 so with the defaults 64.9 °C is optimal, 65 normal, 75 throttled, 85 still throttled, 85.1 critical; memory
 69.9 % optimal, 70 normal, 85 throttled, 95 throttled, 95.1 critical. The GPU's state is the worse of the two.
+Row remapping sets a floor under it: a remap pending (it takes effect at the next GPU reset; until then the
+faulty row is in use) makes the GPU at least `throttled`, a failed remap (no spare row left) `critical`.
 
 Every state but optimal carries its causes (`StateCause`): which of these rules set it. A `throttled` GPU is
 one whose temperature or memory use sits in the throttled band, not one whose clocks NVML reports throttled
@@ -56,6 +58,7 @@ class StateCause(StrEnum):
     TEMPERATURE = "temperature"
     MEMORY = "memory"
     DOWN = "down"  # gpu_up 0: lost, failing, or marked down after XID 79/48 (the GPU's error says which)
+    ROW_REMAP = "row_remap"  # a row remap pending (at least throttled) or failed (critical)
 
 
 # The state of a GPU that does not answer (gpu_up 0): it can run nothing.
@@ -179,17 +182,24 @@ def device_health(
     memory_free_bytes: int | None,
     memory_total_bytes: int | None,
     thresholds: HealthThresholds | None = None,
+    row_remap_pending: bool = False,
+    row_remap_failed: bool = False,
 ) -> DeviceHealth:
     """A GPU that is down is DOWN_STATE (speed 0) with availability score 0: it must be seen leaving the
-    pool, not vanish from it."""
+    pool, not vanish from it. A pending row remap makes the state at least throttled, a failed one critical
+    (cause ROW_REMAP, beside any reading in the same band)."""
     percent = memory_used_percent(memory_used_bytes, memory_total_bytes)
     if not up:
         return DeviceHealth(DOWN_STATE, 0.0, percent, (StateCause.DOWN,))
     health = assess(temperature_celsius, percent, thresholds)
     score = availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio)
-    if health is None:
-        return DeviceHealth(None, score, percent)
-    return DeviceHealth(health.state, score, percent, health.causes)
+    state, causes = (None, ()) if health is None else (health.state, health.causes)
+    floor = HealthState.CRITICAL if row_remap_failed else HealthState.THROTTLED if row_remap_pending else None
+    if floor is not None and (state is None or state.severity < floor.severity):
+        state, causes = floor, (StateCause.ROW_REMAP,)
+    elif floor is not None and state is floor:
+        causes = (*causes, StateCause.ROW_REMAP)
+    return DeviceHealth(state, score, percent, causes)
 
 
 def _known(value: float | None) -> bool:

@@ -33,7 +33,11 @@ from exporter.nvml.calls import (
     performance_state,
     text,
 )
+from exporter.nvml.gpm import GpmReader
+from exporter.nvml.mig import mig_devices, mig_snapshots
+from exporter.nvml.reliability import ReliabilityReader, memory_temperature, row_remap
 from exporter.nvml.snapshots import (
+    BackgroundReading,
     DeviceSnapshot,
     NodeSnapshot,
     ProcessSnapshot,
@@ -42,8 +46,9 @@ from exporter.nvml.snapshots import (
 )
 
 __all__ = [
-    "CLOCKS_EVENT_REASONS", "DeviceSnapshot", "NodeSnapshot", "NvmlAdapter", "ProcessSnapshot",
-    "ProcessUtilizationSample", "XidEvent", "XidEventSet", "format_cuda_version", "handle_key", "real_nvml",
+    "CLOCKS_EVENT_REASONS", "BackgroundReading", "DeviceSnapshot", "NodeSnapshot", "NvmlAdapter",
+    "ProcessSnapshot", "ProcessUtilizationSample", "XidEvent", "XidEventSet", "format_cuda_version",
+    "handle_key", "real_nvml",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +86,8 @@ class NvmlAdapter:
         self._versioned = self._calls.versioned
         self._note_unsupported = self._calls.note_unsupported
         self._static: dict[int, StaticInfo] = {}
+        self._gpm = GpmReader(nvml, self._calls)
+        self._reliability = ReliabilityReader(self._calls)
         self._count = 0
         self._initialized = False
         self.generation = 0  # bumped by every successful init: handles of an older session are stale
@@ -91,6 +98,8 @@ class NvmlAdapter:
     def init(self) -> None:
         """Load NVML and read the static facts once; raises NvmlUnavailableError with NVML's reason."""
         self._calls.reset()  # a driver swapped while NVML was down may support other call names
+        self._gpm.reset()
+        self._reliability.reset()
         try:
             self._nvml.nvmlInit()
             self.driver_version = text(self._nvml.nvmlSystemGetDriverVersion())
@@ -175,8 +184,9 @@ class NvmlAdapter:
                                                         nvml.NVML_CLOCK_SM)),
             memory_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
                                                             nvml.NVML_CLOCK_MEM)),
-            mig_uuids=self._mig_uuids(index, handle),
         )
+        mig = mig_devices(self._calls, index, handle)
+        info.mig_devices, info.mig_uuids = mig, tuple(device.uuid for device in mig)
         with self._lock:
             self._static[index] = info
         return info
@@ -221,6 +231,9 @@ class NvmlAdapter:
             processes=None if processes is None else tuple(
                 ProcessSnapshot(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
                 for p in processes),
+            memory_temperature_celsius=memory_temperature(self._calls, index, h),
+            row_remap=row_remap(self._calls, index, h),
+            mig_instances=mig_snapshots(self._calls, index, s.mig_devices),
         )
 
     # -- background-only calls ------------------------------------------------------------------------
@@ -233,6 +246,24 @@ class NvmlAdapter:
         tx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
         rx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
         return (None if tx is None else tx * PCIE_KB), (None if rx is None else rx * PCIE_KB)
+
+    def read_background(self, index: int) -> BackgroundReading | None:
+        """GPM since the previous call (whole GPU and each MIG GPU instance) and link and counter health;
+        many NVML calls on an NVLink board: call it off the scrape path. None before GPU `index` answered."""
+        static = self._static.get(index)
+        if static is None:
+            return None
+        supported = self._gpm.supported(index, static.handle)
+        gpm, mig_gpm = None, []
+        if supported:
+            gpm = self._gpm.read(index, static.handle)
+            for device in static.mig_devices:
+                if device.gpu_instance_id is not None:
+                    metrics = self._gpm.read(index, static.handle, device.gpu_instance_id)
+                    if metrics is not None:
+                        mig_gpm.append((device.gpu_instance_id, metrics))
+            supported = self._gpm.supported(index, static.handle)  # False once the driver refused a sample
+        return BackgroundReading(supported, gpm, tuple(mig_gpm), self._reliability.read(index, static.handle))
 
     def process_utilization(
         self, index: int, since_us: int = 0
@@ -295,21 +326,6 @@ class NvmlAdapter:
             return int(self._nvml.nvmlDeviceGetIndex(handle))
         except self._error:
             return None
-
-    def _mig_uuids(self, index: int, handle: Any) -> tuple[str, ...]:
-        """UUIDs of the MIG devices of a GPU in MIG mode (read once per init); () when MIG is off."""
-        nvml = self._nvml
-        mode = self._optional(index, "nvmlDeviceGetMigMode", handle)
-        if not mode or int(mode[0]) != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
-            return ()
-        found = []
-        for slot in range(int(self._optional(index, "nvmlDeviceGetMaxMigDeviceCount", handle) or 0)):
-            try:
-                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-                found.append(text(nvml.nvmlDeviceGetUUID(mig)))
-            except self._error:  # NotFound: that slot holds no MIG device
-                continue
-        return tuple(found)
 
 
 class XidEventSet:

@@ -64,6 +64,7 @@ class StaticInfo:
     sm_clock_max_hertz: float | None
     memory_clock_max_hertz: float | None
     mig_uuids: tuple[str, ...] = ()
+    mig_devices: tuple[Any, ...] = ()  # exporter.nvml.mig.MigDevice, one per MIG device
 
 
 def text(value: Any) -> str:

@@ -28,6 +28,78 @@ class ProcessSnapshot:
 
 
 @dataclass(frozen=True)
+class GpmMetrics:
+    """GPM profiling over the interval between two GPM samples (ratios 0..1, NVLink in bytes/s); None and
+    a missing pipe mean NVML did not report that metric here."""
+
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None  # any tensor pipe
+    dram_active: float | None = None
+    graphics_engine_active: float | None = None
+    pipes: tuple[tuple[str, float], ...] = ()  # (pipe label, ratio): hmma, imma, dmma, dfma, fp16, ...
+    nvlink_tx_bytes_per_second: float | None = None
+    nvlink_rx_bytes_per_second: float | None = None
+    nvdec_utilization: float | None = None  # mean over the decoder engines NVML reports
+    nvjpg_utilization: float | None = None
+
+
+@dataclass(frozen=True)
+class NvLinkSnapshot:
+    """One NVLink link: up (NVML's link state) and its error counters by type (crc_flit, crc_data, ...)."""
+
+    link: int
+    up: bool
+    errors: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Link and counter health sampled in the background (None: not supported on this GPU)."""
+
+    nvlinks: tuple[NvLinkSnapshot, ...] | None = None
+    retired_pages_single_bit: int | None = None
+    retired_pages_double_bit: int | None = None
+    power_violation_seconds: float | None = None
+    thermal_violation_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class RowRemap:
+    """nvmlDeviceGetRemappedRows: rows remapped for correctable / uncorrectable errors, pending, failed."""
+
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failed: bool
+
+
+@dataclass(frozen=True)
+class MigInstanceSnapshot:
+    """One MIG device (a GPU instance with its compute instance) of a GPU in MIG mode."""
+
+    uuid: str
+    slot: int  # the MIG device index on its GPU (the device plugin's `<gpu>:<slot>` ids)
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    profile: str  # `1g.10gb`; "" when NVML does not tell
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    gpm: GpmMetrics | None = None
+
+
+@dataclass(frozen=True)
+class BackgroundReading:
+    """What the background sampler read from one GPU: GPM (whole GPU and per MIG GPU instance id) and
+    link and counter health."""
+
+    gpm_supported: bool
+    gpm: GpmMetrics | None
+    mig_gpm: tuple[tuple[int, GpmMetrics], ...]
+    reliability: Reliability
+
+
+@dataclass(frozen=True)
 class DeviceSnapshot:
     """Everything read from one GPU in one sweep. None means "not supported here": the series is left out."""
 
@@ -63,6 +135,13 @@ class DeviceSnapshot:
     # (pid, SM utilization 0..1) from nvmlDeviceGetProcessUtilization, sampled in the background; None when
     # not sampled or not supported
     process_sm_utilization: tuple[tuple[int, float], ...] | None = None
+    memory_temperature_celsius: float | None = None
+    row_remap: RowRemap | None = None
+    mig_instances: tuple[MigInstanceSnapshot, ...] = ()
+    # sampled in the background: GPM support (None: not asked yet), GPM metrics, link and counter health
+    gpm_supported: bool | None = None
+    gpm: GpmMetrics | None = None
+    reliability: Reliability | None = None
 
 
 @dataclass(frozen=True)

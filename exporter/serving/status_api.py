@@ -87,6 +87,8 @@ def build_gpu_status(
     holders: Sequence[DeviceHolder] = (),
     xid_errors: Mapping[int, int] | None = None,
     thresholds: HealthThresholds | None = None,
+    row_remap_pending: bool = False,
+    row_remap_failed: bool = False,
 ) -> GpuStatus:
     """Derive state, speed multiplier, memory percent and availability score from one GPU reading.
 
@@ -95,7 +97,8 @@ def build_gpu_status(
     health = device_health(
         up=up, temperature_celsius=temperature_celsius, utilization_ratio=utilization_ratio,
         memory_used_bytes=memory_used_bytes, memory_free_bytes=memory_free_bytes,
-        memory_total_bytes=memory_total_bytes, thresholds=thresholds)
+        memory_total_bytes=memory_total_bytes, thresholds=thresholds, row_remap_pending=row_remap_pending,
+        row_remap_failed=row_remap_failed)
     return GpuStatus(
         index=index,
         uuid=uuid,

@@ -43,7 +43,9 @@ def gpu_statuses(snapshot: NodeSnapshot, holders_of: HoldersOf | None = None,
             power_watts=d.power_watts,
             throttle_reasons=throttle_reasons(d.clocks_event_reasons),
             holders=holders_of(d.uuid) if holders_of else (),
-            xid_errors=xid_counts(d.uuid) if xid_counts else None, thresholds=thresholds))
+            xid_errors=xid_counts(d.uuid) if xid_counts else None, thresholds=thresholds,
+            row_remap_pending=bool(d.row_remap and d.row_remap.pending),
+            row_remap_failed=bool(d.row_remap and d.row_remap.failed)))
     return statuses
 
 

@@ -81,10 +81,10 @@ class ReliabilitySurface:
             if not gpu.spec.model.row_remapping:
                 raise _pynvml.NVMLError_NotSupported()
             state = gpu.reliability
-            pending = state.remap_pending or bool(self._fault_active("row_remap_pending", gpu.index))
+            pending_fault = bool(self._fault_active("row_remap_pending", gpu.index))  # one more bad row
             failed = state.remap_failed or bool(self._fault_active("row_remap_failed", gpu.index))
-            return (state.remapped_correctable, state.remapped_uncorrectable + int(pending),
-                    int(pending), int(failed))
+            return (state.remapped_correctable, state.remapped_uncorrectable + int(pending_fault),
+                    int(state.remap_pending or pending_fault), int(failed))
 
     def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:
         with self._lock:

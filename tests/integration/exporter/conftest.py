@@ -15,7 +15,8 @@ from exporter.simulator.config import default_config, parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 
-SETTINGS = SourceSettings(min_interval=0.0, init_retry_interval=0.05, pcie_interval=0.05)
+SETTINGS = SourceSettings(min_interval=0.0, init_retry_interval=0.05, pcie_interval=0.05,
+                          profiling_interval=0.05)
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes, dict[str, str]]:

@@ -22,6 +22,8 @@ pytestmark = pytest.mark.integration
 FANNED = """
 gpus:
   - {model: RTX-A6000, count: 2, processes: [{pid: 700, memory_gib: 8}]}
+  - {model: H100, mig: 2, processes: [{pid: 701, memory_gib: 4}]}
+  - {model: V100}
 """
 
 
@@ -41,14 +43,15 @@ def scrape(base: str) -> str:
 
 def test_every_metric_of_the_contract_is_served_and_promtool_is_silent(start_exporter: StartExporter) -> None:
     base, _, _ = start_exporter(FANNED)
-    wait_for(lambda: "gpu_pcie_tx_bytes_per_second" in scrape(base), timeout=15)
+    wait_for(lambda: all(name in scrape(base) for name in (
+        "gpu_pcie_tx_bytes_per_second", "gpu_mig_sm_active_ratio", "gpu_nvlink_up")), timeout=15)
     text = scrape(base)
     samples = families(text)
     # the pod families need GPU holders and the XID counter an XID: tests/integration/exporter_k8s has both
     needs_pods_or_xid = {m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_MEMORY_USED, m.XID_ERRORS}
     assert {spec.exposed_name for spec in m.ALL_METRICS if spec not in needs_pods_or_xid} <= set(samples)
     assert not {spec.exposed_name for spec in needs_pods_or_xid} & set(samples)
-    assert {labels["gpu"] for labels, _ in samples["gpu_up"]} == {"0", "1"}
+    assert {labels["gpu"] for labels, _ in samples["gpu_up"]} == {"0", "1", "2", "3"}
     assert all(labels["node"] == "test-node" for labels, _ in samples["gpu_utilization_ratio"])
     result = promtool("check", "metrics", stdin=text)
     assert result.returncode == 0, result.stdout + result.stderr

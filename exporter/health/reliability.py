@@ -1,0 +1,62 @@
+"""Collector extension for memory and link health: row remapping, retired pages, memory temperature, NVLink
+link state and error counters, clock violation time.
+
+    gpu_row_remap_pending{gpu="0",…} 1
+    gpu_nvlink_errors_total{gpu="0",…,link="3",type="replay"} 5
+
+Each family is left out for a GPU that does not support it (no NVLink, no HBM sensor, row remapping or page
+retirement only), never exported as 0. What a pending or failed row remap does to the health state is in
+exporter/health/state.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from exporter import metrics as m
+from exporter.collector import ScrapeContext, new_family
+from exporter.nvml.snapshots import NodeSnapshot, Reliability
+
+Family = GaugeMetricFamily | CounterMetricFamily
+
+
+class ReliabilityMetrics:
+    """`gpu_remapped_rows`, `gpu_row_remap_*`, `gpu_retired_pages`, `gpu_memory_temperature_celsius`,
+    `gpu_nvlink_up`, `gpu_nvlink_errors_total`, `gpu_*_violation_seconds_total`."""
+
+    def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]:
+        families: dict[m.MetricSpec, Family] = {spec: new_family(spec) for spec in m.RELIABILITY_METRICS}
+        for device in snapshot.devices:
+            if not device.up:
+                continue
+            labels = context.device_labels(device)
+            if device.memory_temperature_celsius is not None:
+                families[m.MEMORY_TEMPERATURE].add_metric(labels, device.memory_temperature_celsius)
+            remap = device.row_remap
+            if remap is not None:
+                families[m.REMAPPED_ROWS].add_metric([*labels, "correctable"], float(remap.correctable))
+                families[m.REMAPPED_ROWS].add_metric([*labels, "uncorrectable"], float(remap.uncorrectable))
+                families[m.ROW_REMAP_PENDING].add_metric(labels, 1.0 if remap.pending else 0.0)
+                families[m.ROW_REMAP_FAILED].add_metric(labels, 1.0 if remap.failed else 0.0)
+            if device.reliability is not None:
+                self._sampled(families, device.reliability, labels)
+        for family in families.values():
+            if family.samples:
+                yield family
+
+    @staticmethod
+    def _sampled(families: dict[m.MetricSpec, Family], sampled: Reliability, labels: list[str]) -> None:
+        for cause, count in (("single_bit_ecc", sampled.retired_pages_single_bit),
+                             ("double_bit_ecc", sampled.retired_pages_double_bit)):
+            if count is not None:
+                families[m.RETIRED_PAGES].add_metric([*labels, cause], float(count))
+        for link in sampled.nvlinks or ():
+            families[m.NVLINK_UP].add_metric([*labels, str(link.link)], 1.0 if link.up else 0.0)
+            for kind, count in link.errors:
+                families[m.NVLINK_ERRORS].add_metric([*labels, str(link.link), kind], float(count))
+        for spec, seconds in ((m.POWER_VIOLATION, sampled.power_violation_seconds),
+                              (m.THERMAL_VIOLATION, sampled.thermal_violation_seconds)):
+            if seconds is not None:
+                families[spec].add_metric(labels, seconds)
