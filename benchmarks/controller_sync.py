@@ -53,6 +53,9 @@ class MemoryBackend:
     ) -> None:
         pass
 
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        return ()  # the benchmark's rules have no capacity guard: never asked
+
 
 class CountingSource:
     """Wraps the runner to record the queries asked for in each sync."""
