@@ -1,9 +1,10 @@
-"""Scrape latency of `gpu-exporter --simulate 8` (3 processes per GPU, pods attached) against
-prometheus_client alone.
+"""Scrape latency of `gpu-exporter` on an 8-GPU H100 node (3 processes per GPU, pods attached, GPM
+profiling, NVLink and memory health, GPU 7 in MIG mode with 7 MIG devices) against prometheus_client alone.
 
 Pods are attached as on a real node: a gRPC PodResourcesLister on a temp unix socket (served by this process,
-not the measured one) hands GPUs 0-3 to one pod each and time-slices GPUs 4-7 between three pods each, and a
-fake proc tree (`--proc-root`) names every GPU process's pod, so the measured scrape includes attribution,
+not the measured one) hands GPUs 0-3 to one pod each, time-slices GPUs 4-6 between three pods each and gives
+each of GPU 7's seven MIG devices to its own pod, and a fake proc tree
+(`--proc-root`) names every GPU process's pod, so the measured scrape includes attribution,
 the per-holder series, health and availability (and the exporter's RSS includes grpc).
 
 The baseline is prometheus_client serializing the very same samples from a pre-filled registry (Gauge and
@@ -34,12 +35,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from demo.processes import free_port, wait_http_ok
+from exporter.simulator.mig import mig_uuid
 from exporter.simulator.physics import gpu_uuid
 
 GPUS = 8
 PROCESSES_PER_GPU = 3
 RATIO_TARGET = 1.5
 RSS_TARGET_MIB = 60.0
+MIG_GPU, MIG_DEVICES = 7, 7  # GPU 7 is in MIG mode with seven 1g.10gb MIG devices, one pod each
+# every family is in the first timed scrape: background PCIe, pods, GPM (two passes, 5 s) per GPU and instance
+READY_MARKERS = (b"gpu_pcie_rx_bytes_per_second{", b"gpu_exporter_pod_resources_up 1.0",
+                 b'gpu_pod_utilization_ratio{container="main",gpu="6"', b"gpu_sm_active_ratio{",
+                 b"gpu_mig_sm_active_ratio{", b"gpu_nvlink_errors_total{")
 
 
 def fleet_yaml() -> str:
@@ -47,14 +54,18 @@ def fleet_yaml() -> str:
     for gpu in range(GPUS):
         procs = ", ".join(f"{{pid: {10_000 + gpu * 10 + p}, memory_gib: {8 + 4 * p}}}"
                           for p in range(PROCESSES_PER_GPU))
-        lines.append(f"  - {{model: H100, count: 1, processes: [{procs}]}}")
+        mig = f", mig: {MIG_DEVICES}" if gpu == MIG_GPU else ""
+        lines.append(f"  - {{model: H100, count: 1{mig}, processes: [{procs}]}}")
     return "\n".join(lines) + "\n"
 
 
-SHARED_FROM = 4  # GPUs from this index on are time-sliced between one pod per process
+SHARED_FROM = 4  # GPUs from this index on (but the MIG GPU) are time-sliced between one pod per process
 
 
 def pod_of(gpu: int, process: int) -> str:
+    """The pod of a process; on the MIG GPU process p runs on MIG device p (the simulator's placement)."""
+    if gpu == MIG_GPU:
+        return f"mig-{gpu}-{process}"
     return f"llm-{gpu}-{process}" if gpu >= SHARED_FROM else f"trainer-{gpu}"
 
 
@@ -67,7 +78,13 @@ def start_kubelet(socket_path: str) -> object:
     from exporter.pods.podresources import api_pb2, api_pb2_grpc
 
     response = api_pb2.ListPodResourcesResponse()
+    for slot in range(MIG_DEVICES):
+        pod = response.pod_resources.add(name=pod_of(MIG_GPU, slot), namespace="bench")
+        container = pod.containers.add(name="main")
+        container.devices.add(resource_name="nvidia.com/mig-1g.10gb", device_ids=[mig_uuid(1, MIG_GPU, slot)])
     for gpu in range(GPUS):
+        if gpu == MIG_GPU:
+            continue
         uuid = gpu_uuid(1, gpu)
         pods = range(PROCESSES_PER_GPU) if gpu >= SHARED_FROM else range(1)
         for process in pods:
@@ -171,6 +188,10 @@ def in_process(scrapes: int, socket_path: str, proc_root: Path) -> float:
     app.source.start()
     app.pod_resources.refresh()
     try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(
+                marker in generate_latest(app.registry) for marker in READY_MARKERS):
+            time.sleep(0.2)
         baseline = prefilled_registry(generate_latest(app.registry).decode())
         interleaved(lambda: generate_latest(app.registry), lambda: generate_latest(baseline), 20)
         exporter_times, baseline_times = interleaved(
@@ -194,12 +215,10 @@ def over_http(scrapes: int, workdir: Path, socket_path: str) -> tuple[float, flo
     try:
         exporter_url = f"http://127.0.0.1:{exporter_port}/metrics"
         wait_http_ok(f"http://127.0.0.1:{exporter_port}/readyz", 30, exporter)
-        # wait for the first background PCIe pass so every scrape has the same series
+        # wait for the background passes (PCIe, GPM) so every scrape has the same series
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not all(
-                marker in fetch(exporter_url) for marker in (
-                    b"gpu_pcie_rx_bytes_per_second{", b"gpu_exporter_pod_resources_up 1.0",
-                    b'gpu_pod_utilization_ratio{container="main",gpu="7"')):
+                marker in fetch(exporter_url) for marker in READY_MARKERS):
             time.sleep(0.1)
         exposition = workdir / "scrape.txt"
         body = fetch(exporter_url)
@@ -237,8 +256,9 @@ def main() -> int:
     if args.serve_baseline:
         serve_baseline(args.serve_baseline, args.port)
         return 0
-    print(f"{GPUS} simulated H100, {PROCESSES_PER_GPU} processes per GPU, {args.scrapes} scrapes per side, "
-          f"NVML min interval 0 (every scrape sweeps)")
+    print(f"{GPUS} simulated H100 (GPM, NVLink; GPU {MIG_GPU} with {MIG_DEVICES} MIG devices), "
+          f"{PROCESSES_PER_GPU} processes per GPU, {args.scrapes} scrapes per side, NVML min interval 0 "
+          f"(every scrape sweeps)")
     with tempfile.TemporaryDirectory(prefix="gpu-exporter-bench-", dir="/tmp") as tmp:
         socket_path = str(Path(tmp) / "kubelet.sock")
         kubelet = start_kubelet(socket_path)
