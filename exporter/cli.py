@@ -19,6 +19,7 @@ from typing import Any
 from exporter.app import ExporterApp
 from exporter.config import ExporterConfig, load_config
 from exporter.errors import ConfigError, ExporterError
+from exporter.malloc import limit_malloc_arenas
 from exporter.nvml.adapter import real_nvml
 from exporter.pods.procfs import DEFAULT_PROC_ROOT
 from exporter.simulator.config import MAX_SIMULATED_GPUS, default_config, load_sim_config
@@ -143,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
+    limit_malloc_arenas()  # before any thread starts
     web_config: WebConfig | None = load_web_config(args.web_config_file) if args.web_config_file else None
     nvml = nvml_backend(args)
     app = ExporterApp(nvml, node_name(args.node_name), SourceSettings(min_interval=args.min_interval),

@@ -145,8 +145,8 @@ MEMORY_TEMPERATURE = _gauge("gpu_memory_temperature_celsius",
                             "Device memory (HBM) temperature, in degrees Celsius.")
 NVLINK_UP = _gauge("gpu_nvlink_up", "1 if the NVLink link is active, else 0.", "link")
 NVLINK_ERRORS = _counter("gpu_nvlink_errors",
-                         "NVLink data-link errors of one link since the driver was loaded, by type.", "link",
-                         "type")
+                         "NVLink data-link errors of all the GPU's links since the driver was loaded, by "
+                         "type (gpu_nvlink_up says which link is down).", "type")
 POWER_VIOLATION = _counter("gpu_power_violation_seconds",
                            "Time the power limit held the clocks down, in seconds (NVML violation time).")
 THERMAL_VIOLATION = _counter("gpu_thermal_violation_seconds",

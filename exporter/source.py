@@ -88,8 +88,7 @@ class NvmlSource:
     def start(self) -> None:
         """Try NVML init once now, then keep retrying (if needed) and sampling PCIe in the background."""
         self._try_init(first=True)
-        for target, name in ((self._init_loop, "nvml-init"), (self._pcie_loop, "nvml-pcie"),
-                             (self._profiling_loop, "nvml-profiling")):
+        for target, name in ((self._init_loop, "nvml-init"), (self._sampler_loop, "nvml-sampler")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -144,36 +143,48 @@ class NvmlSource:
             if not self.adapter.initialized:
                 self._try_init()
 
-    def _pcie_loop(self) -> None:
+    def _sampler_loop(self) -> None:
+        """PCIe and per-process utilization every `pcie_interval`, GPM and link counters every
+        `profiling_interval`, on one thread: each thread that allocates costs the process a malloc arena
+        (about a MiB of resident memory on a DaemonSet that runs on every node), and both passes are short."""
+        settings = self.settings
+        next_pcie = next_profiling = time.monotonic()
         while not self._stop.is_set():
-            if self.adapter.initialized:
-                for index in range(self.adapter.device_count):
-                    if self._stop.is_set():
-                        return
-                    try:
-                        value = self.adapter.read_pcie(index)
-                    except Exception as exc:  # one GPU failing must not end the sampler
-                        log.debug("GPU %d: PCIe sample failed: %s", index, exc)
-                        value = (None, None)
-                    with self._state_lock:
-                        self._pcie[index] = value
-                    self._sample_process_utilization(index)
-            self._stop.wait(self.settings.pcie_interval)
+            if not self.adapter.initialized:
+                self._stop.wait(min(settings.pcie_interval, settings.profiling_interval))
+                continue
+            if time.monotonic() >= next_pcie:
+                next_pcie = time.monotonic() + settings.pcie_interval
+                self._pcie_pass()
+            if time.monotonic() >= next_profiling and not self._stop.is_set():
+                next_profiling = time.monotonic() + settings.profiling_interval
+                self._profiling_pass()
+            self._stop.wait(max(min(next_pcie, next_profiling) - time.monotonic(), 0.0))
 
-    def _profiling_loop(self) -> None:
-        while not self._stop.is_set():
-            if self.adapter.initialized:
-                for index in range(self.adapter.device_count):
-                    if self._stop.is_set():
-                        return
-                    try:
-                        reading = self.adapter.read_background(index)
-                    except Exception as exc:  # one GPU failing must not end the sampler
-                        log.debug("GPU %d: profiling sample failed: %s", index, exc)
-                        reading = None
-                    with self._state_lock:
-                        self._background[index] = reading
-            self._stop.wait(self.settings.profiling_interval)
+    def _pcie_pass(self) -> None:
+        for index in range(self.adapter.device_count):
+            if self._stop.is_set():
+                return
+            try:
+                value = self.adapter.read_pcie(index)
+            except Exception as exc:  # one GPU failing must not end the sampler
+                log.debug("GPU %d: PCIe sample failed: %s", index, exc)
+                value = (None, None)
+            with self._state_lock:
+                self._pcie[index] = value
+            self._sample_process_utilization(index)
+
+    def _profiling_pass(self) -> None:
+        for index in range(self.adapter.device_count):
+            if self._stop.is_set():
+                return
+            try:
+                reading = self.adapter.read_background(index)
+            except Exception as exc:  # one GPU failing must not end the sampler
+                log.debug("GPU %d: profiling sample failed: %s", index, exc)
+                reading = None
+            with self._state_lock:
+                self._background[index] = reading
 
     def _sample_process_utilization(self, index: int) -> None:
         """Mean SM share per pid over the samples since the last pass; () when no process ran."""

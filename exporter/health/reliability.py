@@ -2,7 +2,7 @@
 link state and error counters, clock violation time.
 
     gpu_row_remap_pending{gpu="0",…} 1
-    gpu_nvlink_errors_total{gpu="0",…,link="3",type="replay"} 5
+    gpu_nvlink_errors_total{gpu="0",…,type="replay"} 5
 
 Each family is left out for a GPU that does not support it (no NVLink, no HBM sensor, row remapping or page
 retirement only), never exported as 0. What a pending or failed row remap does to the health state is in
@@ -52,10 +52,13 @@ class ReliabilityMetrics:
                              ("double_bit_ecc", sampled.retired_pages_double_bit)):
             if count is not None:
                 families[m.RETIRED_PAGES].add_metric([*labels, cause], float(count))
+        totals: dict[str, float] = {}
         for link in sampled.nvlinks or ():
             families[m.NVLINK_UP].add_metric([*labels, str(link.link)], 1.0 if link.up else 0.0)
             for kind, count in link.errors:
-                families[m.NVLINK_ERRORS].add_metric([*labels, str(link.link), kind], float(count))
+                totals[kind] = totals.get(kind, 0.0) + count
+        for kind, total in totals.items():  # per GPU, as dcgm-exporter's *_ERROR_COUNT_TOTAL fields
+            families[m.NVLINK_ERRORS].add_metric([*labels, kind], total)
         for spec, seconds in ((m.POWER_VIOLATION, sampled.power_violation_seconds),
                               (m.THERMAL_VIOLATION, sampled.thermal_violation_seconds)):
             if seconds is not None:

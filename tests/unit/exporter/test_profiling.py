@@ -138,6 +138,7 @@ def test_memory_and_link_health_series(make_sim: SimFactory, clock: FakeClock) -
     sim, adapter = make_sim(FLEET)
     sim.set_nvlink_down(0, 4, True)
     sim.add_nvlink_errors(0, 4, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, 3)
+    sim.add_nvlink_errors(0, 7, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT, 2)
     sim.set_row_remap(1, correctable=2, uncorrectable=1, pending=True)
     snapshot = adapter.read()
     devices = tuple(with_background(d, adapter.read_background(d.index)) for d in snapshot.devices)
@@ -145,8 +146,10 @@ def test_memory_and_link_health_series(make_sim: SimFactory, clock: FakeClock) -
     up = {(lab["gpu"], lab["link"]): v for lab, v in samples["gpu_nvlink_up"]}
     assert len([k for k in up if k[0] == "0"]) == 18 and len([k for k in up if k[0] == "1"]) == 12
     assert up[("0", "4")] == 0.0 and up[("0", "3")] == 1.0 and not any(k[0] == "2" for k in up)
-    errors = {(lab["gpu"], lab["link"], lab["type"]): v for lab, v in samples["gpu_nvlink_errors_total"]}
-    assert errors[("0", "4", "crc_flit")] == 3.0 and errors[("0", "4", "replay")] == 0.0
+    # per GPU, summed over its links (as dcgm-exporter's *_ERROR_COUNT_TOTAL); gpu_nvlink_up locates a link
+    errors = {(lab["gpu"], lab["type"]): v for lab, v in samples["gpu_nvlink_errors_total"]}
+    assert errors[("0", "crc_flit")] == 5.0 and errors[("0", "replay")] == 0.0
+    assert len([k for k in errors if k[0] == "0"]) == 4 and not any(k[0] == "2" for k in errors)
     rows = {(lab["gpu"], lab["cause"]): v for lab, v in samples["gpu_remapped_rows"]}
     assert rows[("1", "correctable")] == 2.0 and rows[("1", "uncorrectable")] == 1.0
     assert by_gpu(samples, "gpu_row_remap_pending")["1"] == 1.0
