@@ -95,6 +95,8 @@ POD_MEMORY_USED = _gauge("gpu_pod_memory_used_bytes",
                          "exclusive GPU, the sum of its processes' memory for a shared one.")
 XID_ERRORS = _counter("gpu_xid_errors", "XID critical errors reported by the driver since the exporter "
                       "started, by XID code.", "xid")
+XID_LAST = _gauge("gpu_xid_last_code", "Code of the last XID error the driver reported on the GPU since the "
+                  "exporter started, also in the label xid (0 and no xid label: none yet).", "xid")
 HEALTH_STATE = _gauge("gpu_health_state",
                       "1 for the GPU's current health state (from temperature and memory use), 0 for the "
                       "others.", "state")
@@ -202,7 +204,7 @@ EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST
 # Families the collector extensions of issue 4 produce (exporter/pods/attribution.py,
 # exporter/health/metrics.py and exporter/health/xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (
-    ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, HEALTH_STATE, SPEED_MULTIPLIER,
+    ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER,
     AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
 )
 # Families of exporter/profiling.py (GPM, per GPU and per MIG instance) and exporter/health/reliability.py.

@@ -70,6 +70,7 @@ class XidWatcher:
         self._on_event = on_event
         self._lock = threading.Lock()
         self._counts: dict[str, dict[int, int]] = {}
+        self._last: dict[str, int] = {}
         self._down: dict[str, tuple[float, int]] = {}
         self._registered: frozenset[str] = frozenset()
         self._unattributed = 0
@@ -86,6 +87,11 @@ class XidWatcher:
     def all_counts(self) -> dict[str, dict[int, int]]:
         with self._lock:
             return {uuid: dict(codes) for uuid, codes in self._counts.items()}
+
+    def last_codes(self) -> dict[str, int]:
+        """uuid -> code of the last XID seen on that GPU (dcgm-exporter's DCGM_FI_DEV_XID_ERRORS)."""
+        with self._lock:
+            return dict(self._last)
 
     @property
     def unattributed_events(self) -> int:
@@ -220,6 +226,7 @@ class XidWatcher:
             else:
                 codes = self._counts.setdefault(event.uuid, {})
                 codes[event.xid] = codes.get(event.xid, 0) + 1
+                self._last[event.uuid] = event.xid
                 if marks_down:
                     self._down.setdefault(event.uuid, (event.timestamp, event.xid))
         suffix = " (gpu_up 0 until it answers again)" if marks_down else ""
@@ -243,16 +250,22 @@ class XidWatcher:
 
 
 class XidMetrics:
-    """Collector extension: `gpu_xid_errors_total{xid}` per GPU, one series per code seen (none before)."""
+    """Collector extension: `gpu_xid_errors_total{xid}` per GPU, one series per code seen (none before), and
+    `gpu_xid_last_code{xid}` per GPU: the last code, 0 before any (the series changes with the code, as
+    dcgm-exporter's DCGM_FI_DEV_XID_ERRORS with its err_code label)."""
 
     def __init__(self, watcher: XidWatcher) -> None:
         self._watcher = watcher
 
     def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]:
-        counts = self._watcher.all_counts()
-        family = new_family(m.XID_ERRORS)
+        counts, last = self._watcher.all_counts(), self._watcher.last_codes()
+        family, latest = new_family(m.XID_ERRORS), new_family(m.XID_LAST)
         for device in snapshot.devices:
+            labels = context.device_labels(device)
             for code, count in sorted(counts.get(device.uuid, {}).items()):
-                family.add_metric([*context.device_labels(device), str(code)], float(count))
+                family.add_metric([*labels, str(code)], float(count))
+            code = last.get(device.uuid)
+            latest.add_metric([*labels, "" if code is None else str(code)], float(code or 0))
         if family.samples:
             yield family
+        yield latest

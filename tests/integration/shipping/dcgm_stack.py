@@ -56,7 +56,6 @@ def dcgm_sources() -> dict[str, set[str]]:
     """DCGM name -> the exporter series its recording rule reads."""
     groups = yaml.safe_load(DCGM_RULES.read_text())["groups"]
     recorded = {rule["record"]: metric_names(rule["expr"]) for group in groups for rule in group["rules"]}
-    # Helper rules (digit:xid_digit:value, ...) stand for what they read.
     resolved: dict[str, set[str]] = {}
     for name, reads in recorded.items():
         names = set(reads)

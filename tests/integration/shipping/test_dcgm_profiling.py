@@ -21,6 +21,7 @@ from tests.integration.shipping.dcgm_stack import (
     queries,
     query_id,
 )
+from tests.support import wait_for
 from tests.unit.shipping.promql_names import PROFILING_EXPORTER_NAMES, exporter_names
 
 pytestmark = pytest.mark.integration
@@ -38,6 +39,8 @@ def test_the_exporter_declares_every_profiling_series() -> None:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DcgmStack]:
     with dcgm_stack(tmp_path_factory.mktemp("dcgm-profiling")) as running:
+        # GPM activity needs two background samples one pass (5 s) apart, then a scrape and a rule evaluation
+        wait_for(lambda: running.query("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), 60, "the first GPM pass recorded")
         yield running
 
 

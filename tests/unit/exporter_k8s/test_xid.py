@@ -77,6 +77,7 @@ def test_counts_per_gpu_and_code_and_down_marks() -> None:
     finally:
         assert watcher.stop(timeout=5)
     assert watcher.all_counts() == {uuids[0]: {13: 2, 31: 1}, uuids[1]: {79: 1}, uuids[2]: {43: 1}}
+    assert watcher.last_codes() == {uuids[0]: 31, uuids[1]: 79, uuids[2]: 43}  # the latest, not the largest
     assert watcher.down_uuids() == {uuids[1]} and watcher.down_since(uuids[1]) == T0
     assert seen[3] == XidRecord(uuids[1], 79, T0, None, None)
     assert nvml._event_sets == []  # stop() freed the set
@@ -261,3 +262,22 @@ def test_ctypes_handles_match_by_pointer_value() -> None:
     assert handle_key(first) != handle_key(ctypes.pointer(buffers[1]))
     unhashable = [1]  # unhashable handles fall back to id()
     assert handle_key(unhashable) == ("id", id(unhashable))
+
+
+def test_last_code_series_follow_the_latest_xid_as_dcgm_exporter_does() -> None:
+    """gpu_xid_last_code: 0 without an xid label before any XID, then the last code as value and label."""
+    from exporter.collector import ScrapeContext
+    from exporter.health.xid import XidMetrics
+
+    _, adapter, watcher, uuids = setup()
+    snapshot = adapter.read()
+
+    def last() -> dict[str, tuple[str | None, float]]:
+        families = list(XidMetrics(watcher).collect(snapshot, ScrapeContext("node", {})))
+        (family,) = [f for f in families if f.name == "gpu_xid_last_code"]
+        return {s.labels["gpu"]: (s.labels.get("xid") or None, s.value) for s in family.samples}
+
+    assert last() == {"0": (None, 0.0), "1": (None, 0.0), "2": (None, 0.0)}
+    watcher.record(XidRecord(uuids[0], 79, T0))
+    watcher.record(XidRecord(uuids[0], 13, T0 + 1))
+    assert last()["0"] == ("13", 13.0) and last()["1"] == (None, 0.0)
