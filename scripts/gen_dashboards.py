@@ -161,7 +161,10 @@ FLEET = Dashboard(
         Panel("Speed multiplier", "timeseries", "none",
               (q(f"gpu_speed_multiplier{{{GPU_SEL}}}", GPU_LEGEND),)),
         # Profiling (NVML GPM, Hopper and newer; a MIG instance has its own series): what the GPU's cores do,
-        # beyond "a kernel ran". Per GPU, then per pod; appended so panel ids stay stable.
+        # beyond "a kernel ran". A row of its own, per GPU then per pod; appended so panel ids stay stable.
+        Panel("Profiling (GPM: Hopper and newer)", "row", "none", (), width=24, height=1,
+              description="SM, tensor-core and DRAM activity per GPU and per pod (dcgm-exporter's "
+                          "DCGM_FI_PROF_* fields)."),
         *PROFILING_PANELS,
     ),
 )
@@ -340,6 +343,11 @@ def _panels(panels: tuple[Panel, ...]) -> list[dict[str, Any]]:
     for number, panel in enumerate(panels, start=1):
         if x + panel.width > 24:
             x, y, row_height = 0, y + row_height, 0
+        if panel.kind == "row":  # a header that groups the panels below it
+            result.append({"id": number, "type": "row", "title": panel.title, "collapsed": False,
+                           "gridPos": {"h": 1, "w": 24, "x": 0, "y": y + row_height}, "panels": []})
+            x, y, row_height = 0, y + row_height + 1, 0
+            continue
         result.append({
             "id": number, "type": panel.kind, "title": panel.title, "description": panel.description,
             "datasource": DATASOURCE,

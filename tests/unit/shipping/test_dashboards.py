@@ -32,8 +32,13 @@ def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def data_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    """The panels that show data: every panel but the row headers."""
+    return [panel for panel in dashboard["panels"] if panel["type"] != "row"]
+
+
 def all_targets(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t for panel in dashboard["panels"] for t in panel["targets"]]
+    return [t for panel in data_panels(dashboard) for t in panel["targets"]]
 
 
 def test_the_three_dashboards_exist() -> None:
@@ -81,7 +86,7 @@ def test_every_panel_and_target_uses_the_datasource_variable(path: Path) -> None
     for variable in variables.values():
         if variable["type"] == "query":
             assert variable["datasource"] == DATASOURCE
-    for panel in dashboard["panels"]:
+    for panel in data_panels(dashboard):
         assert panel["datasource"] == DATASOURCE, panel["title"]
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
@@ -93,7 +98,7 @@ def test_every_panel_has_a_unit_an_id_and_fits_the_grid(path: Path) -> None:
     dashboard = load(path)
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(set(ids)) == len(ids)
-    for panel in dashboard["panels"]:
+    for panel in data_panels(dashboard):
         assert panel["fieldConfig"]["defaults"]["unit"], panel["title"]
         grid = panel["gridPos"]
         assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
@@ -141,7 +146,14 @@ def test_provisioning_provider_points_at_a_directory() -> None:
 
 
 def test_fleet_dashboard_has_the_profiling_row_per_gpu_and_per_pod() -> None:
-    by_title = {p["title"]: p for p in load(DASHBOARD_DIR / "gpu-fleet.json")["panels"]}
+    panels = load(DASHBOARD_DIR / "gpu-fleet.json")["panels"]
+    rows = [i for i, p in enumerate(panels) if p["type"] == "row"]
+    assert [panels[i]["title"] for i in rows] == ["Profiling (GPM: Hopper and newer)"]
+    header = panels[rows[0]]
+    assert header["gridPos"]["w"] == 24 and header["gridPos"]["x"] == 0 and not header["collapsed"]
+    below = panels[rows[0] + 1:]
+    assert len(below) == 6 and all(p["gridPos"]["y"] > header["gridPos"]["y"] for p in below)
+    by_title = {p["title"]: p for p in panels}
     for activity, series in (("SM active", "gpu_sm_active_ratio"),
                              ("Tensor pipe active", "gpu_tensor_active_ratio"),
                              ("DRAM active", "gpu_dram_active_ratio")):
