@@ -47,14 +47,17 @@ def test_the_policy_contract_names_every_autoscaler_module_outside_the_engine() 
     assert outside - forbidden == set()
 
 
+OURS = {"exporter", "autoscaler", "plumbing", "fleet", "demo", "benchmarks", "tests"}
+
+
 def stand_in_tree(tmp_path: Path) -> Path:
     """Empty packages and modules for every internal name the contracts mention, plus the real contracts."""
-    names = {"exporter", "autoscaler", "plumbing", "demo", "benchmarks", "tests", "autoscaler.policy"}
+    names = {*OURS, "autoscaler.policy"}
     for contract in contracts():
         for key in ("source_modules", "forbidden_modules", "modules"):
             names.update(str(n) for n in contract.get(key, ()))
     for name in sorted(names):
-        if name.split(".")[0] not in {"exporter", "autoscaler", "plumbing", "demo", "benchmarks", "tests"}:
+        if name.split(".")[0] not in OURS:
             continue  # third-party and standard library names are not ours to fake
         package = tmp_path.joinpath(*name.split("."))
         package.mkdir(parents=True, exist_ok=True)
@@ -74,6 +77,11 @@ VIOLATIONS = {
     "production-imports-demo": ("autoscaler/__init__.py", "import demo\n"),
     "production-imports-tests": ("exporter/__init__.py", "import tests\n"),
     "production-imports-benchmarks": ("plumbing/__init__.py", "import benchmarks\n"),
+    "exporter-imports-fleet": ("exporter/__init__.py", "import fleet\n"),
+    "autoscaler-imports-fleet": ("autoscaler/plan/__init__.py", "import fleet\n"),
+    "plumbing-imports-fleet": ("plumbing/__init__.py", "import fleet\n"),
+    "fleet-imports-exporter": ("fleet/__init__.py", "import exporter\n"),
+    "fleet-imports-tests": ("fleet/__init__.py", "import tests\n"),
 }
 
 

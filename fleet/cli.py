@@ -1,0 +1,70 @@
+"""`gpu-fleet` command line: a registry of subcommands, each a module `fleet/<name>.py`.
+
+A subcommand module exposes `HELP: str` (one line), `add_arguments(parser) -> None` and
+`run(args) -> int` (the exit status: 0 ok, 1 not found / not enough / timed out). To add one, add its name
+to SUBCOMMANDS. A `FleetError` raised by `run` becomes its message on stderr and its `exit_code` (2: bad
+input, or a Prometheus that cannot be reached or answers nonsense), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from fleet.errors import FleetError
+from plumbing.cli import fail, silence_stdout
+
+PROG = "gpu-fleet"
+
+SUBCOMMANDS: tuple[str, ...] = (
+)
+"""The subcommands, in the order `--help` lists them: each names the module `fleet.<name>`."""
+
+
+def load(name: str) -> ModuleType:
+    """The module of subcommand `name`, checked for the three names every subcommand exposes."""
+    module = importlib.import_module(f"fleet.{name}")
+    missing = [attr for attr in ("HELP", "add_arguments", "run") if not hasattr(module, attr)]
+    if missing:
+        raise TypeError(f"fleet.{name} lacks {', '.join(missing)}")
+    return module
+
+
+def build_parser(subcommands: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="The GPUs of a whole cluster, from the exporter's series in Prometheus.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in subcommands:
+        module = load(name)
+        child = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(child)
+        child.set_defaults(run=module.run, prog=f"{PROG} {name}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, subcommands: Sequence[str] = SUBCOMMANDS) -> int:
+    """Parse, dispatch, and turn FleetError into one message on stderr and its exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser(subcommands).parse_args(args_list)
+    try:
+        return int(args.run(args))
+    except FleetError as exc:
+        sys.stdout.flush()
+        fail(args.prog, str(exc))
+        return exc.exit_code
+    except BrokenPipeError:  # `gpu-fleet status | head`: the reader left, which is not an error
+        silence_stdout()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""The errors of `gpu-fleet`: each is one message on stderr and an exit status, never a traceback."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+"""Not found, not enough GPUs, a wait that timed out: the command ran, the answer is no."""
+EXIT_USAGE = 2
+"""Bad input (a flag, a file) and an unreachable or misbehaving Prometheus, as `gpu-autoscaler check`."""
+
+
+class FleetError(Exception):
+    """Anything that stops a `gpu-fleet` command: its message is printed as is, then `exit_code`."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(FleetError):
+    """A flag or file that cannot be used; the message names the flag."""
+
+
+class PrometheusError(FleetError):
+    """Prometheus cannot be reached, refused the query, or answered something that is not a valid answer."""
+
+
+class Unreachable(PrometheusError):
+    """No answer at all: refused, unresolvable, TLS, proxy, timeout."""
