@@ -38,6 +38,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                         "autoscaler.check"),
     "simulate": Subcommand("replay a metric trace (CSV) through a rule: the replica count after each sync",
                            "autoscaler.simulate"),
+    "tune": Subcommand("replay a rule's metric history with candidate behaviors and targets; recommend one",
+                       "autoscaler.tune"),
     "run": Subcommand("run the controller: query Prometheus, decide, patch the targets' scale",
                       "autoscaler.run"),
     "status": Subcommand("show what the controller would decide now for every rule (read-only)",
