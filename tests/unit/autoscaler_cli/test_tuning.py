@@ -1,0 +1,180 @@
+"""`gpu-autoscaler tune`'s arithmetic (autoscaler.tuning) and its range-answer checks (autoscaler.promrange),
+without Prometheus: candidates, scoring, the recommendation, the diff, hostile answers, spans."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from autoscaler.errors import UsageError
+from autoscaler.policy import MetricObservation, Rule
+from autoscaler.policy.spec import Capacity
+from autoscaler.promanswer import BadAnswer
+from autoscaler.promrange import RangeSeries, chunks, parse_matrix
+from autoscaler.rules import load_rules
+from autoscaler.tune import span, to_steps
+from autoscaler.tuning import HistoryStep, candidates, overloaded, recommend, rules_diff, score
+
+SLOW = """\
+rules:
+  - name: web
+    target: {kind: Deployment, namespace: ml, name: web}
+    minReplicas: 1
+    maxReplicas: 10
+    metrics:
+      - {name: rps, query: 'sum(rate(requests_total[5m]))', type: Total, target: 100}
+    behavior:
+      scaleDown: {stabilizationWindowSeconds: 3600, policies: [{type: Pods, value: 1, periodSeconds: 600}]}
+"""
+FAST = """\
+rules:
+  - name: web
+    target: {kind: Deployment, namespace: ml, name: web}
+    minReplicas: 1
+    maxReplicas: 10
+    metrics:
+      - {name: rps, query: 'sum(rate(requests_total[5m]))', type: Total, target: 100}
+    behavior:
+      scaleDown: {stabilizationWindowSeconds: 0, policies: [{type: Percent, value: 100, periodSeconds: 15}]}
+"""
+
+
+def rule_of(tmp_path: Path, text: str) -> Rule:
+    path = tmp_path / "rules.yaml"
+    path.write_text(text)
+    return load_rules(path).get("web")
+
+
+def burst_history(minutes: int = 240) -> list[HistoryStep]:
+    """A burst of 800 req/s for 20 minutes every 2 hours over 100 req/s, one step a minute."""
+    return [HistoryStep(60.0 * m, (MetricObservation("rps", 800.0 if m % 120 < 20 else 100.0),))
+            for m in range(minutes)]
+
+
+def test_candidates_start_with_the_current_rule_and_are_distinct(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, SLOW)
+    found = candidates(rule)
+    assert found[0].rule == rule and found[0].label == ""
+    assert len({c.rule for c in found}) == len(found)
+    windows = {c.rule.behavior.scale_down.stabilization_window_seconds for c in found}
+    assert windows == {0, 60, 300, 900, 1800, 3600}
+    assert {c.rule.metrics[0].target for c in found} == {90.0, 100.0, 110.0}
+    assert all(c.label for c in found[1:])
+
+
+def test_a_slow_scale_down_gets_a_cheaper_recommendation_with_no_more_overload(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, SLOW)
+    result = recommend(rule, burst_history(), 60.0, 1)
+    assert result.best is not None
+    assert result.best.gpu_hours < result.current.gpu_hours
+    assert result.best.overloaded_minutes <= result.current.overloaded_minutes
+    assert result.best.candidate.rule.behavior.scale_down.stabilization_window_seconds < 3600
+
+
+def test_the_fast_rule_is_already_best(tmp_path: Path) -> None:
+    result = recommend(rule_of(tmp_path, FAST), burst_history(), 60.0, 1)
+    assert result.best is None
+    cheaper = [s for s in result.scores if s.gpu_hours < result.current.gpu_hours]
+    assert all(s.overloaded_minutes > result.current.overloaded_minutes for s in cheaper)
+
+
+def test_gpu_hours_count_replicas_times_step_times_gpus_per_replica(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, FAST)
+    steady = [HistoryStep(60.0 * m, (MetricObservation("rps", 300.0),)) for m in range(60)]
+    result = score(rule, candidates(rule)[0], steady, 60.0, 3)
+    assert result.gpu_hours == pytest.approx(3.0)
+    assert result.overloaded_minutes == 0
+    doubled = dataclasses.replace(rule, capacity=Capacity("sum(free_gpus)", 2))
+    assert score(doubled, candidates(doubled)[0], steady, 60.0, 3).gpu_hours == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize(("kind", "value", "recorded", "replicas", "expected"), [
+    pytest.param("Total", 560.0, None, 5, True, id="total-112-per-replica-over-110"),
+    pytest.param("Total", 540.0, None, 5, False, id="total-108-per-replica-within-tolerance"),
+    pytest.param("Total", 5000.0, None, 10, False, id="total-at-max-replicas-is-not-overloaded"),
+    pytest.param("Average", 100.0, 6, 5, True, id="average-rescaled-120-per-replica"),
+    pytest.param("Average", 100.0, 4, 5, False, id="average-rescaled-80-per-replica"),
+])
+def test_overloaded(tmp_path: Path, kind: str, value: float, recorded: int | None, replicas: int,
+                    expected: bool) -> None:
+    rule = rule_of(tmp_path, FAST.replace("type: Total", f"type: {kind}"))
+    step = HistoryStep(0.0, (MetricObservation("rps", value),), recorded)
+    assert overloaded(rule, step, replicas) is expected
+
+
+def test_a_failed_step_is_never_overloaded(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, FAST)
+    assert not overloaded(rule, HistoryStep(0.0, (MetricObservation("rps", None, "x"),)), 1)
+
+
+def test_the_diff_shows_only_the_changed_fields(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, SLOW)
+    proposed = next(c.rule for c in candidates(rule) if c.label == "scaleDown window 300s")
+    diff = rules_diff("rules.yaml", rule, proposed)
+    assert diff.startswith("--- rules.yaml (rule web, current)\n+++ rules.yaml (rule web, recommended)\n")
+    changed = [line for line in diff.splitlines()[2:] if line[:1] in "+-"]
+    assert changed == ["-      stabilizationWindowSeconds: 3600", "+      stabilizationWindowSeconds: 300"]
+    assert rules_diff("rules.yaml", rule, rule) == ""
+
+
+def test_steps_start_at_the_first_sample_and_mark_gaps_as_failed(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, FAST)
+    steps = to_steps(rule, [RangeSeries("q", {60.0: 5.0, 180.0: 7.0})], RangeSeries("", {}), 0.0, 180.0, 60.0)
+    assert [s.t for s in steps] == [60.0, 120.0, 180.0]
+    assert [s.observations[0].value for s in steps] == [5.0, None, 7.0]
+    with pytest.raises(UsageError, match="no sample of rule 'web'"):
+        to_steps(rule, [RangeSeries("q", {})], RangeSeries("", {}), 0.0, 180.0, 60.0)
+
+
+def test_chunks_cover_the_range_on_the_grid() -> None:
+    parts = list(chunks(0.0, 250.0, 10.0, 10))
+    assert parts == [(0.0, 90.0), (100.0, 190.0), (200.0, 250.0)]
+
+
+def matrix(values: object, series: int = 1) -> dict[str, object]:
+    return {"status": "success", "data": {"resultType": "matrix",
+                                          "result": [{"metric": {}, "values": values}] * series}}
+
+
+def test_a_valid_matrix_is_read_with_nan_as_a_failed_step() -> None:
+    assert parse_matrix(matrix([[10, "1.5"], [20, "NaN"]]), 0, 30) == {10.0: 1.5, 20.0: None}
+    assert parse_matrix(matrix([], series=0), 0, 30) == {}
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param(matrix([[10, 1.5]]), id="bare-number-value"),
+    pytest.param(matrix([[10, "1e999999x"]]), id="not-a-number"),
+    pytest.param(matrix([[10, "1" * 500]]), id="huge-number"),
+    pytest.param(matrix([[True, "1"]]), id="boolean-timestamp"),
+    pytest.param(matrix([[10, "1", "2"]]), id="three-parts"),
+    pytest.param(matrix([[99999, "1"]]), id="timestamp-outside-the-range"),
+    pytest.param(matrix([[10, "1"]], series=2), id="two-series"),
+    pytest.param({"status": "success", "data": {"resultType": "vector", "result": []}}, id="vector"),
+    pytest.param({"status": "error", "errorType": "bad_data", "error": "x"}, id="error-answer"),
+    pytest.param([], id="not-an-object"),
+])
+def test_hostile_answers_are_refused(body: object) -> None:
+    with pytest.raises(BadAnswer):
+        parse_matrix(body, 0, 30)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("7d", 604800.0), ("36h", 129600.0), ("15s", 15.0),
+                                               ("2w", 1209600.0), (" 90m ", 5400.0)])
+def test_spans(text: str, seconds: float) -> None:
+    assert span(1, 100 * 86400)(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "7", "7y", "-1d", "1.5d", "0s", "91d", "d", "7d7d"])
+def test_bad_spans_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a duration"):
+        span(1, 90 * 86400)(text)
+
+
+def test_rounding_of_targets_keeps_them_readable(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, FAST.replace("target: 100", "target: 0.8"))
+    assert {c.rule.metrics[0].target for c in candidates(rule)} == {0.72, 0.8, 0.88}
+    assert not any(math.isnan(c.rule.metrics[0].target) for c in candidates(rule))
