@@ -21,6 +21,10 @@ from plumbing.cli import fail, silence_stdout
 PROG = "gpu-fleet"
 
 SUBCOMMANDS: tuple[str, ...] = (
+    "status",
+    "select",
+    "wait",
+    "estimate",
 )
 """The subcommands, in the order `--help` lists them: each names the module `fleet.<name>`."""
 

@@ -1,0 +1,136 @@
+"""Choosing GPUs: the best N by availability score among those free for new work, pure (no I/O).
+
+A GPU is eligible when it is up, not `critical`, held by no pod, has an availability score, has at least
+`min_free_memory` bytes free, and (with `model`) its model name contains the requested one (case-insensitive:
+`H100` matches `NVIDIA H100 80GB HBM3`). The best are taken by score, highest first (node and index break
+ties, so the same fleet gives the same choice). With `same_node` all N come from one node: the node whose N
+best GPUs have the highest total score.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fleet.inventory import Gpu
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""The GPU product label of NVIDIA GPU Feature Discovery: the NVML name with spaces as dashes."""
+
+
+class Exclusion(StrEnum):
+    """Why a GPU cannot be chosen."""
+
+    DOWN = "down"
+    CRITICAL = "critical"
+    HELD = "held by a pod"
+    NO_SCORE = "no availability score"
+    LOW_MEMORY = "too little free memory"
+    OTHER_MODEL = "another model"
+
+
+@dataclass(frozen=True)
+class Request:
+    gpus: int
+    """How many GPUs, >= 1."""
+    min_free_memory: int = 0
+    """Bytes each chosen GPU must have free."""
+    model: str | None = None
+    """A substring of the NVML model name (case-insensitive), or None for any model."""
+    same_node: bool = False
+    """All on one node."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The outcome: `chosen` when there were enough, else the shortfall and why the others were left out."""
+
+    chosen: tuple[Gpu, ...]
+    eligible: int
+    excluded: Counter[Exclusion]
+    request: Request
+
+    @property
+    def ok(self) -> bool:
+        return len(self.chosen) == self.request.gpus
+
+    def summary(self) -> str:
+        """One line: what was chosen, or why not enough."""
+        if self.ok:
+            nodes = sorted({g.node for g in self.chosen})
+            return f"{len(self.chosen)} GPU(s) on {', '.join(nodes)}"
+        why = ", ".join(f"{count} {reason}" for reason, count in sorted(self.excluded.items()))
+        eligible = (f"at most {self.eligible} eligible on one node" if self.request.same_node
+                    else f"{self.eligible} eligible")
+        return (f"not enough GPUs: {self.request.gpus} requested, {eligible}"
+                + (f" (left out: {why})" if why else ""))
+
+
+def exclusion(gpu: Gpu, request: Request) -> Exclusion | None:
+    """Why `gpu` cannot serve `request`, or None when it can."""
+    if gpu.up is False:
+        return Exclusion.DOWN
+    if gpu.health == "critical":
+        return Exclusion.CRITICAL
+    if gpu.holders:
+        return Exclusion.HELD
+    if request.model is not None and request.model.lower() not in gpu.model.lower():
+        return Exclusion.OTHER_MODEL
+    free = gpu.free_memory
+    if request.min_free_memory and (free is None or free < request.min_free_memory):
+        return Exclusion.LOW_MEMORY
+    if gpu.availability is None:
+        return Exclusion.NO_SCORE
+    return None
+
+
+def _rank(gpu: Gpu) -> tuple[float, str, int, str]:
+    index = int(gpu.index) if gpu.index.isdigit() else 1 << 30
+    return -(gpu.availability or 0.0), gpu.node, index, gpu.uuid
+
+
+def select(gpus: Sequence[Gpu], request: Request) -> Selection:
+    excluded: Counter[Exclusion] = Counter()
+    eligible: list[Gpu] = []
+    for gpu in gpus:
+        reason = exclusion(gpu, request)
+        if reason is None:
+            eligible.append(gpu)
+        else:
+            excluded[reason] += 1
+    eligible.sort(key=_rank)
+    if not request.same_node:
+        chosen = eligible[:request.gpus] if len(eligible) >= request.gpus else []
+        return Selection(tuple(chosen), len(eligible), excluded, request)
+    by_node: dict[str, list[Gpu]] = {}
+    for gpu in eligible:
+        by_node.setdefault(gpu.node, []).append(gpu)
+    candidates = [best[:request.gpus] for best in by_node.values() if len(best) >= request.gpus]
+    candidates.sort(key=lambda best: (-sum(g.availability or 0.0 for g in best), best[0].node))
+    most = max((len(best) for best in by_node.values()), default=0)
+    return Selection(tuple(candidates[0]) if candidates else (), most, excluded, request)
+
+
+def product_label(model: str) -> str:
+    """GPU Feature Discovery's nvidia.com/gpu.product: 'NVIDIA H100 80GB HBM3' -> 'NVIDIA-H100-80GB-HBM3'."""
+    return "-".join(model.split())
+
+
+def placement(selection: Selection) -> dict[str, object]:
+    """What to put in a pod spec to land on the chosen GPUs' node(s): a nodeSelector when one node and one
+    product, else a required nodeAffinity listing them."""
+    nodes = sorted({g.node for g in selection.chosen})
+    products = sorted({product_label(g.model) for g in selection.chosen}) if selection.request.model else []
+    if len(nodes) == 1 and len(products) <= 1:
+        selector = {HOSTNAME_LABEL: nodes[0]}
+        if products:
+            selector[PRODUCT_LABEL] = products[0]
+        return {"nodeSelector": selector}
+    expressions: list[dict[str, object]] = [{"key": HOSTNAME_LABEL, "operator": "In", "values": nodes}]
+    if products:
+        expressions.append({"key": PRODUCT_LABEL, "operator": "In", "values": products})
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}}

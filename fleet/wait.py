@@ -1,0 +1,101 @@
+"""`gpu-fleet wait`: run `select` every `--interval` until it succeeds (exit 0, the choice printed) or
+`--timeout` passes (exit 1). One progress line per attempt on stderr: rewritten in place on a terminal, a
+plain line otherwise (logs). SIGTERM and SIGINT end the wait at once (exit 128 + the signal's number).
+
+A Prometheus that cannot be reached is an attempt that failed (shown, then retried): a restart of
+Prometheus should not end a half-hour wait. A Prometheus that answers an error (401, a bad answer) ends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fleet.connection import add_connection_arguments, connect
+from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, Unreachable
+from fleet.inventory import gather
+from fleet.select import add_request_arguments, report, request_of
+from fleet.selection import Selection, select
+from plumbing.cli import duration, install_stop_handlers
+
+HELP = "repeat select until enough GPUs are free (exit 0) or the timeout passes (exit 1)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_request_arguments(parser)
+    parser.add_argument("--timeout", type=duration(0.0, 7 * 86400.0, above=True), default=1800.0,
+                        metavar="DURATION", help="give up after this long, e.g. 30m, 2h (default 30m)")
+    parser.add_argument("--interval", type=duration(0.1, 3600.0), default=15.0, metavar="DURATION",
+                        help="time between attempts, e.g. 15s (default 15s)")
+    add_connection_arguments(parser)
+
+
+@dataclass
+class Outcome:
+    selection: Selection | None
+    attempts: int
+    stopped_by: int | None = None
+    """The signal that ended the wait, if one did."""
+
+
+def wait_for(attempt: Callable[[], Selection], *, timeout: float, interval: float, stop: threading.Event,
+             progress: Callable[[int, str], None],
+             monotonic: Callable[[], float] = time.monotonic) -> Outcome:
+    """Call `attempt` until it succeeds, `timeout` seconds pass or `stop` is set; `progress(n, line)` after
+    each failed attempt. An Unreachable Prometheus is a failed attempt."""
+    deadline = monotonic() + timeout
+    attempts = 0
+    while not stop.is_set():
+        attempts += 1
+        try:
+            selection = attempt()
+        except Unreachable as exc:
+            line = str(exc)
+        else:
+            if selection.ok:
+                return Outcome(selection, attempts)
+            line = selection.summary()
+        left = deadline - monotonic()
+        progress(attempts, f"{line}; {max(left, 0.0):.0f}s left")
+        if left <= 0 or stop.wait(min(interval, left)):
+            break
+    return Outcome(None, attempts)
+
+
+def _progress_writer(tty: bool) -> Callable[[int, str], None]:
+    def write(attempt: int, line: str) -> None:
+        text = f"attempt {attempt}: {line}"
+        if tty:
+            sys.stderr.write("\r\033[K" + text)
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    return write
+
+
+def run(args: argparse.Namespace) -> int:
+    request = request_of(args)
+    stop = threading.Event()
+    received: list[int] = []
+    install_stop_handlers(stop, received.append)
+    tty = sys.stderr.isatty()
+    with connect(args) as client:
+        outcome = wait_for(lambda: select(gather(client), request), timeout=args.timeout,
+                           interval=args.interval, stop=stop, progress=_progress_writer(tty))
+    if tty and (outcome.attempts > 1 or outcome.selection is None):
+        sys.stderr.write("\n")
+    if received:
+        print(f"stopped by {signal.Signals(received[0]).name} after {outcome.attempts} attempt(s)",
+              file=sys.stderr)
+        return 128 + received[0]
+    if outcome.selection is None:
+        print(f"timed out after {outcome.attempts} attempt(s)", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    print(report(outcome.selection, args.json))
+    return EXIT_OK
