@@ -1,0 +1,81 @@
+"""`gpu-autoscaler tune` as a subprocess against a real Prometheus holding 3 days of backfilled history
+(tests/history.py): a slow rule gets a cheaper recommendation, a fast one is already best, and every bad input
+is one message with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from demo.processes import free_port
+from tests.history import EMBED_RULES, BackfilledPrometheus
+
+CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
+FAST_RULES = EMBED_RULES.replace("stabilizationWindowSeconds: 3600", "stabilizationWindowSeconds: 0").replace(
+    "{type: Pods, value: 1, periodSeconds: 600}", "{type: Percent, value: 100, periodSeconds: 15}")
+
+
+def tune(tmp_path: Path, rules: str, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "rules.yaml").write_text(rules)
+    return subprocess.run([CLI, "tune", "--rules", "rules.yaml", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_a_slow_scale_down_gets_a_cheaper_recommendation(tmp_path: Path,
+                                                         backfilled_prometheus: BackfilledPrometheus) -> None:
+    result = tune(tmp_path, EMBED_RULES, "--since", "3d", "--step", "60s", "--prometheus",
+                  backfilled_prometheus.url, "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["current_is_best"] is False
+    best, current = answer["recommended"], answer["current"]
+    assert best["gpu_hours"] < current["gpu_hours"]
+    assert best["overloaded_minutes"] <= current["overloaded_minutes"]
+    assert "-      stabilizationWindowSeconds: 3600" in answer["diff"]
+    assert len(answer["candidates"]) > 10
+
+
+def test_the_table_and_the_diff(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+    result = tune(tmp_path, EMBED_RULES, "--since", "2d", "--step", "2m", "--prometheus",
+                  backfilled_prometheus.url)
+    assert result.returncode == 0, result.stderr
+    assert "GPU-hours  overloaded min  changes  candidate" in result.stdout
+    assert "recommended: " in result.stdout
+    assert "--- rules.yaml (rule embed, current)" in result.stdout
+
+
+def test_a_fast_rule_is_already_best(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+    result = tune(tmp_path, FAST_RULES, "--since", "3d", "--step", "60s", "--prometheus",
+                  backfilled_prometheus.url)
+    assert result.returncode == 0, result.stderr
+    assert "the current configuration is best" in result.stdout
+    assert "---" not in result.stdout
+
+
+def test_unknown_rule(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+    result = tune(tmp_path, EMBED_RULES, "--rule", "nope", "--prometheus", backfilled_prometheus.url)
+    assert result.returncode == 2
+    assert "no rule named 'nope'" in result.stderr and result.stdout == ""
+
+
+def test_bad_since(tmp_path: Path) -> None:
+    result = tune(tmp_path, EMBED_RULES, "--since", "seven days")
+    assert result.returncode == 2
+    assert "expected a duration such as 7d" in result.stderr and result.stdout == ""
+
+
+def test_unreachable_prometheus(tmp_path: Path) -> None:
+    result = tune(tmp_path, EMBED_RULES, "--since", "1h", "--prometheus", f"http://127.0.0.1:{free_port()}")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_empty_history(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+    rules = EMBED_RULES.replace('sum(rate(inference_requests_total{namespace="ml", service="embed"}[5m]))',
+                                "sum(no_such_metric)")
+    result = tune(tmp_path, rules, "--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url)
+    assert result.returncode == 2
+    assert "no sample of rule 'embed'" in result.stderr and result.stdout == ""
