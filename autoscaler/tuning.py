@@ -180,7 +180,7 @@ def tuned_fields(rule: Rule) -> dict[str, object]:
 def rules_diff(path: str, current: Rule, proposed: Rule) -> str:
     """A unified diff of the rule's tunable fields (YAML), from the current rule to the proposed one."""
     def text(rule: Rule) -> list[str]:
-        body = yaml.safe_dump({"rules": [{"name": rule.name, **tuned_fields(rule)}]}, sort_keys=False,
+        body: str = yaml.safe_dump({"rules": [{"name": rule.name, **tuned_fields(rule)}]}, sort_keys=False,
                               default_flow_style=None)
         return body.splitlines(keepends=True)
 
