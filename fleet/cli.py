@@ -25,6 +25,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "select",
     "wait",
     "estimate",
+    "report",
+    "export",
 )
 """The subcommands, in the order `--help` lists them: each names the module `fleet.<name>`."""
 
