@@ -71,8 +71,8 @@ fi
 
 stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-    echo "setup: installing gpu-autoscaler[test,demo] into $venv" >&2
+    echo "setup: installing gpu-autoscaler[test,demo,report] into $venv" >&2
     "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e ".[test,demo]"
+    "$venv/bin/python" -m pip install -q -e ".[test,demo,report]"
     touch "$stamp"
 fi
