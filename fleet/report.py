@@ -1,17 +1,98 @@
-"""`gpu-fleet report` (being written: registered first so the registry line lands early)."""
+"""`gpu-fleet report`: utilization, idle and allocated-but-idle GPU-hours per node, namespace and workload,
+energy and cost, throttling, XIDs, health incidents and the autoscaler's decisions over a window.
+
+Flags and output only: the queries are `fleet.fetch`, the numbers `fleet.usage`, the formats
+`fleet.render_md`, `fleet.render_json` and `fleet.render_html` (which alone needs matplotlib).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+import time
+from pathlib import Path
 
+from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
+from fleet.fetch import fetch
+from fleet.render_json import render_json
+from fleet.render_md import render_md
+from fleet.timeline import parse_span, parse_time, report_window
+from fleet.usage import Prices, compute
 
 HELP = "utilization, idle and allocated-but-idle GPU-hours, energy, cost, incidents and scaling over a window"
+FORMATS = ("md", "json", "html")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser
+    add_connection_arguments(parser)
+    add_window_arguments(parser, "7d")
+    parser.add_argument("--format", default="md", help="md (default), json or html (PNG plots; needs the "
+                        "`report` extra, matplotlib)")
+    parser.add_argument("--out", metavar="DIR", help="write report.<format> (and the PNGs) into DIR; "
+                        "md and json go to stdout without it, html needs it")
+    parser.add_argument("--price-per-gpu-hour", metavar="X", help="adds the GPU cost (GPU-hours x X)")
+    parser.add_argument("--price-per-kwh", metavar="Y", help="adds the energy cost (kWh x Y)")
+    parser.add_argument("--idle-below", metavar="RATIO", default="0.05",
+                        help="an hour averaging below this utilization is idle (default 0.05)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def add_window_arguments(parser: argparse.ArgumentParser, since: str) -> None:
+    parser.add_argument("--since", default=since, metavar="DURATION",
+                        help=f"the window's length, e.g. 7d, 12h, 2w (default {since})")
+    parser.add_argument("--until", metavar="TIME", help="the window's end: unix seconds or ISO 8601 with a "
+                        "zone (default now)")
+
+
+def number(text: str | None, flag: str, high: float = math.inf) -> float | None:
+    """A finite number in [0, high] for `flag`, or None when not given; UsageError otherwise."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 <= value <= high:
+        bound = f"from 0 to {high:g}" if math.isfinite(high) else "0 or more"
+        raise UsageError(f"{flag}: expected a number {bound} (got {text!r})")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("not available yet")
+    if args.format not in FORMATS:
+        raise UsageError(f"--format: expected one of {', '.join(FORMATS)} (got {args.format!r})")
+    if args.format == "html" and not args.out:
+        raise UsageError("--format html: give --out DIR for the page and its PNG plots")
+    prices = Prices(number(args.price_per_gpu_hour, "--price-per-gpu-hour"),
+                    number(args.price_per_kwh, "--price-per-kwh"))
+    threshold = number(args.idle_below, "--idle-below", 1.0)
+    window = report_window(parse_span(args.since), parse_time(args.until, time.time()))
+    if args.format == "html":
+        from fleet.render_html import _pyplot
+
+        _pyplot()  # the missing extra is one message before minutes of queries, not after
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(f"{args.prog}: {line}", file=sys.stderr, flush=True)
+
+    with connect(args) as client:
+        inputs = fetch(client, window, progress)
+    report = compute(inputs, 0.05 if threshold is None else threshold, prices)
+    if args.format == "html":
+        from fleet.render_html import write_html
+
+        page = write_html(report, Path(args.out))
+        progress(f"wrote {page}")
+        return 0
+    text = render_json(report) if args.format == "json" else render_md(report)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"report.{args.format}").write_text(text)
+        progress(f"wrote {out / f'report.{args.format}'}")
+    else:
+        sys.stdout.write(text)
+    return 0
