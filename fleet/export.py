@@ -1,17 +1,117 @@
-"""`gpu-fleet export` (being written: registered first so the registry line lands early)."""
+"""`gpu-fleet export`: the per-GPU series behind the report, one row per GPU and step, streamed to stdout as
+CSV or JSON (an array of objects; numbers as numbers, a series without a value at that step null/empty).
+
+Bounded: at most `MAX_STEPS` steps (window / step + 1); a larger window x step is refused before any query.
+The window is read in chunks of `CHUNK_STEPS` steps, one range query per series per chunk, and each chunk's
+rows are written before the next is read. Rows are ordered by time, node, GPU index.
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import TextIO
 
+from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
+from fleet.prom import FleetPrometheus
+from fleet.report import add_window_arguments
+from fleet.timeline import Window, merge, parse_span, parse_time
+from plumbing.cli import duration
 
-HELP = "the per-GPU series behind the report, as CSV or JSON on stdout"
+HELP = "the per-GPU series behind the report, one row per GPU and step, as CSV or JSON on stdout"
+MAX_STEPS = 10_000
+"""At most this many steps per export (e.g. a week every 60 s): a GPU's rows, times the fleet's GPUs."""
+CHUNK_STEPS = 720
+SERIES: dict[str, str] = {
+    "utilization": "gpu_utilization_ratio",
+    "memory_used_bytes": "gpu_memory_used_bytes",
+    "memory_total_bytes": "gpu_memory_total_bytes",
+    "power_watts": "gpu_power_usage_watts",
+    "temperature_celsius": "gpu_temperature_celsius",
+    "health": "gpu_health_state == 1",
+}
+"""Column -> query; `health` is the name of the state whose series is 1."""
+LABELS = ("node", "gpu", "uuid", "model", "namespace", "pod")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser
+    add_connection_arguments(parser)
+    add_window_arguments(parser, "1h")
+    parser.add_argument("--format", default="csv", help="csv (default) or json")
+    parser.add_argument("--step", type=duration(1.0, 86400.0), default=60.0, metavar="DURATION",
+                        help="seconds between two rows of a GPU, e.g. 60s, 5m (default 60s)")
+    parser.add_argument("--series", metavar="NAME,...",
+                        help=f"the value columns, comma-separated (default all: {','.join(SERIES)})")
+
+
+def columns_of(text: str | None) -> list[str]:
+    if text is None:
+        return list(SERIES)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SERIES]
+    if unknown or not names:
+        raise UsageError(f"--series: expected names from {', '.join(SERIES)} (got {text!r})")
+    return list(dict.fromkeys(names))
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("not available yet")
+    if args.format not in ("csv", "json"):
+        raise UsageError(f"--format: expected csv or json (got {args.format!r})")
+    columns = columns_of(args.series)
+    since = parse_span(args.since)
+    end = parse_time(args.until, time.time())
+    window = Window(end - since, end, args.step)
+    if window.points > MAX_STEPS:
+        raise UsageError(f"--since {args.since} every {args.step:g}s is {window.points:,} steps, more than "
+                         f"{MAX_STEPS:,}: shorten --since or lengthen --step")
+    with connect(args) as client:
+        write(rows(client, window, columns), ["time", *LABELS, *columns], args.format,
+              sys.stdout)
+    return 0
+
+
+def rows(client: FleetPrometheus, window: Window, columns: Sequence[str]) -> Iterator[dict[str, object]]:
+    """Every row of the window, chunk after chunk."""
+    for first in range(0, window.points, CHUNK_STEPS):
+        start = window.start + first * window.step
+        end = min(window.end, start + (CHUNK_STEPS - 1) * window.step)
+        table: dict[tuple[float, str, str], dict[str, object]] = {}
+        for column in columns:
+            series = client.matrix(SERIES[column], start, end, window.step)
+            for (node, uuid, *_), points in merge(series).items():
+                for point in points:
+                    row = table.get((point.t, node, uuid))
+                    if row is None:
+                        row = {"time": point.t, **{name: point.labels.get(name, "") for name in LABELS},
+                               **dict.fromkeys(columns)}
+                        table[(point.t, node, uuid)] = row
+                    row[column] = point.labels.get("state", "") if column == "health" else point.value
+        yield from (table[key] for key in sorted(table, key=lambda k: (k[0], k[1], _index(table[k]))))
+
+
+def _index(row: dict[str, object]) -> float:
+    text = str(row.get("gpu", ""))
+    return float(text) if text.isdigit() else math.inf
+
+
+def write(records: Iterator[dict[str, object]], header: list[str], form: str, out: TextIO) -> None:
+    if form == "csv":
+        writer = csv.DictWriter(out, header, lineterminator="\n")
+        writer.writeheader()
+        for record in records:
+            writer.writerow({key: "" if value is None else _plain(value) for key, value in record.items()})
+        return
+    out.write("[")
+    for number, record in enumerate(records):
+        out.write(("," if number else "") + "\n" + json.dumps(record, allow_nan=False))
+    out.write("\n]\n")
+
+
+def _plain(value: object) -> object:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
