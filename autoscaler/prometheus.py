@@ -6,6 +6,11 @@ server) is a failed metric with a reason from `QueryErrorReason`, so the engine'
 Nothing raises past this module. Transient failures are retried with tenacity (exponential backoff) while the
 sync's time budget allows, so a sync never overruns its interval.
 
+With `batch_size` > 1 the distinct queries are packed into few POST requests (`batching`) and each query's
+result split back out and judged as if it had been sent alone. A batch that fails (a bad query in it, a
+timeout, a too-large body or answer) is sent again as two halves, down to single queries, within the budget:
+one bad query costs a few extra requests, never another query its value.
+
 The instant query is sent with the endpoint's requests Session (`promhttp`) directly rather than through
 prometheus-api-client's `custom_query`: that returns only `data.result`, after reading a body of any size,
 so the envelope (status, resultType) could not be validated, nor the body bounded in size and time.
@@ -18,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,6 +32,7 @@ import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from tenacity.stop import stop_base
 
+from autoscaler.batching import Batch, Form, plan, split_answer
 from autoscaler.promanswer import (
     BadAnswer,
     QueryErrorReason,
@@ -49,7 +55,9 @@ log = logging.getLogger(__name__)
 class MetricsSource(Protocol):
     """What the controller needs from a metrics backend (Prometheus here, an in-memory one in the demo)."""
 
-    def run_queries(self, queries: Collection[str]) -> Mapping[str, QueryResult]: ...
+    def run_queries(self, queries: Collection[str], alone: Collection[str] = ()) -> Mapping[str, QueryResult]:
+        """Each query's result; `alone` are queries whose rules opted out of batching (`batch: false`)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,12 @@ class PromQLSettings:
     """Concurrent HTTP requests; 16 keeps a local Prometheus busy without queueing it."""
     max_body_bytes: int = 16 * 1024 * 1024
     """A bigger answer is BadAnswer: an answer the autoscaler can use is one series, a few hundred bytes."""
+    batch_size: int = 0
+    """Queries per POST request; 0 or 1 sends each query alone. The controller's --prometheus-batch-size sets
+    it (default 100: Prometheus evaluates a batch in time linear in its queries, and 100 queries make 11
+    requests of a 1,100-query sync)."""
+    batch_max_bytes: int = 128 * 1024
+    """Cap on a batch's PromQL text in bytes (Prometheus reads a POST form of up to 10 MB)."""
 
 
 class _Failure(Exception):
@@ -113,56 +127,105 @@ class PromQLRunner:
         self._lock = threading.Lock()
         self.requests_sent = 0
         """HTTP requests sent so far (attempts, retries included): the benchmark and tests read it."""
+        self._forms: dict[str, Form | None] = {}
+        """`batching.batch_form` of each query seen (the same queries come every sync); bounded below."""
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._session.close()
 
-    def run_queries(self, queries: Collection[str]) -> dict[str, QueryResult]:
+    def run_queries(self, queries: Collection[str], alone: Collection[str] = ()) -> dict[str, QueryResult]:
         distinct = list(dict.fromkeys(queries))
         deadline = self._monotonic() + self.settings.budget
-        futures = {q: self._pool.submit(self._run_one, q, deadline) for q in distinct}
+        if len(self._forms) > 4 * len(distinct) + 10_000:  # queries of rules since removed
+            self._forms.clear()
+        packed = plan(distinct, self._forms, self.settings.batch_size, self.settings.batch_max_bytes, alone)
+        futures: list[tuple[tuple[str, ...], Future[dict[str, QueryResult]]]] = [
+            ((q,), self._pool.submit(self._run_alone, q, deadline)) for q in packed.alone]
+        futures += [(b.queries, self._pool.submit(self._run_batch, b, deadline)) for b in packed.batches]
         results: dict[str, QueryResult] = {}
-        for query, future in futures.items():
+        for names, future in futures:
             remaining = max(deadline - self._monotonic(), 0.0) + 0.5
             try:
-                results[query] = future.result(timeout=remaining)
+                results.update(future.result(timeout=remaining))
             except FutureTimeout:
                 future.cancel()
-                results[query] = QueryResult(
-                    None,
-                    QueryErrorReason.TIMEOUT,
-                    f"no answer within the sync budget of {self.settings.budget:g}s",
-                )
-        return results
+                late = QueryResult(None, QueryErrorReason.TIMEOUT,
+                                   f"no answer within the sync budget of {self.settings.budget:g}s")
+                results.update(dict.fromkeys(names, late))
+        return {q: results[q] for q in distinct}
+
+    def _run_alone(self, query: str, deadline: float) -> dict[str, QueryResult]:
+        return {query: self._run_one(query, deadline)}
+
+    def _run_batch(self, batch: Batch, deadline: float) -> dict[str, QueryResult]:
+        """The batch's results; on a failure that may come from one of its queries, its halves' results."""
+        if len(batch.queries) == 1:
+            return self._run_alone(batch.queries[0], deadline)
+        if self._monotonic() >= deadline:
+            spent = QueryResult(None, QueryErrorReason.TIMEOUT, "sync budget spent before the query was sent")
+            return dict.fromkeys(batch.queries, spent)
+        try:  # a timed-out batch is split at once rather than retried: one slow query may be the cause
+            return self._retrying(deadline, lambda e: e.retryable and e.result.error_reason != "Timeout")(
+                self._batch_attempt, batch, deadline)
+        except _Failure as failure:
+            if failure.result.error_reason == QueryErrorReason.UNREACHABLE:
+                return dict.fromkeys(batch.queries, failure.result)  # what each would get alone
+            log.debug("batch of %d queries failed, sending halves: %s", len(batch.queries),
+                      failure.result.error)
+        first, second = batch.halves()
+        return {**self._run_batch(first, deadline), **self._run_batch(second, deadline)}
+
+    def _batch_attempt(self, batch: Batch, deadline: float) -> dict[str, QueryResult]:
+        status, raw = self._exchange(lambda timeout: self._session.post_api(
+            "/api/v1/query", {"query": batch.text, "timeout": f"{timeout:.3f}"}, timeout), deadline)
+        if 200 <= status < 300:
+            try:
+                return split_answer(decode_body(raw), batch)
+            except BadAnswer as e:
+                raise _Failure(bad_answer(str(e)), retryable=False) from e
+        if status in (400, 413, 422):  # a bad query, an evaluation error or too long: halves will tell
+            raise _failure(QueryErrorReason.BAD_QUERY, f"HTTP {status} for a batch")
+        result = self._judge(status, raw)  # raises the retryable ones; the rest (401, 403, 404, 3xx) are
+        return dict.fromkeys(batch.queries, result)  # the endpoint's, what each query would get alone
+
+    def _retrying(self, deadline: float, retry: Callable[[_Failure], bool]) -> Retrying:
+        return Retrying(
+            stop=stop_after_attempt(self.settings.max_attempts) | _StopAtDeadline(deadline, self._monotonic),
+            wait=wait_exponential(multiplier=self.settings.backoff_initial, max=self.settings.backoff_max),
+            retry=retry_if_exception(lambda e: isinstance(e, _Failure) and retry(e)),
+            sleep=self._sleep,
+            reraise=True,
+        )
 
     def _run_one(self, query: str, deadline: float) -> QueryResult:
         if self._monotonic() >= deadline:
             return QueryResult(None, QueryErrorReason.TIMEOUT, "sync budget spent before the query was sent")
-        retrying = Retrying(
-            stop=stop_after_attempt(self.settings.max_attempts) | _StopAtDeadline(deadline, self._monotonic),
-            wait=wait_exponential(multiplier=self.settings.backoff_initial, max=self.settings.backoff_max),
-            retry=retry_if_exception(lambda e: isinstance(e, _Failure) and e.retryable),
-            sleep=self._sleep,
-            reraise=True,
-        )
         try:
-            return retrying(self._attempt, query, deadline)
+            return self._retrying(deadline, lambda e: e.retryable)(self._attempt, query, deadline)
         except _Failure as failure:
             log.debug("query %r failed: %s", query, failure.result.error)
             return failure.result
 
     def _attempt(self, query: str, deadline: float) -> QueryResult:
+        status, raw = self._exchange(lambda timeout: self._session.get_api(
+            "/api/v1/query", {"query": query, "timeout": f"{timeout:.3f}"}, timeout), deadline)
+        result = self._judge(status, raw)
+        if not result.ok:
+            raise _Failure(result, retryable=False)
+        return result
+
+    def _exchange(self, send: Callable[[float], requests.Response], deadline: float) -> tuple[int, bytes]:
+        """(status, body) of one request `send(timeout)`; a failure to get them raises _Failure."""
         timeout = min(self.settings.query_timeout, deadline - self._monotonic())
         if timeout <= 0:
             raise _failure(QueryErrorReason.TIMEOUT, "sync budget spent")
         with self._lock:
             self.requests_sent += 1
         try:
-            response = self._session.get_api("/api/v1/query", {"query": query, "timeout": f"{timeout:.3f}"},
-                                             timeout)
+            response = send(timeout)
             try:
-                raw = self._read_body(response, deadline)
+                return response.status_code, self._read_body(response, deadline)
             finally:
                 response.close()
         except (requests.RequestException, OSError, CredentialError) as e:
@@ -170,10 +233,6 @@ class PromQLRunner:
             reason = (QueryErrorReason.TIMEOUT if failure.timeout else
                       QueryErrorReason.UNREACHABLE if failure.unreachable else QueryErrorReason.HTTP_ERROR)
             raise _failure(reason, failure.message, failure.retryable) from e
-        result = self._judge(response.status_code, raw)
-        if not result.ok:
-            raise _Failure(result, retryable=False)
-        return result
 
     def _read_body(self, response: requests.Response, deadline: float) -> bytes:
         """The body, at most `max_body_bytes`, read before the sync's deadline."""

@@ -233,6 +233,13 @@ class EndpointSession(requests.Session):
                         timeout=(timeout, timeout), stream=True,
                         allow_redirects=self.endpoint.follow_redirects)
 
+    def post_api(self, path: str, form: dict[str, str], timeout: float) -> requests.Response:
+        """POST `form` (application/x-www-form-urlencoded) to `url + path`, otherwise like `get_api`: a
+        batch of queries is too long for a URL."""
+        return self.post(self.endpoint.url + path, data=form, headers=self.auth_headers(),
+                         timeout=(timeout, timeout), stream=True,
+                         allow_redirects=self.endpoint.follow_redirects)
+
     def rebuild_proxies(self, prepared_request: requests.PreparedRequest, proxies: Any) -> dict[str, str]:
         """The configured proxy for redirects too, never the environment's (trust_env is off)."""
         return dict(self.proxies)
