@@ -84,7 +84,7 @@ def rows(client: FleetPrometheus, window: Window, columns: Sequence[str]) -> Ite
         table: dict[tuple[float, str, str], dict[str, object]] = {}
         for column in columns:
             series = client.matrix(SERIES[column], start, end, window.step)
-            for (node, uuid, *_), points in merge(series).items():
+            for (node, uuid, *_), points in merge(series, window.step).items():
                 for point in points:
                     row = table.get((point.t, node, uuid))
                     if row is None:

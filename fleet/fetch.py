@@ -57,11 +57,11 @@ def fetch(client: FleetPrometheus, window: Window, progress: Progress) -> Inputs
         answers[name] = client.matrix(query, window.start, window.end, window.step)
     return Inputs(
         window=window,
-        utilization=merge(answers["utilization"]),
-        energy=merge(answers["energy"]),
-        health=merge(answers["health"], extra=("state",)),
-        throttling=merge(answers["throttling"], extra=("reason",)),
-        xid=merge(answers["xid"], extra=("xid",)),
+        utilization=merge(answers["utilization"], window.step),
+        energy=merge(answers["energy"], window.step),
+        health=merge(answers["health"], window.step, ("state",)),
+        throttling=merge(answers["throttling"], window.step, ("reason",)),
+        xid=merge(answers["xid"], window.step, ("xid",)),
         replicas={_rule(s): list(s.points) for s in answers["replicas"]},
         max_replicas={_rule(s): dict(s.points) for s in answers["max_replicas"]},
         reasons=_reasons(answers["reasons"]),

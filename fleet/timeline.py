@@ -4,7 +4,8 @@ A window is `[end - since, end]` sampled every `step` seconds at `start + k * st
 `max(60 s, window / 11,000)` (Prometheus answers at most 11,000 points per series), so a week is read every
 60 s and a year every ~48 min. A range query returns one series per label set; a GPU whose pod labels change
 (a new holder) has two series, and for up to the lookback (5 min by default) both answer at the same instant.
-`merge` keeps one point per GPU and instant: the series that began later (the newer labels) wins.
+`merge` keeps one point per GPU and instant: the series whose current run began later (the newer labels)
+wins.
 """
 
 from __future__ import annotations
@@ -94,18 +95,23 @@ class Point:
     labels: Mapping[str, str]
 
 
-def merge(series: Iterable[Series], extra: tuple[str, ...] = ()) -> dict[tuple[str, ...], list[Point]]:
+def merge(series: Iterable[Series], step: float,
+          extra: tuple[str, ...] = ()) -> dict[tuple[str, ...], list[Point]]:
     """One time-ordered list of points per GPU (and per `extra` label, e.g. `xid`); at an instant answered by
-    two series of the same GPU, the one whose first point is later wins."""
+    two series of the same GPU, the one whose current run of points (no gap over 1.5 steps) began later
+    wins: labels that come back (free, held, free again) are one series with a gap."""
     chosen: dict[tuple[str, ...], dict[float, tuple[float, Point]]] = {}
     for one in series:
         if not one.points:
             continue
-        first = one.points[0][0]
         ident = (*gpu_key(one.labels), *(one.labels.get(name, "") for name in extra))
         slots = chosen.setdefault(ident, {})
+        begun = previous = one.points[0][0]
         for t, value in one.points:
+            if t - previous > 1.5 * step:
+                begun = t
+            previous = t
             held = slots.get(t)
-            if held is None or first > held[0]:
-                slots[t] = (first, Point(t, value, one.labels))
+            if held is None or begun > held[0]:
+                slots[t] = (begun, Point(t, value, one.labels))
     return {ident: [slots[t][1] for t in sorted(slots)] for ident, slots in chosen.items()}
