@@ -26,7 +26,7 @@ from plumbing.cli import duration
 
 HELP = "the per-GPU series behind the report, one row per GPU and step, as CSV or JSON on stdout"
 MAX_STEPS = 10_000
-"""At most this many steps per export (e.g. a week every 60 s): a GPU's rows, times the fleet's GPUs."""
+"""At most this many steps per export (a week every 60 s is 10,081: use --step 2m); rows = steps x GPUs."""
 CHUNK_STEPS = 720
 SERIES: dict[str, str] = {
     "utilization": "gpu_utilization_ratio",
