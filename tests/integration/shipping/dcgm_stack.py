@@ -24,7 +24,7 @@ import yaml
 
 from demo.processes import free_port, running, start_prometheus, wait_http_ok
 from tests.integration.shipping.conftest import prom_api, query
-from tests.support import wait_for
+from tests.support import stop_process, wait_for
 from tests.unit.shipping.promql_names import PROFILING_EXPORTER_NAMES, ROOT, metric_names
 from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs
 
@@ -141,15 +141,7 @@ def _start_exporter(stack: contextlib.ExitStack, work: Path, port: int, flags: l
                              "--address", "127.0.0.1", "--port", str(port), "--node-name", NODE, *flags],
                             stdout=subprocess.DEVNULL, stderr=log)
 
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-    stack.callback(stop)
+    stack.callback(stop_process, proc)  # type: ignore[arg-type]
     wait_http_ok(f"http://127.0.0.1:{port}/metrics", 30, proc)  # type: ignore[arg-type]
 
 

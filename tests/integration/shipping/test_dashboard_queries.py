@@ -24,7 +24,7 @@ import yaml
 
 from demo.processes import ManagedProcess, free_port, running, start_prometheus, wait_http_ok
 from tests.integration.shipping.conftest import prom_api, query
-from tests.support import wait_for
+from tests.support import stop_process, wait_for
 from tests.unit.shipping.promql_names import ROOT, RULE_FILES
 from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs
 
@@ -98,15 +98,7 @@ def _popen(stack: contextlib.ExitStack, argv: list[str], log: Path) -> subproces
     log_file = stack.enter_context(log.open("wb"))
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log_file)
 
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-    stack.callback(stop)
+    stack.callback(stop_process, proc)  # type: ignore[arg-type]
     return proc
 
 
