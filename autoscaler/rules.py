@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from yaml.nodes import Node
+from yaml.nodes import Node, ScalarNode
 
 from autoscaler.errors import Problem, RulesError
 from autoscaler.policy.spec import (
@@ -38,7 +38,7 @@ from autoscaler.policy.spec import (
 from autoscaler.schedules import parse_schedules
 from autoscaler.targets import parse_target
 from plumbing import yamlsafe
-from plumbing.yamlnodes import NodeReader, line_of
+from plumbing.yamlnodes import NodeReader, describe, line_of
 
 __all__ = ["Problem", "RuleSet", "RulesError", "load_rules", "parse_rules", "parse_rules_bytes"]
 
@@ -157,7 +157,7 @@ class _TargetAt:
 
 
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
-                "prometheus", "schedules", "cooldownSeconds", "capacity"}
+                "prometheus", "schedules", "cooldownSeconds", "capacity", "batch"}
 
 
 def _parse_rule(
@@ -202,13 +202,21 @@ def _parse_rule(
     capacity = None
     if "capacity" in fields:
         capacity = _parse_capacity(reader, fields["capacity"], f"{where}.capacity")
+    batch = _boolean(reader, fields["batch"], f"{where}.batch") if "batch" in fields else True
     target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
     rule = Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node),
-                prometheus, schedules, cooldown, capacity)
+                prometheus, schedules, cooldown, capacity, batch=batch is not False)
     return rule, name, target_at
+
+
+def _boolean(reader: NodeReader, node: Node, where: str) -> bool | None:
+    if isinstance(node, ScalarNode) and node.tag.endswith(":bool"):
+        return str(node.value).lower() in ("true", "yes", "on")
+    reader.problem(line_of(node), where, f"expected true or false (got {describe(node)})")
+    return None
 
 
 def _zero_only(reader: NodeReader, fields: dict[str, Node], metrics: tuple[MetricSpec, ...], where: str,

@@ -69,6 +69,8 @@ class RunOptions:
     """--namespaces: the only namespaces whose targets are read and scaled (None: every namespace)."""
     assume_replicas: AssumedReplicas | None = None
     """--assume-replicas: no cluster, these fixed counts instead (dry-run only; autoscaler/assumed.py)."""
+    prometheus_batch_size: int = 100
+    """--prometheus-batch-size: queries per request to Prometheus (0 or 1: each query alone)."""
 
     def endpoints(self) -> PrometheusConfig:
         """The Prometheus endpoints the flags name; raises PrometheusConfigError."""
@@ -85,6 +87,17 @@ class RunOptions:
     @property
     def request_timeout(self) -> float:
         return max(min(5.0, self.interval / 4), 0.1)
+
+
+def batch_size(text: str) -> int:
+    """argparse type of --prometheus-batch-size: an integer in [0, 1000]."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 1000 (got {text[:40]!r})")
+    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -112,6 +125,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=15.0,
         metavar="DURATION",
         help="time between syncs, e.g. 15s, 500ms, 1m (default: 15s)",
+    )
+    p.add_argument(
+        "--prometheus-batch-size",
+        type=batch_size,
+        default=100,
+        metavar="N",
+        help="queries sent to Prometheus per request, each answer split back per query; 0 or 1 sends every "
+        "query alone (default: 100)",
     )
     p.add_argument("--dry-run", action="store_true", help="decide and report, never patch")
     p.add_argument(
@@ -167,6 +188,7 @@ def main(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port or None,
         web_config_file=args.web_config_file,
         namespaces=args.namespaces,
+        prometheus_batch_size=args.prometheus_batch_size,
         assume_replicas=assumed_replicas(args.assume_replicas) if args.assume_replicas else None,
         leader_elect=args.leader_elect,
         lease=LeaseSettings(namespace=args.leader_elect_namespace, name=args.leader_elect_name)
@@ -231,7 +253,7 @@ def serve(
         backend,
         endpoints,
         PromQLSettings(options.prometheus, query_timeout=min(5.0, options.query_budget),
-                       budget=options.query_budget),
+                       budget=options.query_budget, batch_size=options.prometheus_batch_size),
         ControllerSettings(dry_run=options.dry_run),
         metrics=metrics,
         is_leader=elector.is_leader if elector is not None else (lambda: True),

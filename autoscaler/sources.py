@@ -42,22 +42,31 @@ class EndpointSources:
     def run(self, rules: Iterable[Rule]) -> dict[QueryKey, QueryResult]:
         """Every distinct query of `rules` (metrics and capacity) whose endpoint exists, once per endpoint."""
         wanted: dict[str, set[str]] = {}
+        alone: dict[str, set[str]] = {}
+        """Queries of rules that opted out of batching (`batch: false`), per endpoint."""
         for rule in rules:
             if rule.prometheus in self._sources:
                 queries = wanted.setdefault(rule.prometheus, set())
-                queries.update(m.query for m in rule.metrics)
+                mine = {m.query for m in rule.metrics}
                 if rule.capacity is not None:
-                    queries.add(rule.capacity.query)
+                    mine.add(rule.capacity.query)
+                queries.update(mine)
+                if not rule.batch:
+                    alone.setdefault(rule.prometheus, set()).update(mine)
         if self._pool is None or len(wanted) < 2:
-            answers = {name: self._run(name, queries) for name, queries in wanted.items()}
+            answers = {name: self._run(name, queries, alone.get(name, set()))
+                       for name, queries in wanted.items()}
         else:
-            futures = {name: self._pool.submit(self._run, name, queries) for name, queries in wanted.items()}
+            futures = {name: self._pool.submit(self._run, name, queries, alone.get(name, set()))
+                       for name, queries in wanted.items()}
             answers = {name: future.result() for name, future in futures.items()}
         return {(name, q): result for name, results in answers.items() for q, result in results.items()}
 
-    def _run(self, name: str, queries: set[str]) -> Mapping[str, QueryResult]:
+    def _run(self, name: str, queries: set[str], alone: set[str]) -> Mapping[str, QueryResult]:
         try:
-            return self._sources[name].run_queries(queries)
+            if alone:
+                return self._sources[name].run_queries(queries, alone)
+            return self._sources[name].run_queries(queries)  # a source that never batches may lack `alone`
         except Exception as e:  # a metrics source must not raise; if one does, every metric failed
             log.exception("metrics source %s failed", name)
             failed = QueryResult(None, QueryErrorReason.UNREACHABLE, f"metrics source failed: {e}")

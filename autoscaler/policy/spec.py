@@ -174,3 +174,6 @@ class Rule:
     before the count goes from 1 or more to 0 (KEDA's cooldownPeriod)."""
     capacity: Capacity | None = None
     """The capacity guard; None: scale-ups are not limited by free GPUs (the HPA)."""
+    batch: bool = True
+    """False: the rule's queries are sent to Prometheus alone, never batched with others (`batch: false`).
+    How queries are sent; `decide()` never reads it."""

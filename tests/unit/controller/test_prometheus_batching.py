@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import pytest
 import requests
 import responses
 
 from autoscaler.batching import BATCH_LABEL, Batch, Form, batch_form, plan, split_answer
+from autoscaler.cli import build_parser
+from autoscaler.errors import RulesError
 from autoscaler.promanswer import BadAnswer
 from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult
+from autoscaler.rules import parse_rules
+from autoscaler.sources import EndpointSources
 
 URL = "http://prometheus.test:9090"
 QUERY_URL = f"{URL}/api/v1/query"
@@ -220,3 +224,54 @@ def test_split_refuses_series_without_a_valid_index() -> None:
 def test_a_comment_at_the_end_of_a_query_does_not_swallow_the_wrapper() -> None:
     text = Batch(("up # the comment", "1"), (Form.VECTOR, Form.SCALAR)).text
     assert "up # the comment\n," in text and "vector(1\n)" in text
+
+
+RULES_YAML = """
+rules:
+  - name: batched
+    target: {kind: Deployment, namespace: ns, name: a}
+    maxReplicas: 5
+    metrics: [{name: m, query: one, type: Total, target: 1}]
+  - name: alone
+    batch: false
+    target: {kind: Deployment, namespace: ns, name: b}
+    maxReplicas: 5
+    metrics: [{name: m, query: two, type: Total, target: 1}, {name: n, query: one, type: Total, target: 1}]
+"""
+
+
+class RecordingSource:
+    def __init__(self) -> None:
+        self.calls: list[tuple[set[str], set[str]]] = []
+
+    def run_queries(self, queries: Collection[str], alone: Collection[str] = ()) -> dict[str, QueryResult]:
+        self.calls.append((set(queries), set(alone)))
+        return dict.fromkeys(queries, QueryResult(1.0))
+
+
+def test_a_rule_with_batch_false_sends_its_queries_alone() -> None:
+    rules = parse_rules(RULES_YAML, "rules.yaml").rules
+    assert [r.batch for r in rules] == [True, False]
+    source = RecordingSource()
+    EndpointSources(source).run(rules)
+    assert source.calls == [({"one", "two"}, {"one", "two"})]  # `one` is asked by an opted-out rule too
+    EndpointSources(source).run(rules[:1])
+    assert source.calls[-1] == ({"one"}, set())
+
+
+def test_batch_must_be_a_boolean() -> None:
+    with pytest.raises(RulesError, match=r"rules\[1\]\.batch: expected true or false"):
+        parse_rules(RULES_YAML.replace("batch: false", "batch: 'no'"), "rules.yaml")
+
+
+@pytest.mark.parametrize(("argv", "expected"), [([], 100), (["--prometheus-batch-size", "0"], 0),
+                                                (["--prometheus-batch-size", "7"], 7)])
+def test_the_batch_size_flag(argv: list[str], expected: int) -> None:
+    args = build_parser(["run"]).parse_args(["run", "--rules", "r.yaml", *argv])
+    assert args.prometheus_batch_size == expected
+
+
+def test_a_bad_batch_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser(["run"]).parse_args(["run", "--rules", "r.yaml", "--prometheus-batch-size", "-1"])
+    assert "expected an integer from 0 to 1000" in capsys.readouterr().err
