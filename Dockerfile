@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# One image, both processes: `gpu-exporter` (DaemonSet) and `gpu-autoscaler` (Deployment).
+# One image, both processes: `gpu-exporter` (DaemonSet) and `gpu-autoscaler` (Deployment); `gpu-fleet`, the
+# fleet CLI, comes with it (e.g. `kubectl run` it next to Prometheus).
 #   docker build -t ghcr.io/gpu-autoscaler/gpu-autoscaler:0.1.0 --build-arg VERSION=0.1.0 .
 #   docker run --rm -p 9400:9400 ghcr.io/gpu-autoscaler/gpu-autoscaler:0.1.0 gpu-exporter --simulate 2
 # The build stage installs the project and its dependencies into a virtualenv; the final stage copies only
@@ -20,6 +21,7 @@ COPY pyproject.toml README.md LICENSE ./
 COPY exporter ./exporter
 COPY autoscaler ./autoscaler
 COPY plumbing ./plumbing
+COPY fleet ./fleet
 RUN /opt/venv/bin/pip install --upgrade pip \
     && /opt/venv/bin/pip install /src
 
@@ -35,9 +37,10 @@ ENV PATH=/opt/venv/bin:${PATH} \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=build /opt/venv /opt/venv
-# Fail the build if either console script cannot start.
+# Fail the build if a console script cannot start.
 RUN gpu-exporter --help >/dev/null \
     && gpu-autoscaler --help >/dev/null \
+    && gpu-fleet --help >/dev/null \
     && groupadd --system --gid 65532 nonroot \
     && useradd --system --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin nonroot
 USER 65532:65532

@@ -124,7 +124,7 @@ def test_the_broken_venv_a_failed_run_left_is_completed_as_root(machine: Machine
     assert any("install" in line and "python3-venv" in line.split() for line in machine.log("apt.log"))
     assert machine.log("venv.log") == ["-m venv .venv"]  # never --clear: nothing deleted
     assert (machine.venv / "keep-me").exists() and (machine.venv / "bin" / "pip").exists()
-    assert machine.log("pip.log") == ["install -q --upgrade pip", "install -q -e .[test,demo]"]
+    assert machine.log("pip.log") == ["install -q --upgrade pip", "install -q -e .[test,demo,report]"]
     assert list(machine.venv.glob(".installed-*"))
 
     again = machine.run(root=True)  # quick second run: nothing to do
@@ -152,7 +152,7 @@ def test_a_working_venv_is_kept_and_only_reinstalled_into(machine: Machine) -> N
     assert result.returncode == 0, result.stderr
     assert machine.log("venv.log") == ["-m venv .venv"] and machine.log("apt.log") == []
     assert (machine.venv / "keep-me").exists()
-    assert machine.log("pip.log")[-1] == "install -q -e .[test,demo]" and len(machine.log("pip.log")) == 4
+    assert machine.log("pip.log")[-1] == "install -q -e .[test,demo,report]" and len(machine.log("pip.log")) == 4
     assert len(list(machine.venv.glob(".installed-*"))) == 2  # one per pyproject.toml seen
 
 

@@ -81,9 +81,9 @@ def test_oci_labels() -> None:
         assert re.search(rf"{re.escape(name)}=\S+", labels), name
 
 
-def test_both_console_scripts_are_installed_and_started() -> None:
+def test_every_console_script_is_installed_and_started() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert set(scripts) == {"gpu-exporter", "gpu-autoscaler"}
+    assert set(scripts) == {"gpu-exporter", "gpu-autoscaler", "gpu-fleet"}
     stages = dockerfile()
     assert any("pip install /src" in run for run in stages[0].args("RUN"))
     final_runs = " ".join(stages[-1].args("RUN"))
