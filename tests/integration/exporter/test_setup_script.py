@@ -152,7 +152,8 @@ def test_a_working_venv_is_kept_and_only_reinstalled_into(machine: Machine) -> N
     assert result.returncode == 0, result.stderr
     assert machine.log("venv.log") == ["-m venv .venv"] and machine.log("apt.log") == []
     assert (machine.venv / "keep-me").exists()
-    assert machine.log("pip.log")[-1] == "install -q -e .[test,demo,report]" and len(machine.log("pip.log")) == 4
+    pip_log = machine.log("pip.log")
+    assert pip_log[-1] == "install -q -e .[test,demo,report]" and len(pip_log) == 4
     assert len(list(machine.venv.glob(".installed-*"))) == 2  # one per pyproject.toml seen
 
 
