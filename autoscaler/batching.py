@@ -25,7 +25,7 @@ from enum import Enum
 
 import promql_parser
 
-from autoscaler.promanswer import BadAnswer, QueryResult, interpret_body
+from autoscaler.promanswer import BadAnswer, QueryResult, interpret_body, result_of
 from autoscaler.promql_syntax import MAX_QUERY_CHARS, MAX_QUERY_NESTING, MAX_QUERY_OPERATORS, shape
 
 __all__ = ["BATCH_LABEL", "Batch", "Form", "Plan", "batch_form", "plan", "split_answer"]
@@ -158,14 +158,7 @@ def plan(queries: Iterable[str], forms: dict[str, Form | None], size: int, max_b
 def split_answer(body: object, batch: Batch) -> dict[str, QueryResult]:
     """Each query's result from a batch's successful answer; BadAnswer when the answer is not one a batch
     gives (then the caller sends smaller batches)."""
-    if not isinstance(body, dict) or body.get("status") != "success":
-        raise BadAnswer("expected {\"status\": \"success\", \"data\": ...}")
-    data = body.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise BadAnswer("a batch's answer is not a vector")
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise BadAnswer("a batch's result is not a list")
+    result = result_of(body, "vector")
     groups: list[list[object]] = [[] for _ in batch.queries]
     for entry in result:
         metric = entry.get("metric") if isinstance(entry, dict) else None

@@ -82,6 +82,21 @@ def error_of(body: object) -> tuple[str, str] | None:
     return kind[:40], (text[:300] + "...") if len(text) > 300 else text
 
 
+def result_of(body: object, result_type: str) -> list[object]:
+    """The `data.result` list of a successful answer of `result_type` (vector, matrix); BadAnswer otherwise.
+    One envelope check for the batch splitter and the range reader (single answers go through
+    `interpret_body`, which also accepts scalars)."""
+    if not isinstance(body, dict) or body.get("status") != "success":
+        raise BadAnswer("expected {\"status\": \"success\", \"data\": ...}")
+    data = body.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != result_type:
+        raise BadAnswer(f"expected data.resultType {result_type}")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise BadAnswer("data.result is not a list")
+    return result
+
+
 def interpret_body(body: object) -> QueryResult:
     """A successful answer's body (decoded JSON) as one value or a failure with a reason."""
     try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import requests
 
 from autoscaler.errors import AutoscalerError
-from autoscaler.promanswer import _FLOAT, MAX_SAMPLE_CHARS, BadAnswer, decode_body, error_of
+from autoscaler.promanswer import _FLOAT, MAX_SAMPLE_CHARS, BadAnswer, decode_body, error_of, result_of
 from autoscaler.promhttp import CredentialError, EndpointSession, describe_failure
 
 
@@ -122,14 +122,7 @@ def parse_matrix(body: object, start: float, end: float) -> dict[float, float | 
     No series is an empty dict (no history); several series are refused (the metric needs exactly one)."""
     if error_of(body) is not None:
         raise BadAnswer(f"error answer: {error_of(body)}")
-    if not isinstance(body, dict) or body.get("status") != "success":
-        raise BadAnswer('expected {"status": "success", "data": ...}')
-    data = body.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "matrix":
-        raise BadAnswer("expected data.resultType matrix")
-    result = data.get("result")
-    if not isinstance(result, list):
-        raise BadAnswer("data.result is not a list")
+    result = result_of(body, "matrix")
     if len(result) > 1:
         raise BadAnswer(f"{len(result)} series, expected one (wrap the query in sum() or avg())")
     if not result:
