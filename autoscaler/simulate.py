@@ -12,18 +12,20 @@ import argparse
 import csv
 import io
 import math
+import operator
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import TextIO, cast
 
 from autoscaler.cli_args import add_rules_argument, rules_file
 from autoscaler.errors import Problem, TraceError, UsageError
 from autoscaler.plan import Plan, count_all_failed, plan_replicas
-from autoscaler.policy import MetricObservation, Rule, RuleHistory
+from autoscaler.policy import MetricObservation, MetricSpec, Rule, RuleHistory
 from autoscaler.policy.capacity import CapacityObservation
 from autoscaler.rules import RuleSet, load_rules
+from autoscaler.trace_replay import ReplayedTrace, covers, replay_columns
 from plumbing import yamlsafe
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
@@ -45,12 +47,41 @@ TRACE_LIMITS = yamlsafe.YamlLimits(max_bytes=MAX_TRACE_BYTES)
 class TraceRow:
     """One sync of the trace: `t` as written (echoed in the output) and parsed, and what each query gave."""
 
-    line: int
     t_text: str
     t: float
     observations: tuple[MetricObservation, ...]
     capacity: CapacityObservation | None = None
     """The free GPUs of the `capacity` column (None: the trace has none; the guard is off)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """The whole trace by column, in row order: a month is 172,800 rows, and columns cost a list each where
+    rows cost a few objects each. `values[k]` is metric `rule.metrics[k]`: None for a failed query, 0.0 for
+    an empty cell of a metric with whenEmpty: zero."""
+
+    t_text: list[str]
+    times: list[float]
+    values: tuple[list[float | None], ...]
+    capacity: list[float | None] | None
+    """The `capacity` column (None: the trace has none)."""
+
+    def rows(self, rule: Rule) -> list[TraceRow]:
+        """The trace row by row, as `replay` (the controller's own plan) takes it."""
+        names = [m.name for m in rule.metrics]
+        capacity = self.capacity or [None] * len(self.times)
+        by_row = zip(*self.values, strict=True)
+        return [
+            TraceRow(t_text, t, tuple(MetricObservation(name, value, None if value is not None
+                                                        else EMPTY_CELL_ERROR)
+                                      for name, value in zip(names, values, strict=True)),
+                     None if self.capacity is None else _capacity(free))
+            for t_text, t, free, values in zip(self.t_text, self.times, capacity, by_row, strict=True)
+        ]
+
+
+def _capacity(free: float | None) -> CapacityObservation:
+    return CapacityObservation(free, (), None if free is not None else EMPTY_CELL_ERROR)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
     args.rules, (args.trace,) = rules_file(args, "simulate", after=("TRACE",))
     ruleset = load_rules(args.rules)
     rule = select_rule(ruleset, args.rule)
-    rows = read_trace(args.trace, rule)
+    trace = read_trace(args.trace, rule)
     start = rule.min_replicas if args.replicas is None else args.replicas
-    write_output(sys.stdout, replay(rule, rows, start, args.start or 0.0))
+    write_output(sys.stdout, trace, replay_trace(rule, trace, start, args.start or 0.0))
     return 0
 
 
@@ -113,7 +144,7 @@ def select_rule(ruleset: RuleSet, name: str | None) -> Rule:
                          f"(rules: {', '.join(ruleset.names)})") from None
 
 
-def read_trace(path: str, rule: Rule) -> list[TraceRow]:
+def read_trace(path: str, rule: Rule) -> Trace:
     """Read and validate the whole trace; TraceError names the file, line and column of the first problem.
 
     At most MAX_TRACE_BYTES are read and MAX_TRACE_ROWS rows kept, so a hostile trace is one message, never a
@@ -124,16 +155,104 @@ def read_trace(path: str, rule: Rule) -> list[TraceRow]:
     except yamlsafe.YamlFileError as exc:
         raise TraceError(Problem(path, exc.line, "file", exc.message)) from exc
     # a spreadsheet's "CSV UTF-8" export starts with a BOM, which must not end up in 't'
-    return parse_trace(io.StringIO(text.removeprefix("\ufeff"), newline=""), path, rule)
+    return parse_trace(text.removeprefix("\ufeff"), path, rule)
 
 
-def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: Rule) -> list[TraceRow]:
-    reader = csv.reader(lines)
+def parse_trace(text: str, path: str, rule: Rule) -> Trace:
+    """The trace by column. Whole columns are converted at once; anything unusual in them (an empty `t`, a
+    bad number, a ragged or blank row, a CSV error) sends the trace through `_parse_rows`, which checks row by
+    row and raises the TraceError naming the first problem, or accepts what is only unusual."""
+    header = _read_header(csv.reader(io.StringIO(text, newline="")), path, rule)
+    columns = _data_columns(text, len(header))
+    trace = None if columns is None else _parse_columns(columns, header, rule)
+    return trace if trace is not None else _parse_rows(text, path, rule)
+
+
+def _data_columns(text: str, width: int) -> list[list[str]] | None:
+    """Each column's cells below the header, as csv.reader reads them; None for no rows, a ragged or blank
+    row or a CSV error (`_parse_rows` reports or skips them).
+
+    A text without quotes, bare CRs or NULs (what programs write) has one row per line and one cell per
+    comma, so its columns are slices of one str.split: a month is read at the speed of C, not of a loop.
+    """
+    if '"' not in text and "\0" not in text:
+        plain = text.replace("\r\n", "\n") if "\r" in text else text
+        if "\r" not in plain:
+            body = plain.partition("\n")[2].removesuffix("\n")
+            lines = body.split("\n")
+            commas = list(map(operator.methodcaller("count", ","), lines))
+            if not body or commas.count(width - 1) != len(lines):
+                return None
+            cells = body.replace("\n", ",").split(",")
+            return [cells[k::width] for k in range(width)]
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))[1:]
+    except csv.Error:
+        return None
+    if not rows or any(len(cells) != width for cells in rows):
+        return None
+    return [list(map(operator.itemgetter(k), rows)) for k in range(width)]
+
+
+def _parse_columns(columns: list[list[str]], header: list[str], rule: Rule) -> Trace | None:
+    """The trace from whole columns, or None where `_parse_rows` must look (and may refuse)."""
+    if len(columns[0]) > MAX_TRACE_ROWS:
+        return None
+    texts = [list(map(str.strip, column)) for column in columns]
+    numbers = dict(zip(header, map(_numbers, texts), strict=True))
+    times = numbers["t"]
+    if any(column is None for column in numbers.values()) or times is None or None in times:
+        return None
+    moments = cast(list[float], times)
+    if min(moments) < -MAX_TRACE_SECONDS or max(moments) > MAX_TRACE_SECONDS:
+        return None
+    if not all(map(operator.le, moments, moments[1:])):
+        return None
+    values = tuple(_when_empty(m, cast(list[float | None], numbers[m.name])) for m in rule.metrics)
+    return Trace(texts[0], moments, values, numbers.get(CAPACITY_COLUMN))
+
+
+def _numbers(texts: list[str]) -> list[float | None] | None:
+    """A stripped column's numbers (None for an empty cell), or None if a cell is not a finite number that
+    `_number` accepts. Empty cells (failed queries) are rare: found by str methods, not a loop in Python."""
+    if max(map(len, texts)) > MAX_NUMBER_LENGTH:
+        return None
+    empty = []
+    index = -1
+    for _ in range(texts.count("")):
+        index = texts.index("", index + 1)
+        empty.append(index)
+    if empty:
+        texts = texts.copy()
+        for index in empty:
+            texts[index] = "0"
+    try:
+        numbers: list[float | None] = list(map(float, texts))
+    except ValueError:
+        return None
+    if not all(map(math.isfinite, cast(list[float], numbers))):
+        return None
+    for index in empty:
+        numbers[index] = None
+    return numbers
+
+
+def _when_empty(metric: MetricSpec, values: list[float | None]) -> list[float | None]:
+    if metric.when_empty == "zero" and None in values:
+        return [0.0 if value is None else value for value in values]
+    return values
+
+
+def _parse_rows(text: str, path: str, rule: Rule) -> Trace:
+    """The trace checked row by row: the first problem raises a TraceError naming its line and column."""
+    reader = csv.reader(io.StringIO(text, newline=""))
     header = _read_header(reader, path, rule)
     columns = header[1:]
     width = len(header)
     zero_when_empty = {m.name: m.when_empty == "zero" for m in rule.metrics}
-    rows: list[TraceRow] = []
+    t_texts: list[str] = []
+    times: list[float] = []
+    values: dict[str, list[float | None]] = {name: [] for name in columns}
     previous: tuple[float, str] | None = None
     try:
         for cells in reader:
@@ -153,24 +272,19 @@ def parse_trace(lines: Iterator[str] | TextIO | Sequence[str], path: str, rule: 
             if previous is not None and t < previous[0]:
                 raise TraceError(Problem(path, line, "t", f"goes backwards ({t_text} < {previous[1]})"))
             previous = (t, t_text)
-            observations = []
-            capacity = None
-            for name, cell in zip(columns, cells[1:], strict=True):
-                value = _number(path, line, name, cell.strip())
-                if name == CAPACITY_COLUMN:
-                    capacity = CapacityObservation(value, (), None if value is not None else EMPTY_CELL_ERROR)
-                elif value is None and zero_when_empty[name]:
-                    observations.append(MetricObservation(name, 0.0))
-                else:
-                    observations.append(MetricObservation(name, value, None if value is not None
-                                                          else EMPTY_CELL_ERROR))
-            if len(rows) == MAX_TRACE_ROWS:
+            row = [_number(path, line, name, cell.strip())
+                   for name, cell in zip(columns, cells[1:], strict=True)]
+            if len(times) == MAX_TRACE_ROWS:
                 raise TraceError(Problem(path, line, "row", f"more than {MAX_TRACE_ROWS:,} rows; "
                                                             "split the trace"))
-            rows.append(TraceRow(line, t_text, t, tuple(observations), capacity))
+            t_texts.append(t_text)
+            times.append(t)
+            for name, value in zip(columns, row, strict=True):
+                zero = value is None and zero_when_empty.get(name, False)
+                values[name].append(0.0 if zero else value)
     except csv.Error as exc:
         raise TraceError(Problem(path, reader.line_num, "row", f"not valid CSV: {exc}")) from exc
-    return rows
+    return Trace(t_texts, times, tuple(values[m.name] for m in rule.metrics), values.get(CAPACITY_COLUMN))
 
 
 def _read_header(reader: Iterator[list[str]], path: str, rule: Rule) -> list[str]:
@@ -244,10 +358,27 @@ def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int, start: float = 0
         yield row, plan
 
 
-def write_output(out: TextIO, results: Iterator[tuple[TraceRow, Plan]]) -> None:
+def replay_trace(rule: Rule, trace: Trace, replicas: int, start: float = 0.0) -> ReplayedTrace:
+    """Every row's count, raw desired count and reason, as `replay` gives them.
+
+    `trace_replay` computes them for the whole trace at once (a few µs per row) wherever it covers the rule;
+    a rule with schedules or scale to zero, or a trace with a capacity column, goes through `replay` row by
+    row. Both give the same results (tests/unit/autoscaler_cli/test_trace_replay.py).
+    """
+    if trace.capacity is None and covers(rule):
+        times = [start + t for t in trace.times] if start else trace.times
+        return replay_columns(rule, times, trace.values, replicas)
+    replayed = ReplayedTrace([], [], [])
+    for _, plan in replay(rule, trace.rows(rule), replicas, start):
+        replayed.replicas.append(plan.replicas)
+        replayed.desired.append(plan.desired_raw)
+        replayed.reasons.append(plan.reason)
+    return replayed
+
+
+def write_output(out: TextIO, trace: Trace, replayed: ReplayedTrace) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(OUTPUT_HEADER)
-    writer.writerows(
-        (row.t_text, plan.replicas, "" if plan.desired_raw is None else plan.desired_raw, plan.reason.value)
-        for row, plan in results
-    )
+    desired = ["" if count is None else count for count in replayed.desired]
+    writer.writerows(zip(trace.t_text, replayed.replicas, desired, [r.value for r in replayed.reasons],
+                         strict=True))

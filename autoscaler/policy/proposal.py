@@ -39,17 +39,17 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
     else:  # no replicas: any load is infinitely above target; ceil(value/target) still applies
         ratio = math.inf if value > 0 else 0.0
     if current == 0:
-        replicas = _ceil_count(ratio) if metric.type == "Average" else _ceil_count(value / metric.target)
+        replicas = ceil_count(ratio) if metric.type == "Average" else ceil_count(value / metric.target)
     elif 1.0 - down_tolerance <= ratio <= 1.0 + up_tolerance:
         replicas = current
     elif metric.type == "Average":
-        replicas = _ceil_count(ratio * current)
+        replicas = ceil_count(ratio * current)
     else:
-        replicas = _ceil_count(value / metric.target)
+        replicas = ceil_count(value / metric.target)
     return MetricProposal(metric.name, value, metric.target, ratio, replicas, None)
 
 
-def _ceil_count(x: float) -> int:
+def ceil_count(x: float) -> int:
     """ceil(x) as a replica count: 0 at most below, MAX_REPLICAS at most above (inf included)."""
     if x >= MAX_REPLICAS:
         return MAX_REPLICAS

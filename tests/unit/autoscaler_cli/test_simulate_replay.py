@@ -22,7 +22,7 @@ rules:
 
 
 def rows(*points: tuple[float, float | None]) -> list[TraceRow]:
-    return [TraceRow(i + 2, f"{t:g}", t, (MetricObservation("load", v),)) for i, (t, v) in enumerate(points)]
+    return [TraceRow(f"{t:g}", t, (MetricObservation("load", v),)) for t, v in points]
 
 
 def test_min_max_correction_is_recorded_as_a_scale_event() -> None:
@@ -43,10 +43,12 @@ def test_each_result_is_the_next_current() -> None:
 
 
 def test_parse_trace_maps_columns_by_name_and_empty_cells_to_failures() -> None:
-    parsed = parse_trace(["t,load\n", "0,\n", "1.5,2e3\n"], "t.csv", RULE)
-    assert [(r.line, r.t_text, r.t) for r in parsed] == [(2, "0", 0.0), (3, "1.5", 1.5)]
-    assert parsed[0].observations[0].value is None
-    assert parsed[1].observations[0].value == 2000.0
+    parsed = parse_trace("t,load\n0,\n1.5,2e3\n", "t.csv", RULE)
+    assert (parsed.t_text, parsed.times, parsed.values) == (["0", "1.5"], [0.0, 1.5], ([None, 2000.0],))
+    rows = parsed.rows(RULE)
+    assert rows[0].observations[0].value is None
+    assert rows[0].observations[0].error
+    assert rows[1].observations[0].value == 2000.0
 
 
 def test_fallback_replays_as_the_controller_applies_it() -> None:
