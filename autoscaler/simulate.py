@@ -377,6 +377,13 @@ def replay_trace(rule: Rule, trace: Trace, replicas: int, start: float = 0.0) ->
 
 
 def write_output(out: TextIO, trace: Trace, replayed: ReplayedTrace) -> None:
+    """The output CSV, written to `out` at once: a row per write to a pipe costs more than the replay."""
+    buffer = io.StringIO()
+    _write_rows(buffer, trace, replayed)
+    out.write(buffer.getvalue())
+
+
+def _write_rows(out: TextIO, trace: Trace, replayed: ReplayedTrace) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(OUTPUT_HEADER)
     desired = ["" if count is None else count for count in replayed.desired]
