@@ -30,6 +30,7 @@ import yaml
 from autoscaler.plan import count_all_failed, plan_replicas
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
 from autoscaler.policy.spec import ScalingPolicy
+from autoscaler.trace_replay import covers, replay_columns
 
 DOWN_WINDOWS = (0, 60, 300, 900, 1800)
 """scaleDown.stabilizationWindowSeconds tried (plus the rule's own)."""
@@ -106,7 +107,12 @@ def _rounded(value: float) -> float:
 
 
 def replay(rule: Rule, history: Sequence[HistoryStep], start_replicas: int) -> list[int]:
-    """The replica count after each step's plan, applied at once (as `simulate`)."""
+    """The replica count after each step's plan, applied at once (as `simulate`): by `trace_replay` where it
+    covers the rule (a week of 15 s steps for each of some 30 candidates), else step by step."""
+    if covers(rule):
+        values = [{o.name: o.value for o in step.observations} for step in history]
+        columns = [[step.get(m.name) for step in values] for m in rule.metrics]
+        return replay_columns(rule, [step.t for step in history], columns, start_replicas).replicas
     state = RuleHistory()
     current = start_replicas
     all_failed = 0

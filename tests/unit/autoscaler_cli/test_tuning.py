@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from autoscaler.errors import UsageError
-from autoscaler.policy import MetricObservation, Rule
+from autoscaler.plan import count_all_failed, plan_replicas
+from autoscaler.policy import MetricObservation, Rule, RuleHistory
 from autoscaler.policy.spec import Capacity
 from autoscaler.promanswer import BadAnswer
 from autoscaler.promrange import RangeSeries, chunks, parse_matrix
 from autoscaler.rules import load_rules
 from autoscaler.tune import span, to_steps
-from autoscaler.tuning import HistoryStep, candidates, overloaded, recommend, rules_diff, score
+from autoscaler.tuning import HistoryStep, candidates, overloaded, recommend, replay, rules_diff, score
 
 SLOW = """\
 rules:
@@ -178,3 +179,24 @@ def test_rounding_of_targets_keeps_them_readable(tmp_path: Path) -> None:
     rule = rule_of(tmp_path, FAST.replace("target: 100", "target: 0.8"))
     assert {c.rule.metrics[0].target for c in candidates(rule)} == {0.72, 0.8, 0.88}
     assert not any(math.isnan(c.rule.metrics[0].target) for c in candidates(rule))
+
+
+def plan_step_by_step(rule: Rule, history: list[HistoryStep], start: int) -> list[int]:
+    state, current, failed, counts = RuleHistory(), start, 0, []
+    for step in history:
+        failed = count_all_failed(failed, step.observations)
+        plan = plan_replicas(rule, current, step.observations, state, failed, step.t)
+        state, current = plan.history.with_scale(step.t, current, plan.replicas), plan.replicas
+        counts.append(current)
+    return counts
+
+
+@pytest.mark.parametrize("text", [SLOW, FAST, FAST.replace("minReplicas: 1", "minReplicas: 0")])
+def test_every_candidate_replays_as_the_controllers_plan(tmp_path: Path, text: str) -> None:
+    """tune replays covered rules with trace_replay: the counts are those of plan_replicas step by step
+    (gaps: failed queries), and a scale-to-zero rule, which it does not cover, goes step by step."""
+    gap = (MetricObservation("rps", None, "no sample"),)
+    history = [HistoryStep(s.t, gap if i % 37 == 5 else s.observations)
+               for i, s in enumerate(burst_history())]
+    for candidate in candidates(rule_of(tmp_path, text)):
+        assert replay(candidate.rule, history, 3) == plan_step_by_step(candidate.rule, history, 3)
