@@ -3,10 +3,11 @@
 Run: .venv/bin/python -m benchmarks.simulate_replay [--rows N] [--runs N]
 
 Baseline measured in the same run: reading and validating the CSV alone (the floor any replay pays). Reported:
-median seconds of reading, of the engine replay, of the whole command in-process (read + replay + write
-the output CSV), per-sync cost, the ratio of each to the baseline, the largest history the engine carried
-(bounded by pruning, so the cost per sync does not grow with the trace), and one end-to-end run of the
-installed script.
+median seconds of reading, of the controller's plan row by row (the replay of earlier versions, the
+reference), of the whole-trace replay `simulate` uses (`autoscaler.trace_replay`), of the whole command
+in-process (read + replay + write the output CSV) and of the installed script end to end; per-sync costs,
+ratios, and the largest history the row-by-row engine carried. It fails if the two replays differ on any
+row, or if the installed script prints something else than the in-process command.
 """
 
 from __future__ import annotations
