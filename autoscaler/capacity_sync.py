@@ -1,5 +1,6 @@
 """The I/O half of the capacity guard: per sync, the free GPUs (the rule's capacity query, already run with
-the metrics) and the target's replicas Pending as unschedulable (the scale backend lists them).
+the metrics) and the target's replicas Pending as unschedulable (listed by the controller's pool with the
+scale read).
 
 Either can fail; the failure is counted (query_errors_total{metric="capacity"}, scale_errors_total), told in
 `problem` for a FailedGetCapacity Event, and limits nothing: the HPA decision goes ahead, as a Prometheus or
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 
 from autoscaler.decision_log import ref_text
 from autoscaler.errors import KubeError
-from autoscaler.kube import ScaleBackend, ScaleState
 from autoscaler.metrics import ControllerMetrics
 from autoscaler.observe import CAPACITY_METRIC, capacity_seen
 from autoscaler.policy import Rule
@@ -33,9 +33,12 @@ class GatheredCapacity:
     """What failed, for the FailedGetCapacity Event (None: nothing)."""
 
 
-def gather_capacity(rule: Rule, scale: ScaleState, results: Mapping[QueryKey, QueryResult],
-                    backend: ScaleBackend, metrics: ControllerMetrics) -> GatheredCapacity | None:
-    """None for a rule without a capacity guard."""
+def gather_capacity(rule: Rule, listed: tuple[float, ...] | Exception,
+                    results: Mapping[QueryKey, QueryResult], metrics: ControllerMetrics,
+                    ) -> GatheredCapacity | None:
+    """None for a rule without a capacity guard. `listed` is what listing the target's Pending-unschedulable
+    pods gave: since when each has been so, or the error (a KubeError is told here; any other is raised, a
+    failed sync of the rule)."""
     if rule.capacity is None:
         return None
     result = results.get((rule.prometheus, rule.capacity.query))
@@ -45,12 +48,13 @@ def gather_capacity(rule: Rule, scale: ScaleState, results: Mapping[QueryKey, Qu
     problems = []
     pending: int | None = None
     since: tuple[float, ...] = ()
-    try:
-        since = backend.unschedulable_since(rule.target, scale.selector)
-        pending = len(since)
-    except KubeError as e:
-        problems.append(f"cannot list the Pending pods of {ref_text(rule.target)}: {e}")
-        metrics.scale_error(rule, e.reason_label)
+    if isinstance(listed, KubeError):
+        problems.append(f"cannot list the Pending pods of {ref_text(rule.target)}: {listed}")
+        metrics.scale_error(rule, listed.reason_label)
+    elif isinstance(listed, Exception):
+        raise listed
+    else:
+        since, pending = listed, len(listed)
     seen = capacity_seen(result, since)
     if seen.error is not None:
         problems.insert(0, f"capacity query failed: {seen.error}")
