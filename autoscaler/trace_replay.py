@@ -13,8 +13,8 @@ computed:
 - a metric's ratio is computed by the very expressions of `propose`, so every float rounds the same way.
 
 It covers every rule but those with schedules, scale to zero (minReplicas 0) or a capacity column in the
-trace (`covers`); `simulate` replays those through `plan_replicas` row by row. tests/unit/autoscaler_cli/
-test_trace_replay.py checks both agree on random rules and traces.
+trace (`covers`); `simulate` and `tune` replay those through `plan_replicas` row by row.
+tests/unit/autoscaler_cli/test_trace_replay.py checks both agree on random rules and traces.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def covers(rule: Rule) -> bool:
 
 def replay_columns(rule: Rule, times: Sequence[float], values: Sequence[Sequence[float | None]],
                    replicas: int) -> ReplayedTrace:
-    """Row i happens at `times[i]`; `values[k][i]` is what metric `rule.metrics[k]` gave (None: failed).
+    """Row i happens at `times[i]`; `values[k][i]` is what metric `rule.metrics[k]` gave: a finite number, or
+    None for a failed query (as simulate's reader and tune's range reader give them).
 
     Each row's count is applied at once and becomes the next row's current count, as `simulate.replay`.
     """
