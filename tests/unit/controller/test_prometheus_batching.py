@@ -12,6 +12,7 @@ import re
 import urllib.parse
 from collections.abc import Collection, Iterator
 
+import promql_parser
 import pytest
 import requests
 import responses
@@ -64,6 +65,10 @@ def _alone(query: str) -> tuple[int, dict[str, object]]:
 def _batch(text: str) -> tuple[int, dict[str, object]]:
     result = []
     for part in text.split("\nor\n"):
+        while part.startswith("(\n"):  # the balanced tree's own parentheses, on lines of their own
+            part = part[2:]
+        while part.endswith("\n)"):
+            part = part[:-2]
         match = WRAPPED.fullmatch(part)
         assert match, part
         inner, index = match.groups()
@@ -209,6 +214,23 @@ def test_plan_caps_bytes_and_leaves_a_lone_query_unwrapped() -> None:
     packed = plan(queries, {}, size=100, max_bytes=2200)
     assert [len(b.queries) for b in packed.batches] == [2, 2]
     assert packed.alone == (queries[4],)
+
+
+def or_depth(expr: object) -> int:
+    """How many `or` a leaf of the parsed batch sits under, at most."""
+    if isinstance(expr, promql_parser.ParenExpr):
+        return or_depth(expr.expr)
+    if isinstance(expr, promql_parser.BinaryExpr) and str(expr.op) == "or":
+        return 1 + max(or_depth(expr.lhs), or_depth(expr.rhs))
+    return 0
+
+
+@pytest.mark.parametrize(("count", "depth"), [(1, 0), (2, 1), (5, 3), (100, 7)])
+def test_a_batch_is_a_balanced_or_tree(count: int, depth: int) -> None:
+    """Prometheus' cost of a chain `a or b or c ...` grows with the square of its length; the balanced tree's
+    depth is log2 of the batch, which the chain's would be count - 1."""
+    batch = Batch(tuple(f'up{{i="{i}"}} # {i}' for i in range(count)), (Form.VECTOR,) * count)
+    assert or_depth(promql_parser.parse(batch.text)) == depth
 
 
 def test_split_refuses_series_without_a_valid_index() -> None:
