@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autoscaler.rules import load_rules
-from autoscaler.simulate import read_trace, replay, replay_trace, write_output
+from autoscaler.simulate import replay, replay_trace, write_output
+from autoscaler.trace_csv import read_trace
 from benchmarks.example_rules import embedding_service_rules
 
 SYNC_SECONDS = 15

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from autoscaler.policy import MetricObservation, Reason
 from autoscaler.rules import parse_rules
-from autoscaler.simulate import TraceRow, parse_trace, replay
+from autoscaler.simulate import replay
+from autoscaler.trace_csv import TraceRow, parse_trace
 
 RULE = parse_rules(
     """\

@@ -15,15 +15,8 @@ from autoscaler.errors import TraceError
 from autoscaler.policy import MetricSpec, Reason, Rule
 from autoscaler.policy.spec import Behavior, Fallback, ScalingPolicy, ScalingRules, Schedule, TargetRef
 from autoscaler.rules import parse_rules
-from autoscaler.simulate import (
-    Trace,
-    _data_columns,
-    _parse_columns,
-    _parse_rows,
-    parse_trace,
-    replay,
-    replay_trace,
-)
+from autoscaler.simulate import replay, replay_trace
+from autoscaler.trace_csv import Trace, _data_columns, _parse_columns, _parse_rows, parse_trace
 from autoscaler.trace_replay import covers, replay_columns
 
 TARGET = TargetRef("Deployment", "ml", "embedding")
