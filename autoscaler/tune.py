@@ -98,8 +98,10 @@ def _session(config: PrometheusConfig, rule: Rule) -> EndpointSession:
 
 
 def recorded_query(rule: Rule) -> str:
+    """The replicas the running controller recorded, read from the replica that led at each step (one that
+    lost its lease keeps showing its last count, as the shipped alert rules know)."""
     return (f'max({RECORDED_REPLICAS}{{rule="{rule.name}",namespace="{rule.target.namespace}",'
-            f'target="{rule.target.name}"}})')
+            f'target="{rule.target.name}"}} and on (instance) (gpu_autoscaler_leader == 1))')
 
 
 def fetch_history(rule: Rule, session: EndpointSession, start: float, end: float, step: float,

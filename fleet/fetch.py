@@ -1,8 +1,11 @@
 """The queries behind `gpu-fleet report`: one range query per series over the whole window, each answer
 validated by `fleet.prom`, merged into one timeline per GPU (`fleet.timeline.merge`).
 
-Seven queries, whatever the size of the fleet. Filters are applied in PromQL (`== 1`, the throttling
-reasons) so the answers carry only what the report counts.
+Eight queries, whatever the size of the fleet. Filters are applied in PromQL (`== 1`, the throttling
+reasons) so the answers carry only what the report counts. The autoscaler's series are read from the replica
+that holds the leader lease at each step (`LEADER`, as the shipped alert rules read them): a replica that
+lost its lease keeps showing its last decision. A failover hands a rule's series to another replica (another
+`instance`), so a rule's timeline is the union of its series.
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ from fleet.timeline import Point, Window, merge
 NOT_THROTTLING = ("gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost")
 """Clock event reasons that are not throttling: an idle GPU, a setting, a synchronised boost."""
 
+LEADER = "and on (instance) (gpu_autoscaler_leader == 1)"
+"""Keeps the series of the autoscaler replica that leads (always 1 without --leader-elect)."""
+
 QUERIES: dict[str, str] = {
     "utilization": "gpu_utilization_ratio",
     "energy": "gpu_energy_consumption_joules_total",
     "health": 'gpu_health_state{state=~"throttled|critical"} == 1',
     "throttling": f'gpu_clocks_event_reason_active{{reason!~"{"|".join(NOT_THROTTLING)}"}} == 1',
     "xid": "gpu_xid_errors_total",
-    "replicas": "gpu_autoscaler_current_replicas",
-    "max_replicas": "gpu_autoscaler_max_replicas",
-    "reasons": "gpu_autoscaler_decision_reason == 1",
+    "replicas": f"gpu_autoscaler_current_replicas {LEADER}",
+    "max_replicas": f"gpu_autoscaler_max_replicas {LEADER}",
+    "reasons": f"(gpu_autoscaler_decision_reason == 1) {LEADER}",
 }
 
 Timelines = dict[tuple[str, ...], list[Point]]
@@ -62,14 +68,25 @@ def fetch(client: FleetPrometheus, window: Window, progress: Progress) -> Inputs
         health=merge(answers["health"], window.step, ("state",)),
         throttling=merge(answers["throttling"], window.step, ("reason",)),
         xid=merge(answers["xid"], window.step, ("xid",)),
-        replicas={_rule(s): list(s.points) for s in answers["replicas"]},
-        max_replicas={_rule(s): dict(s.points) for s in answers["max_replicas"]},
+        replicas={rule: sorted(points.items()) for rule, points in _by_rule(answers["replicas"]).items()},
+        max_replicas=_by_rule(answers["max_replicas"]),
         reasons=_reasons(answers["reasons"]),
     )
 
 
 def _rule(series: Series) -> tuple[str, str]:
     return series.labels.get("namespace", ""), series.labels.get("rule", "")
+
+
+def _by_rule(series: list[Series]) -> dict[tuple[str, str], dict[float, float]]:
+    """Each rule's points from all its series (the replicas that led it in turn); where two led at once, in
+    the moment of a failover, the larger count."""
+    out: dict[tuple[str, str], dict[float, float]] = {}
+    for one in series:
+        points = out.setdefault(_rule(one), {})
+        for t, value in one.points:
+            points[t] = max(value, points.get(t, value))
+    return out
 
 
 def _reasons(series: list[Series]) -> dict[tuple[str, str], list[tuple[float, str]]]:

@@ -33,7 +33,12 @@ started, 3 nodes x 4 GPUs):
   (`{rule="embed",namespace="ml",target="embed"}`): `gpu_autoscaler_current_replicas`,
   `gpu_autoscaler_desired_replicas`, `gpu_autoscaler_min_replicas` (1), `gpu_autoscaler_max_replicas` (10),
   `gpu_autoscaler_metric_value{metric="requests"}` and `gpu_autoscaler_metric_target{metric="requests"}`
-  (50, req/s per replica), `gpu_autoscaler_decision_reason{reason}` (the four reasons of `REASONS`, 0/1).
+  (50, req/s per replica), `gpu_autoscaler_decision_reason{reason}` (the four reasons of `REASONS`, 0/1),
+  from the autoscaler's two replicas (`CONTROLLERS`, `instance` labels, as the shipped Deployment runs with
+  leader election): the first leads (`gpu_autoscaler_leader` 1) until hour `FAILOVER_HOURS`, the second
+  after; the first keeps showing its last decision after the failover (stale, as a real replica that lost
+  its lease does), so a query that does not read the leader's series (`and on (instance)
+  (gpu_autoscaler_leader == 1)`, as the shipped alert rules do) sees two counts after hour 45.
   The recorded replicas are those of a deliberately slow controller: `ceil(rate / 50)` at once upward, but
   held at the highest count of the last `RECORDED_HOLD_MINUTES` (60) downward.
 
@@ -85,6 +90,9 @@ CLOCK_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_
                  "sw_thermal", "hw_thermal", "hw_power_brake", "display_clock_setting")
 REASONS = ("DesiredWithinRange", "ScaleDownStabilized", "WithinTolerance", "ScaleUpLimit")
 RULE_LABELS = 'namespace="ml",rule="embed",target="embed"'
+CONTROLLERS = ("10.0.1.5:9401", "10.0.1.6:9401")
+"""The autoscaler's two replicas (`instance`): the first leads until FAILOVER_HOURS, the second after."""
+FAILOVER_HOURS = 45
 HOUR = 3600
 LOOKBACK = "6m"
 """Prometheus' --query.lookback-delta: an instant query between two 5 min samples always sees the last one."""
@@ -260,33 +268,42 @@ def _gpu_families(spec: HistorySpec) -> list[_Family]:
 
 def _service_families(spec: HistorySpec) -> list[_Family]:
     requests = _Family("inference_requests", "counter")
-    current = _Family("gpu_autoscaler_current_replicas", "gauge")
-    desired = _Family("gpu_autoscaler_desired_replicas", "gauge")
-    minimum = _Family("gpu_autoscaler_min_replicas", "gauge")
-    maximum = _Family("gpu_autoscaler_max_replicas", "gauge")
-    value = _Family("gpu_autoscaler_metric_value", "gauge")
-    target = _Family("gpu_autoscaler_metric_target", "gauge")
-    reason = _Family("gpu_autoscaler_decision_reason", "gauge")
+    leader = _Family("gpu_autoscaler_leader", "gauge")
+    families = {name: _Family(f"gpu_autoscaler_{name}", "gauge") for name in (
+        "current_replicas", "desired_replicas", "min_replicas", "max_replicas", "metric_value",
+        "metric_target", "decision_reason")}
     served = 0.0
     previous = None
+    last: dict[str, list[tuple[str, str, float]]] = {}
     for t in range(spec.start, spec.end + 1, SERVICE_STEP):
         offset = t - spec.start
         rate = request_rate(offset)
         served += rate * SERVICE_STEP
         requests.add('namespace="ml",service="embed"', round(served), t)
-        replicas, wanted = recorded_replicas(offset), desired_replicas(offset)
-        current.add(RULE_LABELS, float(replicas), t)
-        desired.add(RULE_LABELS, float(replicas), t)
-        minimum.add(RULE_LABELS, float(MIN_REPLICAS), t)
-        maximum.add(RULE_LABELS, float(MAX_REPLICAS), t)
-        value.add(f'metric="requests",{RULE_LABELS}', round(rate, 3), t)
-        target.add(f'metric="requests",{RULE_LABELS}', PER_REPLICA_TARGET, t)
-        why = ("ScaleDownStabilized" if wanted < replicas else "WithinTolerance" if replicas == previous
-               else "DesiredWithinRange")
-        for name in REASONS:
-            reason.add(f'{RULE_LABELS},reason="{name}"', 1.0 if name == why else 0.0, t)
-        previous = replicas
-    return [requests, current, desired, minimum, maximum, value, target, reason]
+        active = CONTROLLERS[0] if offset < FAILOVER_HOURS * HOUR else CONTROLLERS[1]
+        for instance in CONTROLLERS:
+            labels = f'{RULE_LABELS},instance="{instance}",job="gpu-autoscaler"'
+            leader.add(f'instance="{instance}",job="gpu-autoscaler"', 1.0 if instance == active else 0.0, t)
+            families["min_replicas"].add(labels, float(MIN_REPLICAS), t)  # every replica: the rule's bounds
+            families["max_replicas"].add(labels, float(MAX_REPLICAS), t)
+            families["metric_target"].add(f'metric="requests",{labels}', PER_REPLICA_TARGET, t)
+            if instance != active:  # a replica that led keeps showing its last decision (stale)
+                for name, line_labels, value in last.get(instance, []):
+                    families[name].add(line_labels, value, t)
+                continue
+            replicas, wanted = recorded_replicas(offset), desired_replicas(offset)
+            why = ("ScaleDownStabilized" if wanted < replicas else "WithinTolerance" if replicas == previous
+                   else "DesiredWithinRange")
+            decision = [("current_replicas", labels, float(replicas)),
+                        ("desired_replicas", labels, float(replicas)),
+                        ("metric_value", f'metric="requests",{labels}', round(rate, 3))]
+            decision += [("decision_reason", f'{labels},reason="{name}"', 1.0 if name == why else 0.0)
+                         for name in REASONS]
+            for name, line_labels, value in decision:
+                families[name].add(line_labels, value, t)
+            last[instance] = decision
+            previous = replicas
+    return [requests, leader, *families.values()]
 
 
 def openmetrics_lines(spec: HistorySpec) -> Iterator[str]:

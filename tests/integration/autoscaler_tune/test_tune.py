@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import requests
+
+from autoscaler.rules import parse_rules
+from autoscaler.tune import recorded_query
 from demo.processes import free_port
-from tests.history import EMBED_RULES, BackfilledPrometheus
+from tests.history import EMBED_RULES, FAILOVER_HOURS, HOUR, BackfilledPrometheus, recorded_replicas
 
 CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
 FAST_RULES = EMBED_RULES.replace("stabilizationWindowSeconds: 3600", "stabilizationWindowSeconds: 0").replace(
@@ -79,3 +83,18 @@ def test_empty_history(tmp_path: Path, backfilled_prometheus: BackfilledPromethe
     result = tune(tmp_path, rules, "--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url)
     assert result.returncode == 2
     assert "no sample of rule 'embed'" in result.stderr and result.stdout == ""
+
+
+def test_the_recorded_replicas_are_the_leaders(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus,
+                                               ) -> None:
+    """After the history's failover the replica that lost its lease still shows its last count: the recorded
+    replicas tune starts from (and rescales Average metrics by) are those of the replica that leads."""
+    spec = backfilled_prometheus.spec
+    at = spec.start + (FAILOVER_HOURS + 6) * HOUR
+    rule = parse_rules(EMBED_RULES, "rules.yaml").get("embed")
+    answer = requests.get(f"{backfilled_prometheus.url}/api/v1/query",
+                          params={"query": recorded_query(rule), "time": at}, timeout=10).json()
+    (series,) = answer["data"]["result"]
+    assert float(series["value"][1]) == recorded_replicas(at - spec.start)
+    stale = recorded_replicas(FAILOVER_HOURS * HOUR - 60)  # the old leader's last count
+    assert stale > recorded_replicas(at - spec.start)  # max() over both replicas would read the stale one

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import requests
 
-from tests.history import GPUS_PER_NODE, NODES, BackfilledPrometheus, recorded_replicas, request_rate
+from fleet.fetch import LEADER
+from tests.history import (
+    CONTROLLERS,
+    FAILOVER_HOURS,
+    GPUS_PER_NODE,
+    HOUR,
+    NODES,
+    BackfilledPrometheus,
+    recorded_replicas,
+    request_rate,
+)
 
 
 def query(prom: BackfilledPrometheus, promql: str, at: float) -> list[dict[str, object]]:
@@ -56,8 +66,23 @@ def test_the_service_and_the_recorded_autoscaler_agree_with_the_generator(
         at = spec.start + int(hours * 3600)
         rate = scalar(backfilled_prometheus, 'sum(rate(inference_requests_total{service="embed"}[5m]))', at)
         assert abs(rate - request_rate(at - spec.start)) / request_rate(at - spec.start) < 0.05
-        assert scalar(backfilled_prometheus, 'gpu_autoscaler_current_replicas{rule="embed"}', at) == \
-            recorded_replicas(at - spec.start)
+        leading = f'gpu_autoscaler_current_replicas{{rule="embed"}} {LEADER}'
+        assert scalar(backfilled_prometheus, leading, at) == recorded_replicas(at - spec.start)
+
+
+def test_the_replica_that_lost_its_lease_keeps_its_last_decision(
+        backfilled_prometheus: BackfilledPrometheus) -> None:
+    """The history models the shipped Deployment's failover: after it, two counts exist, one of them stale."""
+    spec = backfilled_prometheus.spec
+    failover = spec.start + FAILOVER_HOURS * HOUR
+    before, after = failover - 60, failover + 6 * HOUR
+    stale = {CONTROLLERS[0]: recorded_replicas(before - spec.start),
+             CONTROLLERS[1]: recorded_replicas(after - spec.start)}
+    counts = query(backfilled_prometheus, 'gpu_autoscaler_current_replicas{rule="embed"}', after)
+    assert {r["metric"]["instance"]: float(r["value"][1]) for r in counts} == stale
+    assert stale[CONTROLLERS[0]] != stale[CONTROLLERS[1]]  # the stale count is not the live one here
+    leader = query(backfilled_prometheus, "gpu_autoscaler_leader == 1", after)
+    assert [r["metric"]["instance"] for r in leader] == [CONTROLLERS[1]]
 
 
 def test_xid_counter_counts_each_error(backfilled_prometheus: BackfilledPrometheus) -> None:
