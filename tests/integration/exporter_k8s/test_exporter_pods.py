@@ -198,7 +198,9 @@ def test_socket_vanishing_mid_run_empties_labels_with_one_log_line(
     assert "gpu_allocation_info" not in samples and "gpu_pod_utilization_ratio" not in samples
     assert all(s["pod"] == "" for s, _ in samples["gpu_process_memory_used_bytes"])
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "unavailable" in warnings[0] and "does not exist" in warnings[0]
+    assert len(warnings) == 1 and "unavailable" in warnings[0]
+    # why: the socket is gone, or (a refresh every 0.1 s) a List was in flight when the server stopped
+    assert "does not exist" in warnings[0] or "Cancelling all calls" in warnings[0]
     assert "keeping the last pod labels" in warnings[0]
     expired = [r.getMessage() for r in caplog.records if "still unavailable" in r.getMessage()]
     assert len(expired) == 1
