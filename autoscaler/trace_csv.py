@@ -107,6 +107,8 @@ def _data_columns(text: str, width: int) -> list[list[str]] | None:
     A text without quotes, bare CRs or NULs (what programs write) has one row per line and one cell per
     comma, so its columns are slices of one str.split: a month is read at the speed of C, not of a loop.
     """
+    if max(text.count("\n"), text.count("\r")) > MAX_TRACE_ROWS + 1:
+        return None  # too many rows: refused row by row, as it streams, before a list of millions is made
     if '"' not in text and "\0" not in text:
         plain = text.replace("\r\n", "\n") if "\r" in text else text
         if "\r" not in plain:

@@ -230,3 +230,14 @@ def test_columnar_reading_takes_whole_columns(text: str) -> None:
     assert columns is not None
     assert _parse_columns(columns, ["t", "a", "b"], READ_RULE) == expected
     assert parse_trace(text, "t.csv", READ_RULE) == expected
+
+
+def test_too_many_rows_are_left_to_the_row_reader_before_any_split() -> None:
+    """A 16 MiB trace of tiny rows would be millions of cells split at once: the columnar reader declines by
+    counting line ends, and the row reader refuses it at row 200,001 as it streams."""
+    text = "t,a,b\n" + "0,1,2\n" * 200_001
+    assert _data_columns(text, 3) is None
+    assert _data_columns(text.replace("\n", "\r\n"), 3) is None
+    assert _data_columns("t,a,b\n" + "0,1,2\n" * 1_000, 3) is not None
+    with pytest.raises(TraceError, match="more than 200,000 rows"):
+        parse_trace(text, "t.csv", READ_RULE)
