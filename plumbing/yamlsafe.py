@@ -7,7 +7,10 @@ file and line, never a hang, a MemoryError or a traceback. Three passes, each bo
 1. the raw bytes: at most `max_bytes`, UTF-8;
 2. the event stream of libyaml's C parser (when PyYAML has it, else the pure-Python one): nesting depth and
    node count are counted as events arrive, and the file is refused as soon as a limit is crossed, before a
-   node tree is built (the composer recurses, and a node tree costs ~300 bytes a node);
+   node tree is built (the composer recurses, and a node tree costs ~300 bytes a node). When the C parser
+   refuses a file, the pure-Python parser reads it again for the message: libyaml's own limits and wording
+   change between releases (PyYAML 6.0.4's scanner refuses 1,000 nested brackets before its first event), and
+   the message a user sees must not;
 3. the composed node tree, walked as a consumer would walk it (aliases and merge keys expanded): recursive
    aliases and an expansion past `max_expanded_nodes` are refused, and so are numbers too long to be meant.
 
@@ -141,32 +144,48 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> YamlFileError:
 
 
 def _check_events(text: str, path: str, limits: YamlLimits) -> None:
-    """Depth and node count from the event stream, refused as soon as a limit is crossed."""
+    """Depth and node count from the event stream, refused as soon as a limit is crossed.
+
+    A refusal by the C parser is read again by the pure-Python one, whose scanner looks at most 1,024
+    characters ahead: so our limits, not libyaml's, decide, and the message is the same on every version.
+    """
+    try:
+        _count_events(text, path, limits, _FastLoader)
+        return
+    except yaml.YAMLError as exc:
+        refused = exc
+    if _FastLoader is not yaml.SafeLoader:
+        try:
+            _count_events(text, path, limits, yaml.SafeLoader)
+        except yaml.YAMLError as exc:
+            refused = exc
+    raise _yaml_error(path, refused) from refused
+
+
+def _count_events(text: str, path: str, limits: YamlLimits, loader: type) -> None:
+    """Count events with `loader`'s parser; our limits raise YamlFileError, the parser's own YAMLError."""
     depth = 0
     nodes = 0
     documents = 0
-    try:
-        for event in yaml.parse(text, Loader=_FastLoader):
-            if isinstance(event, yaml.DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    raise YamlFileError(path, _event_line(event),
-                                        "expected one YAML document (found a second '---' document)")
-            elif isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                nodes += 1
-                if depth > limits.max_depth:
-                    raise YamlFileError(path, _event_line(event),
-                                        f"nested more than {limits.max_depth} levels deep; {_REFUSED}")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-            elif isinstance(event, yaml.ScalarEvent | yaml.AliasEvent):
-                nodes += 1
-            if nodes > limits.max_nodes:
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
                 raise YamlFileError(path, _event_line(event),
-                                    f"more than {limits.max_nodes:,} YAML nodes; {_REFUSED}")
-    except yaml.YAMLError as exc:
-        raise _yaml_error(path, exc) from exc
+                                    "expected one YAML document (found a second '---' document)")
+        elif isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            nodes += 1
+            if depth > limits.max_depth:
+                raise YamlFileError(path, _event_line(event),
+                                    f"nested more than {limits.max_depth} levels deep; {_REFUSED}")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.ScalarEvent | yaml.AliasEvent):
+            nodes += 1
+        if nodes > limits.max_nodes:
+            raise YamlFileError(path, _event_line(event),
+                                f"more than {limits.max_nodes:,} YAML nodes; {_REFUSED}")
 
 
 def _event_line(event: yaml.Event) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from yaml.nodes import MappingNode
 
 from plumbing.yamlsafe import (
@@ -44,6 +45,32 @@ def test_depth_limit(text: str, ok: bool) -> None:
     else:
         with pytest.raises(YamlFileError, match="nested more than 4 levels deep"):
             load(text, "f", SMALL)
+
+
+@pytest.mark.parametrize("depth", [65, 999, 1_001, 5_000])
+def test_depth_past_libyamls_own_limit_gets_our_message(depth: int) -> None:
+    """libyaml (PyYAML >= 6.0.4) refuses 1,000 nested brackets in its scanner with its own words; the
+    message must be ours on either side of that, whichever PyYAML is installed."""
+    with pytest.raises(YamlFileError) as info:
+        load("x: " + "[" * depth + "]" * depth + "\n", "f")
+    assert str(info.value) == "f:1: nested more than 64 levels deep; refusing to read it"
+
+
+@pytest.mark.parametrize("text", ["a: [b, c\nd: 1\n", "a:\n\t- 1\n", "a: 'x\n", "{a: 1\n"])
+def test_a_syntax_error_is_described_by_the_pure_python_parser(text: str) -> None:
+    """Whatever libyaml says of a broken file, the user reads the pure-Python parser's message, so one file
+    gives one message whether or not PyYAML was built with libyaml."""
+    with pytest.raises(YamlFileError) as info:
+        load(text, "f")
+    try:
+        for _ in yaml.parse(text, Loader=yaml.SafeLoader):
+            pass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        assert mark is not None
+        assert str(info.value) == f"f:{mark.line + 1}: not valid YAML: {exc.problem}"
+    else:
+        pytest.fail("the pure-Python parser accepted a broken file")
 
 
 def test_node_limit_counts_nodes_as_written() -> None:
