@@ -17,13 +17,18 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/venv
 WORKDIR /src
+# The dependencies first, from the lock (every version and hash pinned, scripts/lock.sh writes it): a layer
+# that changes only when the lock does, and an image that installs what the suite ran against.
+COPY requirements/runtime.txt ./requirements/runtime.txt
+RUN /opt/venv/bin/pip install --require-hashes --no-deps -r requirements/runtime.txt
 COPY pyproject.toml README.md LICENSE ./
 COPY exporter ./exporter
 COPY autoscaler ./autoscaler
 COPY plumbing ./plumbing
 COPY fleet ./fleet
-RUN /opt/venv/bin/pip install --upgrade pip \
-    && /opt/venv/bin/pip install /src
+# The project alone: --no-deps, so nothing outside the lock is installed (pip check proves nothing is missing).
+RUN /opt/venv/bin/pip install --no-deps /src \
+    && /opt/venv/bin/pip check
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG VERSION=0.1.0

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Shared set-up for the two README commands: Debian packages (when root), a virtualenv, the project installed
-# into it. Idempotent and quick on a second run: dependencies are reinstalled only when pyproject.toml changes.
+# Shared set-up for the two README commands: Debian packages (when root), a virtualenv, the locked dependency
+# set (requirements/all.txt, hash-pinned) installed into it by uv, then the project itself (editable).
+# Idempotent and quick on a second run: nothing is installed again until a lock file or pyproject.toml changes.
+# Every step that takes time says what it installs first. VENV=DIR sets another virtualenv (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,10 +21,18 @@ if [ -z "$python" ]; then
     exit 2
 fi
 
-venv=.venv
+venv=${VENV:-.venv}
+lock=requirements/all.txt
+# uv installs the lock; its own version is the one the lock pins, bootstrapped with the venv's pip.
+uv_pin=$(grep -m1 '^uv==' "$lock" 2>/dev/null | cut -d' ' -f1 || true)
+if [ -z "$uv_pin" ]; then
+    echo "setup: $lock pins no uv; run scripts/lock.sh" >&2
+    exit 2
+fi
+uv_works() { "$venv/bin/uv" --version >/dev/null 2>&1; }
 # A venv is usable when its python runs pip. Debian's python3 comes without ensurepip (package python3-venv):
 # `python3 -m venv` then fails but leaves $venv/bin/python behind, so bin/python alone proves nothing.
-venv_works() { "$venv/bin/python" -m pip --version >/dev/null 2>&1; }
+pip_works() { "$venv/bin/python" -m pip --version >/dev/null 2>&1; }
 
 # The Debian package that brings ensurepip for $python: python3-venv for Debian's own python3, else
 # python3.X-venv.
@@ -37,7 +47,8 @@ need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
-if ! venv_works && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+if ! uv_works && ! pip_works && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
     package=$(venv_package)
     if [ "$(id -u)" != 0 ]; then
         echo "setup: $python cannot create the virtualenv $venv (no ensurepip); run as root or:" \
@@ -56,23 +67,34 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
-if ! venv_works; then
-    # Create it, or complete one a failed run left without pip: `venv` over an existing directory adds what
-    # is missing and deletes nothing. Its packages are then installed again.
-    echo "setup: creating the virtualenv $venv with $python" >&2
-    "$python" -m venv "$venv"
-    rm -f "$venv"/.installed-*
-    if ! venv_works; then
-        echo "setup: $venv/bin/python cannot run pip even after '$python -m venv $venv'; remove $venv and" \
-             "run this again" >&2
-        exit 2
+if ! uv_works; then
+    if ! pip_works; then
+        # Create it, or complete one a failed run left without pip: `venv` over an existing directory adds
+        # what is missing and deletes nothing. Its packages are then installed again.
+        echo "setup: creating the virtualenv $venv with $python" >&2
+        "$python" -m venv "$venv"
+        if ! pip_works; then
+            echo "setup: $venv/bin/python cannot run pip even after '$python -m venv $venv'; remove $venv and" \
+                 "run this again" >&2
+            exit 2
+        fi
     fi
+    echo "setup: installing $uv_pin into $venv (it installs the locked dependencies)" >&2
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$uv_pin"
+    rm -f "$venv"/.installed-*
 fi
 
-stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+stamp="$venv/.installed-$(cat "$lock" pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-    echo "setup: installing gpu-autoscaler[test,demo,report] into $venv" >&2
-    "$venv/bin/python" -m pip install -q --upgrade pip
-    "$venv/bin/python" -m pip install -q -e ".[test,demo,report]"
+    count=$(grep -c '^[A-Za-z0-9]' "$lock")
+    echo "setup: installing $count locked packages ($lock: runtime, test, demo, report) into $venv" >&2
+    # uv reads the system's trust store (as pip here does), so a proxy with its own CA needs no flag; it
+    # never downloads a Python of its own. Its list of installed packages is left out (one line each).
+    export UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-1} UV_PYTHON_DOWNLOADS=never
+    "$venv/bin/uv" pip sync --python "$venv/bin/python" --require-hashes "$lock" 2>&1 \
+        | sed -u '/^ [-+~] /d' >&2
+    echo "setup: installing gpu-autoscaler itself (editable) into $venv" >&2
+    "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps -e .
+    rm -f "$venv"/.installed-*
     touch "$stamp"
 fi

@@ -1,8 +1,10 @@
-"""scripts/setup.sh on a stock Debian whose python3 has no ensurepip (no python3-venv package).
+"""scripts/setup.sh on a stock Debian whose python3 has no ensurepip (no python3-venv package), and how it
+installs the lock.
 
 The script runs for real with bash, in a copy of the project, with a PATH holding only stand-ins: a python3
 that fails `-m venv` like Debian's (leaving bin/python behind) until python3-venv is installed, an apt-get
-that installs it, an `id` that says root or not. The project's own .venv is never touched.
+that installs it, an `id` that says root or not, a venv pip that installs a `uv` stand-in which logs what it
+is asked to install. The project's own .venv is never touched.
 """
 
 from __future__ import annotations
@@ -54,9 +56,21 @@ if sys.argv[1:3] == ["-m", "pip"]:
         sys.exit(0)
     with open(pathlib.Path(os.environ["FAKE_STATE"]) / "pip.log", "a") as log:
         log.write(" ".join(sys.argv[3:]) + "\\n")
+    if "uv==0.13.9" in sys.argv:
+        (here / "uv").write_text(os.environ["FAKE_UV"])
+        (here / "uv").chmod(0o755)
     sys.exit(0)
 sys.exit(3)
 """
+
+FAKE_UV = """#!{bash}
+if [ "$1" = --version ]; then echo "uv 0.13.9"; exit 0; fi
+echo "$*" >> "$FAKE_STATE/uv.log"
+echo "Resolved 2 packages in 1ms"
+echo " + pyyaml==6.0.4"
+"""
+
+LOCK = "# scripts/lock.sh\npyyaml==6.0.4 \\\n    --hash=sha256:00\nuv==0.13.9 \\\n    --hash=sha256:11\n"
 
 FAKE_APT = """#!{bash}
 echo "$*" >> "$FAKE_STATE/apt.log"
@@ -72,11 +86,13 @@ class Machine:
         (self.project / "scripts").mkdir(parents=True)
         shutil.copy(ROOT / "scripts" / "setup.sh", self.project / "scripts" / "setup.sh")
         (self.project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+        (self.project / "requirements").mkdir()
+        (self.project / "requirements" / "all.txt").write_text(LOCK)
         self.state = tmp / "state"
         self.state.mkdir()
         self.bin = tmp / "bin"
         self.bin.mkdir()
-        for tool in ("dirname", "sha256sum", "cut", "rm", "touch", "cat"):
+        for tool in ("dirname", "sha256sum", "cut", "rm", "touch", "cat", "grep", "sed"):
             found = shutil.which(tool)
             assert found, tool
             (self.bin / tool).symlink_to(found)
@@ -84,7 +100,7 @@ class Machine:
         (self.bin / "python3.11").symlink_to(self.bin / "python3")
         self.script("apt-get", FAKE_APT.format(bash=BASH))
         self.script("id", f'#!{BASH}\necho "$FAKE_UID"\n')
-        for tool in ("prometheus", "promtool", "prometheus-alertmanager"):
+        for tool in ("prometheus", "promtool", "prometheus-alertmanager", "curl"):
             self.script(tool, f"#!{BASH}\n")
 
     def script(self, name: str, text: str) -> None:
@@ -94,7 +110,8 @@ class Machine:
 
     def run(self, root: bool) -> subprocess.CompletedProcess[str]:
         env = {"PATH": str(self.bin), "FAKE_STATE": str(self.state), "FAKE_UID": "0" if root else "1000",
-               "FAKE_VENV_PYTHON": FAKE_VENV_PYTHON.format(real=sys.executable), "HOME": str(self.state)}
+               "FAKE_VENV_PYTHON": FAKE_VENV_PYTHON.format(real=sys.executable), "HOME": str(self.state),
+               "FAKE_UV": FAKE_UV.format(bash=BASH)}
         return subprocess.run([BASH, "scripts/setup.sh"], cwd=self.project, env=env, capture_output=True,
                               text=True, timeout=60, check=False)
 
@@ -124,13 +141,21 @@ def test_the_broken_venv_a_failed_run_left_is_completed_as_root(machine: Machine
     assert any("install" in line and "python3-venv" in line.split() for line in machine.log("apt.log"))
     assert machine.log("venv.log") == ["-m venv .venv"]  # never --clear: nothing deleted
     assert (machine.venv / "keep-me").exists() and (machine.venv / "bin" / "pip").exists()
-    assert machine.log("pip.log") == ["install -q --upgrade pip", "install -q -e .[test,demo,report]"]
+    assert machine.log("pip.log") == ["install -q --disable-pip-version-check uv==0.13.9"]  # the lock's uv
+    assert machine.log("uv.log") == [
+        "pip sync --python .venv/bin/python --require-hashes requirements/all.txt",
+        "pip install --quiet --python .venv/bin/python --no-deps -e .",
+    ]
     assert list(machine.venv.glob(".installed-*"))
+    # Each slow step is announced; uv's summary is shown, its line per package is not.
+    assert "setup: installing uv==0.13.9 into .venv" in result.stderr
+    assert "setup: installing 2 locked packages (requirements/all.txt" in result.stderr
+    assert "Resolved 2 packages" in result.stderr and "+ pyyaml" not in result.stderr
 
     again = machine.run(root=True)  # quick second run: nothing to do
     assert again.returncode == 0 and again.stderr == ""
     assert len(machine.log("apt.log")) == 2 and len(machine.log("venv.log")) == 1
-    assert len(machine.log("pip.log")) == 2
+    assert len(machine.log("pip.log")) == 1 and len(machine.log("uv.log")) == 2
 
 
 def test_not_root_without_ensurepip_says_which_package_to_install(machine: Machine) -> None:
@@ -152,9 +177,20 @@ def test_a_working_venv_is_kept_and_only_reinstalled_into(machine: Machine) -> N
     assert result.returncode == 0, result.stderr
     assert machine.log("venv.log") == ["-m venv .venv"] and machine.log("apt.log") == []
     assert (machine.venv / "keep-me").exists()
-    pip_log = machine.log("pip.log")
-    assert pip_log[-1] == "install -q -e .[test,demo,report]" and len(pip_log) == 4
-    assert len(list(machine.venv.glob(".installed-*"))) == 2  # one per pyproject.toml seen
+    assert len(machine.log("pip.log")) == 1  # uv is bootstrapped once
+    assert len(machine.log("uv.log")) == 4 and machine.log("uv.log")[2].startswith("pip sync ")
+    assert len(list(machine.venv.glob(".installed-*"))) == 1  # the stamp of what is installed now
+
+    (machine.project / "requirements" / "all.txt").write_text(LOCK.replace("6.0.4", "6.0.5"))
+    assert machine.run(root=False).returncode == 0  # a new lock is installed too
+    assert len(machine.log("uv.log")) == 6 and len(machine.log("pip.log")) == 1
+
+
+def test_a_lock_without_uv_is_one_clear_error(machine: Machine) -> None:
+    (machine.project / "requirements" / "all.txt").write_text("pyyaml==6.0.4 \\\n    --hash=sha256:00\n")
+    result = machine.run(root=True)
+    assert result.returncode == 2
+    assert result.stderr == "setup: requirements/all.txt pins no uv; run scripts/lock.sh\n"
 
 
 def test_a_venv_still_without_pip_after_venv_is_one_clear_error(machine: Machine) -> None:

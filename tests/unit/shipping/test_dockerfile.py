@@ -85,10 +85,18 @@ def test_every_console_script_is_installed_and_started() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert set(scripts) == {"gpu-exporter", "gpu-autoscaler", "gpu-fleet"}
     stages = dockerfile()
-    assert any("pip install /src" in run for run in stages[0].args("RUN"))
+    assert any("pip install --no-deps /src" in run for run in stages[0].args("RUN"))
     final_runs = " ".join(stages[-1].args("RUN"))
     for script in scripts:
         assert f"{script} --help" in final_runs, f"the final stage never starts {script}"
+
+
+def test_dependencies_come_from_the_lock_with_hashes() -> None:
+    """The build installs requirements/runtime.txt hash-checked, then the project without resolving."""
+    runs = dockerfile()[0].args("RUN")
+    assert any("--require-hashes" in run and "-r requirements/runtime.txt" in run for run in runs)
+    installs = [run for run in runs if "pip install" in run]
+    assert all("--require-hashes" in run or "--no-deps" in run for run in installs), installs
 
 
 def test_parser_sees_a_root_user_and_a_compiler() -> None:
