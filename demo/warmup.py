@@ -24,6 +24,8 @@ from demo.world import SimulatedWorld, served_names_in
 
 TICK_SECONDS = 0.25
 """How often the load driver updates the GPUs and the request counter."""
+PROGRESS_SECONDS = 3.0
+"""The longest the warm-up stays silent while it waits for the first scrapes."""
 READY_TIMEOUT_SECONDS = 30.0
 """Bound on Prometheus scraping every target once."""
 SERIES_WAIT_SCRAPES = 5
@@ -73,18 +75,27 @@ def _query(url: str, promql: str) -> list[dict[str, object]]:
 
 
 def wait_for_scrapes(url: str, targets: int, stop: threading.Event, timeout: float,
-                     between: Callable[[], object] = lambda: None) -> bool:
+                     between: Callable[[], object] = lambda: None,
+                     say: Callable[[str], object] = lambda line: None) -> bool:
     """Until every target was scraped once (bounded), so the first syncs see data; `between` runs before
-    every poll (the demo keeps its load flowing)."""
+    every poll (the demo keeps its load flowing). `say` gets a line whenever the count of scraped targets
+    changes and at least every PROGRESS_SECONDS: Prometheus applies its targets about 5 s after it starts,
+    and a new user must not watch a silent terminal."""
     deadline = time.monotonic() + timeout
+    scraped, said_at = -1, time.monotonic()
     while not stop.is_set() and time.monotonic() < deadline:
         between()
+        now_scraped = 0
         try:
             result = _query(url, "count(up == 1)")
-            if result and int(float(result[0]["value"][1])) >= targets:  # type: ignore[index]
-                return True
+            now_scraped = int(float(result[0]["value"][1])) if result else 0  # type: ignore[index]
         except (urllib.error.URLError, OSError, ValueError, KeyError):
             pass
+        if now_scraped >= targets:
+            return True
+        if now_scraped != scraped or time.monotonic() - said_at >= PROGRESS_SECONDS:
+            say(f"demo: {now_scraped} of {targets} targets scraped so far")
+            scraped, said_at = now_scraped, time.monotonic()
         stop.wait(0.2)
     return False
 
@@ -122,7 +133,8 @@ def warm_up(url: str, targets: int, rule: Rule, path: str, scrape_interval: floa
     `stop` was set; raises NothingToDemo when no query of the rule returns a series."""
     print(f"demo: waiting for Prometheus to scrape its {targets} targets "
           f"(at most {READY_TIMEOUT_SECONDS:g} s)", flush=True)
-    scraped = wait_for_scrapes(url, targets, stop, READY_TIMEOUT_SECONDS, between)
+    scraped = wait_for_scrapes(url, targets, stop, READY_TIMEOUT_SECONDS, between,
+                               lambda line: print(line, flush=True))
     if stop.is_set():
         return False
     if not scraped:
