@@ -81,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
             env.pop("VIRTUAL_ENV", None)
             cold.append(first_line(clone, env))
             warm.append(first_line(clone, env))
-        print(f"run {number}: cold {cold[-1].seconds:.1f} s (longest silence {cold[-1].longest_silence:.1f} s, "
-              f"ended by {cold[-1].silence_ended_by!r}); installed {warm[-1].seconds:.1f} s", file=sys.stderr)
+        last = cold[-1]
+        print(f"run {number}: cold {last.seconds:.1f} s (longest silence {last.longest_silence:.1f} s, "
+              f"ended by {last.silence_ended_by!r}); installed {warm[-1].seconds:.1f} s", file=sys.stderr)
     cold_median = statistics.median(r.seconds for r in cold)
     warm_median = statistics.median(r.seconds for r in warm)
     print(f"fresh clone to the first demo line: median {cold_median:.1f} s over {args.runs} run(s) "
