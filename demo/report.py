@@ -178,9 +178,10 @@ class DemoRecorder:
         return f"          {text}"
 
     def write(self, output: Path) -> list[Path]:
-        """timeline.csv, demo.png (when there are points) and summary.md; returns the paths written."""
+        """timeline.csv, trace.csv, demo.png (when there are points) and summary.md; returns the paths
+        written."""
         output.mkdir(parents=True, exist_ok=True)
-        written = [self._write_csv(output / "timeline.csv")]
+        written = [self._write_csv(output / "timeline.csv"), self._write_trace(output / "trace.csv")]
         if self.points:
             plotted = next(m for m in self.rule.metrics if m.name == self.plotted_metric)
             label = f"{plotted.name} per replica" if plotted.type == "Total" else plotted.name
@@ -226,6 +227,20 @@ class DemoRecorder:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows(self.rows)
+        return path
+
+    def _write_trace(self, path: Path) -> Path:
+        """What the controller read at each sync, as `gpu-autoscaler simulate` reads a trace: `t`, one column
+        per metric of the rule (empty: the query failed) and `capacity` (free GPUs) for a guarded rule.
+        timeline.csv is not one: its other columns (load, replicas, reasons) are no metric of the rule."""
+        columns = ["t", *[m.name for m in self.rule.metrics]]
+        capacity = self.rule.capacity is not None
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow([*columns, "capacity"] if capacity else columns)
+            for row in self.rows:
+                cells = [row.get(column, "") for column in columns]
+                writer.writerow([*cells, row.get("free_gpus", "")] if capacity else cells)
         return path
 
     def summary(self) -> str:

@@ -64,9 +64,18 @@ def assert_nothing_left(port: int) -> None:
 def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
     code, output = DemoProcess(tmp_path, "--duration", "40").finish(timeout=100)
     assert code == 0, output
-    for name in ("demo.png", "summary.md", "timeline.csv"):
+    for name in ("demo.png", "summary.md", "timeline.csv", "trace.csv"):
         assert (tmp_path / name).stat().st_size > 0, name
     rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
+    # trace.csv replays through `simulate` as it is: a row per sync, the metrics the controller read.
+    replay = subprocess.run([str(Path(sys.executable).parent / "gpu-autoscaler"), "simulate", "--rules",
+                             str(ROOT / "demo" / "demo-rules.yaml"), "--replicas", rows[0]["current"],
+                             str(tmp_path / "trace.csv")], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert replay.returncode == 0, replay.stderr
+    replayed = list(csv.DictReader(replay.stdout.splitlines()))
+    assert [r["t"] for r in replayed] == [r["t"] for r in rows]
+    assert max(int(r["replicas"]) for r in replayed) >= 6  # the same peak needs the same replicas
     assert len(rows) >= 30  # about one sync per second for 40 s
     desired = [int(r["desired"]) for r in rows if r["desired"]]
     assert desired[0] <= 3 and max(desired) >= 6, desired  # the day's peak and its bursts need 6+ replicas
