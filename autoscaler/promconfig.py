@@ -138,8 +138,12 @@ def _split_url(url: str) -> tuple[str, str | None, str | None, str | None]:
     except ValueError as exc:
         return url, None, None, f"not a valid URL ({exc})"
     if parts.scheme not in ("http", "https"):
-        got = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
-        return url, None, None, f"expected an http:// or https:// URL (got {got}: {redact_url(url)!r})"
+        if "://" not in url:  # host:port reads as scheme 'host': say what to write instead
+            shown = redact_url(f"http://{url.strip()}")  # user:password@host reads as scheme 'user' too
+            return url, None, None, (f"expected an http:// or https:// URL (got no scheme in "
+                                     f"{shown.removeprefix('http://')!r}; write {shown!r})")
+        return url, None, None, (f"expected an http:// or https:// URL (got scheme {parts.scheme!r}: "
+                                 f"{redact_url(url)!r})")
     if not parts.hostname:
         return url, None, None, f"expected a host name in the URL (got {redact_url(url)!r})"
     if parts.query or parts.fragment:

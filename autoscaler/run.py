@@ -29,7 +29,7 @@ from autoscaler.assumed import (
 )
 from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_cluster_arguments, add_namespaces_argument
 from autoscaler.controller import DECISION_REASONS, Controller, ControllerSettings, Health, SyncReport
-from autoscaler.errors import AutoscalerError, Problem, RulesError
+from autoscaler.errors import AutoscalerError, KubeConfigError, Problem, RulesError
 from autoscaler.kube import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
 from autoscaler.leader import LeaderElector, LeaseSettings
 from autoscaler.logfmt import configure_logging
@@ -204,6 +204,10 @@ def main(args: argparse.Namespace) -> int:
         api_client = None if options.assume_replicas else load_api_client(args.kubeconfig)
     except RulesError as e:
         return fail(PROG, f"invalid rules file, not starting:\n{e}")
+    except KubeConfigError as e:
+        hint = ("no cluster? --dry-run --assume-replicas N assumes N replicas for every rule "
+                "(docs/try-without-a-cluster.md)")
+        return fail(PROG, f"{e}\n{hint}")
     except AutoscalerError as e:
         return fail(PROG, str(e))
     stop = threading.Event()

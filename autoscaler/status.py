@@ -13,9 +13,10 @@ from typing import Any
 
 from kubernetes import client
 
+from autoscaler.assumed import assume_item, assumed_backend, assumed_replicas
 from autoscaler.cli_args import add_cluster_arguments, add_namespaces_argument, prometheus_config
 from autoscaler.controller import ControllerSettings, RuleOutcome
-from autoscaler.errors import AutoscalerError, RulesError
+from autoscaler.errors import AutoscalerError, KubeConfigError, RulesError
 from autoscaler.kube import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
 from autoscaler.plan import describe_metrics
 from autoscaler.policy import Reason
@@ -68,34 +69,57 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_cluster_arguments(p)
     add_namespaces_argument(p)
+    p.add_argument(
+        "--assume-replicas",
+        type=assume_item,
+        action="append",
+        metavar="[RULE=]N",
+        help="no cluster: assume N replicas for every rule, or for RULE (repeatable), as `run --dry-run "
+        "--assume-replicas` does (docs/try-without-a-cluster.md)",
+    )
     p.set_defaults(handler=main)
     return p
 
 
+NO_CLUSTER_HINT = ("no cluster? --assume-replicas N assumes N replicas for every rule "
+                   "(docs/try-without-a-cluster.md)")
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.assume_replicas and args.kubeconfig:
+        return fail(PROG, "--assume-replicas replaces the cluster: drop --kubeconfig, or drop "
+                    "--assume-replicas")
     try:
         rules = load_rules(args.rules)
         endpoints = prometheus_config(args)
-        api_client = load_api_client(args.kubeconfig)
+        if args.assume_replicas:
+            backend: client.ApiClient | ScaleBackend = assumed_backend(
+                assumed_replicas(args.assume_replicas), rules, dry_run=True, leader_elect=False)
+        else:
+            backend = load_api_client(args.kubeconfig)
     except RulesError as e:
         return fail(PROG, f"invalid rules file:\n{e}")
+    except KubeConfigError as e:
+        return fail(PROG, f"{e}\n{NO_CLUSTER_HINT}")
     except AutoscalerError as e:
         return fail(PROG, str(e))
-    outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=api_client,
+    outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=backend,
                       rules=rules, namespaces=args.namespaces)
     print(render(outcomes))
     return 0 if all(o.complete for o in outcomes) else 1
 
 
 def gather(
-    rules_path: str, prometheus: str | PrometheusConfig, api_client: client.ApiClient,
+    rules_path: str, prometheus: str | PrometheusConfig, api_client: client.ApiClient | ScaleBackend,
     rules: Any | None = None, namespaces: frozenset[str] | None = None,
 ) -> tuple[RuleOutcome, ...]:
     """One dry-run sync without events, the outcomes in file order; with `namespaces`, a target elsewhere is
-    refused before any API call, as `run --namespaces` refuses it."""
+    refused before any API call, as `run --namespaces` refuses it. `api_client` is the cluster's client, or
+    a backend of its own (the assumed counts of --assume-replicas)."""
     rules = rules if rules is not None else load_rules(rules_path)
     config = single_endpoint(prometheus) if isinstance(prometheus, str) else prometheus
-    backend: ScaleBackend = KubernetesScaleBackend(api_client)
+    backend: ScaleBackend = (KubernetesScaleBackend(api_client) if isinstance(api_client, client.ApiClient)
+                             else api_client)
     if namespaces:
         backend = NamespaceScope(backend, namespaces)
     with wire(rules, backend, config, PromQLSettings("", query_timeout=5.0, budget=10.0),

@@ -123,8 +123,9 @@ class NvmlSource:
                 self._nvml_error = str(exc)
             self._init_attempted.set()
             if changed:
-                log.error("%s; serving gpu_exporter_nvml_up 0 and retrying every %gs", exc,
-                          self.settings.init_retry_interval)
+                hint = " (no GPU or driver here? --simulate N serves N simulated GPUs)" if first else ""
+                log.error("%s; serving gpu_exporter_nvml_up 0 and retrying every %gs%s", exc,
+                          self.settings.init_retry_interval, hint)
             return False
         with self._state_lock:
             self._nvml_error = None

@@ -31,6 +31,8 @@ Holders = Mapping[str, tuple[DeviceHolder, ...]]
 
 log = logging.getLogger(__name__)
 
+NO_GPU_HINT = "no GPU or driver here? --simulate N shows N simulated GPUs (docs/exporter.md)"
+
 
 def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog: str,
                proc_root: str | Path = DEFAULT_PROC_ROOT) -> int:
@@ -42,7 +44,7 @@ def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog
             snapshot = with_background_samples(adapter, snapshot, nvml.NVMLError)
         holders, pods_error = read_holders(config, adapter, snapshot, proc_root)
     except NvmlUnavailableError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}\n{NO_GPU_HINT}", file=sys.stderr)
         return 1
     finally:
         adapter.shutdown()

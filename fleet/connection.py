@@ -39,7 +39,8 @@ def endpoint(args: argparse.Namespace) -> Endpoint:
         config = prometheus_config(args)
     except AutoscalerError as exc:
         flag = "--prometheus-config" if getattr(args, "prometheus_config", None) else "--prometheus"
-        raise UsageError(f"{flag}: {exc}") from exc
+        message = str(exc)  # a bad --prometheus URL already names its flag
+        raise UsageError(message if message.startswith(f"{flag}:") else f"{flag}: {message}") from exc
     if config is None:
         raise UsageError("--prometheus: no Prometheus URL given (or set $PROMETHEUS_URL)")
     name = getattr(args, "endpoint", None)

@@ -121,3 +121,38 @@ def test_production_code_never_imports_demo() -> None:
     source = (Path(__file__).parents[3] / "autoscaler" / "assumed.py").read_text()
     imported = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
     assert imported and not any(m and m.startswith("demo") for m in imported)
+
+
+def cli(command: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autoscaler.cli", command, *args], capture_output=True,
+                          text=True, timeout=60, env=env, check=False)
+
+
+@pytest.mark.parametrize(("command", "extra", "hint"), [
+    ("run", ["--dry-run", "--once"], "no cluster? --dry-run --assume-replicas N assumes N replicas"),
+    ("status", [], "no cluster? --assume-replicas N assumes N replicas"),
+])
+def test_without_a_kubeconfig_the_message_names_assume_replicas(tmp_path: Path, prom: Prom, rules: Path,
+                                                                 command: str, extra: list[str],
+                                                                 hint: str) -> None:
+    done = cli(command, "--rules", str(rules), "--prometheus", prom.url, *extra, env=no_cluster_env(tmp_path))
+    assert done.returncode == 2, done.stderr
+    first, second = done.stderr.splitlines()
+    assert first.startswith(f"gpu-autoscaler {command}: cannot load Kubernetes configuration from ")
+    assert second.startswith(hint) and "docs/try-without-a-cluster.md" in second
+
+
+def test_status_runs_against_assumed_replicas(tmp_path: Path, prom: Prom, rules: Path) -> None:
+    """The same decisions as `run --dry-run --assume-replicas`, as status' table: a (util 160, target 80)
+    doubles its assumed 2 replicas, b (load 10, 5 per replica) needs 2 where 1 is assumed."""
+    done = cli("status", "--rules", str(rules), "--prometheus", prom.url, "--assume-replicas", "2",
+               "--assume-replicas", "b=1", env=no_cluster_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert [(r[0], r[2], r[3]) for r in rows] == [("a", "2", "4"), ("b", "1", "2")], done.stdout
+    refused = cli("status", "--rules", str(rules), "--prometheus", prom.url, "--assume-replicas", "2",
+                  "--kubeconfig", "k", env=no_cluster_env(tmp_path))
+    assert refused.returncode == 2 and "drop --kubeconfig" in refused.stderr
+    missing = cli("status", "--rules", str(rules), "--prometheus", prom.url, "--assume-replicas", "a=2",
+                  env=no_cluster_env(tmp_path))
+    assert missing.returncode == 2 and "no assumed count for rule(s) b" in missing.stderr

@@ -142,9 +142,11 @@ def test_status_json_with_a_lost_gpu(tmp_path: Path) -> None:
     assert second["pcie_tx_bytes_per_second"] is None and second["process_sm_utilization_ratio"] is None
 
 
-def test_status_without_a_driver_exits_1_with_one_line() -> None:
+def test_status_without_a_driver_exits_1_naming_simulate() -> None:
     result = run("status")
     if result.returncode == 0:  # pragma: no cover - a GPU machine
         return
-    assert result.returncode == 1 and result.stderr.count("\n") == 1
-    assert "NVML init failed" in result.stderr
+    assert result.returncode == 1 and result.stderr.count("\n") == 2
+    error, hint = result.stderr.splitlines()
+    assert "NVML init failed" in error
+    assert hint.startswith("no GPU or driver here? --simulate N shows N simulated GPUs")

@@ -58,7 +58,8 @@ def endpoint(body: str) -> str:
 
 CASES = [
     ("no-scheme", endpoint("url: prometheus:9090"),
-     "prom.yaml:3: endpoints.default.url: expected an http:// or https:// URL (got scheme 'prometheus'"),
+     "prom.yaml:3: endpoints.default.url: expected an http:// or https:// URL (got no scheme in "
+     "'prometheus:9090'; write 'http://prometheus:9090')"),
     ("ftp", endpoint("url: ftp://host"), "prom.yaml:3: endpoints.default.url: expected an http:// or https://"),
     ("no-host", endpoint("url: http://"), "prom.yaml:3: endpoints.default.url: expected a host name"),
     ("missing-url", endpoint("follow_redirects: true"), "prom.yaml:3: endpoints.default.url: required field"),

@@ -55,3 +55,19 @@ def test_a_module_without_run_is_refused(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "fleet.broken", module)
     with pytest.raises(TypeError, match="lacks add_arguments, run"):
         cli.build_parser(("broken",))
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("localhost:9090", "gpu-fleet status: --prometheus: url: expected an http:// or https:// URL (got no "
+     "scheme in 'localhost:9090'; write 'http://localhost:9090')"),
+    ("u:secret@prom:9090", "gpu-fleet status: --prometheus: url: expected an http:// or https:// URL (got no "
+     "scheme in 'u:***@prom:9090'; write 'http://u:***@prom:9090')"),
+    ("ftp://prom", "gpu-fleet status: --prometheus: url: expected an http:// or https:// URL (got scheme "
+     "'ftp': 'ftp://prom')"),
+])
+def test_a_url_without_its_scheme_is_named_once_with_what_to_write(
+        url: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["status", "--prometheus", url]) == 2
+    err = capsys.readouterr().err
+    assert err == expected + "\n"
+    assert "secret" not in err
