@@ -1,5 +1,5 @@
-"""Every runnable shell block of README.md and docs/*.md, run as written: a page's blocks in order in one bash,
-as a reader runs them in one terminal.
+"""Every runnable shell block of README.md and docs/*.md, run as written: a page's blocks in order in one
+bash, as a reader runs them in one terminal.
 
 Each page runs in a network namespace of its own (`unshare --net`, loopback only), so the ports the docs name
 (9090, 9400) are free whatever else the machine runs, and nothing can reach past this machine. The working
@@ -10,6 +10,7 @@ the docs say. Every process a page leaves behind is ended with its process group
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -74,10 +75,8 @@ def test_the_page_runs_as_written(page: Path, workspace: Path, tmp_path: Path) -
     except subprocess.TimeoutExpired:
         pytest.fail(f"{page.name} still running after {PAGE_TIMEOUT:g} s:\n{log.read_text()[-3000:]}")
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # with what the page left running in the background
-        except ProcessLookupError:
-            pass
+        with contextlib.suppress(ProcessLookupError):  # with what the page left in the background
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     output = log.read_text()
     announced = [line for line in output.splitlines() if line.startswith("::block ")]
