@@ -49,6 +49,8 @@ command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)          # the docs' examples
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)        # the docs test: loopback in a namespace
+command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)     # the image test: builds the Dockerfile
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)   # ... on a Debian base made here
 if ! uv_works && ! pip_works && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
     package=$(venv_package)
     if [ "$(id -u)" != 0 ]; then

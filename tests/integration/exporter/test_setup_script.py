@@ -100,7 +100,8 @@ class Machine:
         (self.bin / "python3.11").symlink_to(self.bin / "python3")
         self.script("apt-get", FAKE_APT.format(bash=BASH))
         self.script("id", f'#!{BASH}\necho "$FAKE_UID"\n')
-        for tool in ("prometheus", "promtool", "prometheus-alertmanager", "curl"):
+        for tool in ("prometheus", "promtool", "prometheus-alertmanager", "curl", "ip", "buildah",
+                     "debootstrap"):
             self.script(tool, f"#!{BASH}\n")
 
     def script(self, name: str, text: str) -> None:

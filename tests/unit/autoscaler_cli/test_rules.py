@@ -335,14 +335,19 @@ INVALID = [
     (
         "yaml-syntax",
         "rules:\n  - name: [a\n",
-        "rules.yaml:3: yaml: not valid YAML: did not find expected ',' or ']'",
+        # The parser's own words after this prefix change between PyYAML releases: ours stop at the colon.
+        "rules.yaml:3: yaml: not valid YAML: ",
     ),
 ]
 
 
 @pytest.mark.parametrize(("id_", "text", "expected"), INVALID, ids=[i[0] for i in INVALID])
 def test_each_problem_is_reported_with_file_line_and_field(id_: str, text: str, expected: str) -> None:
-    assert expected in problems_of(text)
+    found = problems_of(text)
+    if expected.endswith(": "):  # a library's message follows: the project's part, then something
+        assert any(p.startswith(expected) and len(p) > len(expected) for p in found), found
+    else:
+        assert expected in found
 
 
 def test_every_problem_is_gathered_into_one_error() -> None:

@@ -101,13 +101,17 @@ def test_figures_accumulate_per_tick() -> None:
 
 def test_write_leaves_timeline_plot_and_summary(tmp_path: Path) -> None:
     written = recorder_with_a_run().write(tmp_path / "out")
-    assert sorted(p.name for p in written) == ["demo.png", "summary.md", "timeline.csv"]
+    assert sorted(p.name for p in written) == ["demo.png", "summary.md", "timeline.csv", "trace.csv"]
     rows = list(csv.DictReader((tmp_path / "out" / "timeline.csv").read_text().splitlines()))
     assert [(r["current"], r["desired"], r["reason"]) for r in rows] == [
         ("2", "4", "DesiredWithinRange"), ("4", "4", "MetricsFailed"), ("4", "3", "ScaleDownLimit")]
     assert rows[1]["gpu_utilization"] == ""  # a failed query is empty, never 0
     # the simulated mean over the GPUs held: 2 saturated, then 2 saturated and 2 loading at 0 %
     assert [r["gpu_util_simulated"] for r in rows] == ["100.000", "50.000", "50.000"]
+    trace = list(csv.reader((tmp_path / "out" / "trace.csv").read_text().splitlines()))
+    assert trace[0] == ["t", *[m.name for m in RULE.metrics]]  # what simulate reads: t and the metrics only
+    assert [row[0] for row in trace[1:]] == [r["t"] for r in rows]
+    assert [row[1:] for row in trace[1:]] == [[r[m.name] for m in RULE.metrics] for r in rows]
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "between 2 and 4; 1 scale-ups, 1 scale-downs" in summary
     assert "mean utilization of the GPUs held: 67%" in summary  # (2 x 100 % + 4 x 50 %) x 2 s / 12 GPU-s
@@ -118,7 +122,7 @@ def test_write_leaves_timeline_plot_and_summary(tmp_path: Path) -> None:
 def test_an_interrupted_run_with_no_sync_still_writes_a_summary(tmp_path: Path) -> None:
     recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0, ended_by="stopped by SIGINT")
     written = recorder.write(tmp_path)
-    assert sorted(p.name for p in written) == ["summary.md", "timeline.csv"]
+    assert sorted(p.name for p in written) == ["summary.md", "timeline.csv", "trace.csv"]
     assert "stopped by SIGINT" in (tmp_path / "summary.md").read_text()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from fleet.cli import main
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "fleet.md"
-EXAMPLE = re.compile(r"```\n\$ (gpu-fleet estimate [^\n]*)\n(.*?)```", re.S)
+EXAMPLE = re.compile(r"```text\n\$ (gpu-fleet estimate [^\n]*)\n(.*?)```", re.S)
 
 
 def examples() -> list[tuple[str, str]]:

@@ -1,0 +1,174 @@
+"""The container image, built from the repository with buildah and run: what the DaemonSet and the Deployment
+run, checked by running it, not by reading the Dockerfile.
+
+No image registry is reachable here, so the base the Dockerfile's PYTHON_IMAGE names is made with Debian's
+debootstrap (a minimal Debian with python3, python3-venv and python-is-python3), imported into buildah, and
+passed as `--build-arg PYTHON_IMAGE=...`. buildah builds as root without a daemon (`--isolation chroot`, `vfs`
+storage under the test's temporary directory, so nothing of the machine's own storage is touched). Where the
+machine reaches the package index through a proxy with its own certificate authority, the build gets the
+host's trust store, mounted read-only, and pip is told where it is (PIP_CERT): verification stays on.
+
+Then the image is run: `gpu-exporter --simulate 2` answers /metrics with the contract metrics as uid 65532,
+`gpu-autoscaler check` passes on a shipped example, `gpu-fleet --help` works, and the final stage holds no
+compiler and no pip cache. The image's size is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from demo.processes import free_port
+from tests.unit.shipping.markdown import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.image]
+
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+CONTRACT_METRICS = ("gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_temperature_celsius",
+                    "gpu_power_usage_watts", "gpu_up", "gpu_health_state", "gpu_availability_score",
+                    "gpu_exporter_nvml_up")
+NONROOT = "65532"
+COMPILERS = ("gcc", "cc", "g++", "c++", "clang", "make")
+BASE_PACKAGES = "python3,python3-venv,python-is-python3"
+"""What the Dockerfile needs of its base: `python -m venv` (the python:3.11-slim images have all three)."""
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Buildah:
+    """buildah with its storage under one directory (vfs: no overlay mounts, works in any container)."""
+
+    root: Path
+
+    def command(self, *args: str) -> list[str]:
+        executable = shutil.which("buildah") or "buildah"
+        return [executable, "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"),
+                "--storage-driver", "vfs", *args]
+
+    def run(self, *args: str, timeout: float = 300) -> str:
+        done = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        assert done.returncode == 0, f"buildah {' '.join(args[:3])} failed:\n{done.stderr[-3000:]}"
+        return done.stdout.strip()
+
+    def inside(self, container: str, *argv: str, volumes: Sequence[str] = (),
+               user: str | None = None) -> subprocess.CompletedProcess[str]:
+        """`argv` run in `container` as the image's user (or `user`), each volume `host:path[:ro]` mounted."""
+        options = [arg for volume in volumes for arg in ("--volume", volume)]
+        options += ["--user", user] if user else []
+        return subprocess.run(self.command("run", "--isolation", "chroot", *options, container, "--", *argv),
+                              capture_output=True, text=True, timeout=60, check=False)
+
+
+def requirements() -> str | None:
+    """Why the image cannot be built here (None: it can)."""
+    missing = [tool for tool in ("buildah", "debootstrap") if shutil.which(tool) is None]
+    if missing:
+        return f"{' and '.join(missing)} not installed (scripts/setup.sh installs them as root)"
+    if os.geteuid() != 0:
+        return "buildah --isolation chroot and debootstrap need root"
+    return None
+
+
+@pytest.fixture(scope="session")
+def buildah(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buildah]:
+    why = requirements()
+    if why is not None:
+        pytest.skip(why)
+    tool = Buildah(tmp_path_factory.mktemp("buildah"))
+    yield tool
+    subprocess.run(tool.command("rm", "--all"), capture_output=True, check=False)
+    shutil.rmtree(tool.root, ignore_errors=True)  # a gigabyte of vfs layers
+
+
+@pytest.fixture(scope="session")
+def base_image(buildah: Buildah, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A minimal Debian with Python, made once per test session (debootstrap, then imported)."""
+    work = tmp_path_factory.mktemp("base")
+    rootfs = work / "rootfs"
+    done = subprocess.run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm",
+                           str(rootfs)], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"debootstrap failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    archive = work / "rootfs.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(rootfs, arcname=".")
+    shutil.rmtree(rootfs)
+    container = buildah.run("from", "scratch")
+    buildah.run("add", container, str(archive), "/")
+    buildah.run("config", "--env", f"PATH={BASE_PATH}", container)
+    buildah.run("commit", "--quiet", "--rm", container, "localhost/gpu-autoscaler-test-base:bookworm")
+    archive.unlink()
+    return "localhost/gpu-autoscaler-test-base:bookworm"
+
+
+@pytest.fixture(scope="session")
+def image(buildah: Buildah, base_image: str) -> str:
+    trust = ([f"--volume={HOST_CA}:/run/host-ca.crt:ro", "--build-arg", "PIP_CERT=/run/host-ca.crt"]
+             if HOST_CA.is_file() else [])
+    buildah.run("build", "--isolation", "chroot", "--build-arg", f"PYTHON_IMAGE={base_image}", *trust,
+                "--tag", "localhost/gpu-autoscaler:test", "--file", str(ROOT / "Dockerfile"), str(ROOT),
+                timeout=900)
+    return "localhost/gpu-autoscaler:test"
+
+
+def scrape(url: str, deadline: float) -> str:
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return str(response.read().decode())
+        except OSError as exc:
+            last = exc
+            time.sleep(0.5)
+    raise AssertionError(f"{url} never answered: {last}")
+
+
+@pytest.mark.timeout(900)
+def test_the_image_builds_and_runs(buildah: Buildah, image: str) -> None:
+    container = buildah.run("from", "--quiet", image)
+    who = buildah.inside(container, "id", "-u")
+    assert who.returncode == 0 and who.stdout.strip() == NONROOT, who.stdout + who.stderr
+
+    for script in ("gpu-exporter", "gpu-autoscaler", "gpu-fleet"):
+        started = buildah.inside(container, script, "--help")
+        assert started.returncode == 0 and "usage:" in started.stdout, f"{script}: {started.stderr[-1000:]}"
+
+    examples = f"{ROOT / 'examples'}:/examples:ro"
+    checked = buildah.inside(container, "gpu-autoscaler", "check", "--rules",
+                             "/examples/gpu-inference-rules.yaml", volumes=[examples])
+    assert checked.returncode == 0 and "OK:" in checked.stdout, checked.stdout + checked.stderr
+
+    compilers = buildah.inside(container, "sh", "-c",
+                               f"for c in {' '.join(COMPILERS)}; do command -v $c; done; "
+                               "ls -d /root/.cache/pip /tmp/pip-* /home/*/.cache/pip /opt/venv/.cache "
+                               "2>/dev/null; true", user="0:0")  # root sees every home
+    assert compilers.returncode == 0 and compilers.stdout.strip() == "", (
+        f"the final stage holds a compiler or a pip cache: {compilers.stdout}")
+
+    port = free_port()
+    exporter = subprocess.Popen(
+        buildah.command("run", "--isolation", "chroot", container, "--", "gpu-exporter", "--simulate", "2",
+                        "--address", "127.0.0.1", "--port", str(port)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        metrics = scrape(f"http://127.0.0.1:{port}/metrics", time.monotonic() + 60)
+    finally:
+        os.killpg(exporter.pid, 15)
+        output, _ = exporter.communicate(timeout=30)
+    for name in CONTRACT_METRICS:
+        assert f"\n{name}{{" in metrics or f"\n{name} " in metrics, f"{name} missing from /metrics"
+    assert 'gpu_up{' in metrics and metrics.count("gpu_up{") == 2, "two simulated GPUs"
+    assert "Traceback" not in output, output[-2000:]
+
+    size = buildah.run("images", "--format", "{{.Size}}", image)
+    print(f"image {image}: {size}")  # shown with -rA; docs/alerts-dashboards-manifests.md has the figure
+    buildah.run("rm", container)
