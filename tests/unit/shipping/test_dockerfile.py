@@ -1,6 +1,7 @@
-"""Dockerfile (Docker cannot run here, so its properties are read from the file): multi-stage on a slim
-Python 3.11 base, a final stage with no compiler that runs as non-root, carries the OCI source/version
-labels and starts both console scripts; .dockerignore keeps the venv and VCS data out of the context."""
+"""Dockerfile, read as text: multi-stage on a slim Python 3.11 base, dependencies from the lock with hashes, a
+final stage with no compiler that runs as non-root, carries the OCI source/version labels and starts the
+console scripts; .dockerignore keeps the venv and VCS data out of the context. These fail fast and name the
+line; tests/integration/shipping/test_image.py builds the image with buildah and runs it."""
 
 from __future__ import annotations
 
