@@ -7,19 +7,46 @@ third-party exception leaks past them and the CLI can print one clear line and e
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
 
-from autoscaler.reasons import ScaleErrorReason
+from plumbing.errors import ReportedError
 from plumbing.problems import Problem
 
 __all__ = [
-    "AutoscalerError", "ConflictError", "KindNotFoundError", "KubeApiError", "KubeConfigError", "KubeError",
-    "KubeTimeoutError", "MalformedAnswerError", "NamespaceNotAllowedError", "NotFoundError",
-    "NotScalableError", "Problem", "RulesError", "TraceError", "UsageError",
+    "AutoscalerError",
+    "ConflictError",
+    "KindNotFoundError",
+    "KubeApiError",
+    "KubeConfigError",
+    "KubeError",
+    "KubeTimeoutError",
+    "MalformedAnswerError",
+    "NamespaceNotAllowedError",
+    "NotFoundError",
+    "NotScalableError",
+    "Problem",
+    "RulesError",
+    "ScaleErrorReason",
+    "TraceError",
+    "UsageError",
 ]
 
 
-class AutoscalerError(Exception):
-    """Base class of every error the autoscaler raises on purpose."""
+class ScaleErrorReason(StrEnum):
+    """The `reason` label of gpu_autoscaler_scale_errors_total: how a read or patch of a scale failed. Here,
+    not in `reasons`, so importing the errors loads neither the engine nor any client (a test says so)."""
+
+    ApiError = "ApiError"
+    NotFound = "NotFound"
+    Conflict = "Conflict"
+    Timeout = "Timeout"
+    MalformedAnswer = "MalformedAnswer"
+    NamespaceNotAllowed = "NamespaceNotAllowed"
+
+
+class AutoscalerError(ReportedError):
+    """Base class of every error the autoscaler raises on purpose (the Prometheus client's errors share its
+    base, `plumbing.errors.ReportedError`, which the commands catch)."""
 
 
 class RulesError(AutoscalerError):
@@ -42,7 +69,7 @@ class UsageError(AutoscalerError):
     """A command-line argument is wrong in a way argparse cannot see (e.g. --rule names no rule)."""
 
 
-# --- the controller's adapters (issue 5): raised by every ScaleBackend, handled by the controller ---
+# --- the controller's adapters: raised by every ScaleBackend, handled by the controller ---
 
 
 class KubeConfigError(AutoscalerError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from autoscaler.errors import ScaleErrorReason
 from autoscaler.policy import Reason
 
 __all__ = ["DECISION_REASONS", "EventReason", "OutcomeReason", "ScaleErrorReason", "SyncReason"]
@@ -47,14 +48,3 @@ class EventReason(StrEnum):
     InvalidAnnotation = "InvalidAnnotation"
     CapacityLimited = "CapacityLimited"  # the capacity guard held a scale-up back
     FailedGetCapacity = "FailedGetCapacity"  # capacity query failed, or the Pending pods could not be listed
-
-
-class ScaleErrorReason(StrEnum):
-    """The `reason` label of gpu_autoscaler_scale_errors_total: how a read or patch of a scale failed."""
-
-    ApiError = "ApiError"
-    NotFound = "NotFound"
-    Conflict = "Conflict"
-    Timeout = "Timeout"
-    MalformedAnswer = "MalformedAnswer"
-    NamespaceNotAllowed = "NamespaceNotAllowed"

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoscaler.config.rules import load_rules, parse_rules
 from autoscaler.errors import RulesError
 from autoscaler.policy import Rule
-from autoscaler.rules import load_rules, parse_rules
 from benchmarks.capacity_quality import capacity_table, capacity_verdict, run_capacity
 from benchmarks.example_rules import embedding_service_rules
 from demo.clairvoyant import Bound, min_gpu_hours

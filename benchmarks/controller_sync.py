@@ -29,12 +29,12 @@ from typing import Literal
 import requests
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.kube import ScaleState
+from autoscaler.config.rules import RuleSet, parse_rules
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.kube.scale import ScaleState
 from autoscaler.policy import TargetRef
-from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult
-from autoscaler.rules import RuleSet, parse_rules
 from demo.processes import free_port, running, start_prometheus
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
 
 GROUP_SIZE = 10
 

@@ -4,10 +4,10 @@ Run: .venv/bin/python -m benchmarks.simulate_replay [--rows N] [--runs N]
 
 Baseline measured in the same run: reading and validating the CSV alone (the floor any replay pays). Reported:
 median seconds of reading, of the controller's plan row by row (the replay of earlier versions, the
-reference), of the whole-trace replay `simulate` uses (`autoscaler.trace_replay`), of the whole command
-in-process (read + replay + write the output CSV) and of the installed script end to end; per-sync costs,
-ratios, and the largest history the row-by-row engine carried. It fails if the two replays differ on any
-row, or if the installed script prints something else than the in-process command.
+reference), of the whole-trace replay `simulate` uses (`autoscaler.planning.trace_replay`), of the whole
+command in-process (read + replay + write the output CSV) and of the installed script end to end; per-sync
+costs, ratios, and the largest history the row-by-row engine carried. It fails if the two replays differ on
+any row, or if the installed script prints something else than the in-process command.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from autoscaler.rules import load_rules
-from autoscaler.simulate import replay, replay_trace, write_output
-from autoscaler.trace_csv import read_trace
+from autoscaler.cli.simulate import replay, replay_trace, write_output
+from autoscaler.config.rules import load_rules
+from autoscaler.planning.trace_csv import read_trace
 from benchmarks.example_rules import embedding_service_rules
 
 SYNC_SECONDS = 15

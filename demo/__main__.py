@@ -3,11 +3,11 @@
 A simulated GPU Deployment (demo.cluster) serves a day of load compressed into a few minutes (or, with
 `--scenario capacity`, outgrows a pool short of GPUs while a weekday schedule opens: demo.scenarios); its
 replicas' GPUs live in simulated NVML nodes served by real exporters (demo.world); a real Prometheus scrapes
-them; the real controller (autoscaler.controller) runs the rule's PromQL and scales the Deployment through an
-in-memory scale backend (demo.scale_backend), exactly as it patches Kubernetes. Before the first sync it waits
-(bounded, saying what for: demo.warmup) until the rule's queries read what the first load really is. One line
-per sync on stdout; at the end (or on Ctrl-C / SIGTERM / SIGHUP, after stopping everything it started)
-timeline.csv, demo.png and summary.md, the summary also on stdout.
+them; the real controller (autoscaler.controller.loop) runs the rule's PromQL and scales the Deployment
+through an in-memory scale backend (demo.scale_backend), exactly as it patches Kubernetes. Before the first
+sync it waits (bounded, saying what for: demo.warmup) until the rule's queries read what the first load
+really is. One line per sync on stdout; at the end (or on Ctrl-C / SIGTERM / SIGHUP, after stopping
+everything it started) timeline.csv, demo.png and summary.md, the summary also on stdout.
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from autoscaler.controller import Controller
+from autoscaler.config.rules import RuleSet, load_rules
+from autoscaler.controller.loop import Controller
+from autoscaler.controller.metrics import ControllerMetrics
+from autoscaler.controller.server import MetricsServer
+from autoscaler.controller.wiring import wire
 from autoscaler.errors import RulesError
-from autoscaler.metrics import ControllerMetrics
 from autoscaler.policy import Reason, Rule
-from autoscaler.promconfig import single_endpoint
-from autoscaler.prometheus import PromQLSettings
-from autoscaler.rules import RuleSet, load_rules
-from autoscaler.server import MetricsServer
-from autoscaler.wiring import wire
 from demo.cluster import SimulatedDeployment
 from demo.processes import ProcessError, Stopped, start_prometheus
 from demo.report import DemoRecorder
@@ -50,6 +48,8 @@ from demo.warmup import (  # noqa: F401  (re-exported: the demo's tests and user
 )
 from demo.world import SimulatedWorld
 from plumbing.cli import duration, install_stop_handlers, silence_stdout
+from plumbing.prometheus.config import single_endpoint
+from plumbing.prometheus.runner import PromQLSettings
 
 REQUESTS_PER_GPU_SECOND = 10.0
 """Requests per second one simulated GPU serves at 100 % (the demo rules' target 9 = 90 % of a GPU)."""

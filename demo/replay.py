@@ -3,7 +3,7 @@
 No Prometheus, no Kubernetes, no wall clock: a virtual clock steps through the trace, the simulated Deployment
 (demo.cluster) serves the load, and every `sync_period_seconds` the rule's metrics are computed from the
 cluster as its queries would return them and planned by the controller's own code
-(`autoscaler.plan.plan_replicas`: target at zero, fallback, the engine, the capacity guard; then
+(`autoscaler.planning.plan.plan_replicas`: target at zero, fallback, the engine, the capacity guard; then
 `RuleHistory.with_scale` for every change applied). The benchmark of autoscaling quality runs this for each
 configuration on each trace. A trace with `others` shares the pool with another tenant; every sync feeds the
 capacity guard what the rule's capacity query and the Pending pods would show: the GPUs no pod holds, and
@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.plan import count_all_failed, plan_replicas
+from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory, decide
 from autoscaler.policy.capacity import CapacityObservation
 from demo.cluster import ClusterSettings, ClusterSnapshot, SimulatedDeployment

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from autoscaler.controller import RuleOutcome
+from autoscaler.config.schedules import open_bounds
+from autoscaler.controller.loop import RuleOutcome
 from autoscaler.policy import MetricSpec, Reason, Rule
-from autoscaler.schedules import open_bounds
 from demo.cluster import ClusterSnapshot
 from demo.plots import DemoPoint, plot_demo
 

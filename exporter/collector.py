@@ -20,7 +20,7 @@ from typing import Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from exporter import metrics as m
-from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot
+from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
 
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 # MIG device ids under any resource name: the device plugin's `mig-strategy=single` advertises MIG devices as

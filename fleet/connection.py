@@ -2,9 +2,9 @@
 `--prometheus-config FILE` (http_config: auth, TLS, headers; docs/prometheus-connections.md), plus
 `--endpoint NAME` to pick one of the file's endpoints and `--query-timeout`.
 
-The flags, the file's reader and the HTTP session are the autoscaler's (`autoscaler.cli_args`,
-`autoscaler.promconfig`, `autoscaler.promhttp`), imported, not copied, so a connection that works for
-`gpu-autoscaler check` works here.
+The flags, the file's reader and the HTTP session are the autoscaler's (`autoscaler.cli.args`,
+`plumbing.prometheus.config`, `plumbing.prometheus.session`), imported, not copied, so a connection that
+works for `gpu-autoscaler check` works here.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from autoscaler.cli_args import DEFAULT_PROMETHEUS, add_prometheus_arguments, prometheus_config
-from autoscaler.errors import AutoscalerError
-from autoscaler.promconfig import DEFAULT_ENDPOINT, Endpoint
 from fleet.errors import UsageError
 from fleet.prom import FleetPrometheus
 from plumbing.cli import duration
+from plumbing.errors import ReportedError
+from plumbing.prometheus.config import DEFAULT_ENDPOINT, Endpoint
+from plumbing.prometheus.flags import DEFAULT_PROMETHEUS, add_prometheus_arguments, prometheus_config
 
 DEFAULT_QUERY_TIMEOUT = 10.0
 
@@ -37,7 +37,7 @@ def endpoint(args: argparse.Namespace) -> Endpoint:
     """The endpoint the flags name; raises UsageError naming the flag for a bad URL, file or name."""
     try:
         config = prometheus_config(args)
-    except AutoscalerError as exc:
+    except ReportedError as exc:
         flag = "--prometheus-config" if getattr(args, "prometheus_config", None) else "--prometheus"
         message = str(exc)  # a bad --prometheus URL already names its flag
         raise UsageError(message if message.startswith(f"{flag}:") else f"{flag}: {message}") from exc

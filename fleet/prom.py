@@ -1,11 +1,11 @@
 """Instant and range queries for `gpu-fleet`: whole vectors (one series per GPU), each answer validated.
 
 The controller's runner wants exactly one number per query; the fleet commands want every series with its
-labels, so this client sends the query with the controller's HTTP session (`autoscaler.promhttp`: auth, TLS,
-headers, proxies) and judges the envelope with its decoder (`autoscaler.promanswer`), then checks every
-series itself: labels an object of strings, each sample `[timestamp, "number"]`. An answer of any other shape
-is refused whole (`PrometheusError`), never read as numbers. NaN and Inf samples are dropped (a GPU whose
-temperature is NaN has no temperature), as is anything past `max_body_bytes`.
+labels, so this client sends the query with the controller's HTTP session (`plumbing.prometheus.session`:
+auth, TLS, headers, proxies) and judges the envelope with its decoder (`plumbing.prometheus.answer`), then
+checks every series itself: labels an object of strings, each sample `[timestamp, "number"]`. An answer of
+any other shape is refused whole (`PrometheusError`), never read as numbers. NaN and Inf samples are dropped
+(a GPU whose temperature is NaN has no temperature), as is anything past `max_body_bytes`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from types import TracebackType
 
 import requests
 
-from autoscaler.promanswer import BadAnswer, decode_body, error_of
-from autoscaler.promconfig import Endpoint
-from autoscaler.promhttp import CredentialError, EndpointSession, describe_failure
 from fleet.errors import PrometheusError, Unreachable
+from plumbing.prometheus.answer import BadAnswer, decode_body, error_of
+from plumbing.prometheus.config import Endpoint
+from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """Larger answers are refused: 64 MiB holds every per-GPU series of a cluster of tens of thousands of GPUs."""

@@ -5,7 +5,7 @@ No I/O, no clock, no logging, no kubernetes or prometheus imports, no rules-file
 sync. The public surface is what those callers use:
 
 - inputs (`spec`): `Rule` with its `TargetRef`, `MetricSpec`, `Behavior` (`ScalingRules`, `ScalingPolicy`),
-  `Fallback`, and the HPA's `DEFAULT_BEHAVIOR`; `autoscaler.rules` builds them from YAML.
+  `Fallback`, and the HPA's `DEFAULT_BEHAVIOR`; `autoscaler.config.rules` builds them from YAML.
 - per sync (`types`): `MetricObservation` in; `Decision` (with its `Reason`) and the next `RuleHistory`
   (`Recommendation`s and scale events) out; `MAX_REPLICAS`, the int32 cap of every count.
 - `decide()` (metrics to a count), `decide_desired()` (a given desired count through the same behavior, the

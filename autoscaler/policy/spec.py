@@ -1,7 +1,7 @@
 """The engine's inputs: a rule (target, bounds, metrics, HPA `behavior`, fallback), frozen and trusted.
 
-The policy package owns these types because it is what consumes them; `autoscaler.rules` (the YAML loader)
-only builds and validates them. Defaults are the autoscaling/v2 HPA API's.
+The policy package owns these types because it is what consumes them; `autoscaler.config.rules` (the YAML
+loader) only builds and validates them. Defaults are the autoscaling/v2 HPA API's.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class Schedule:
     `duration_seconds`, `min_replicas` (and `max_replicas` when given) replace the rule's bounds.
 
     Only data here: the engine never evaluates cron (that needs calendars and time zones, a job for
-    `autoscaler.schedules`); the caller passes the bounds in effect at `now`.
+    `autoscaler.config.schedules`); the caller passes the bounds in effect at `now`.
     """
 
     cron: str

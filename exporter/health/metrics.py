@@ -20,7 +20,7 @@ from prometheus_client.core import Metric
 from exporter import metrics as m
 from exporter.collector import ScrapeContext, new_family
 from exporter.health.state import HealthState, HealthThresholds, device_health
-from exporter.nvml.adapter import NodeSnapshot
+from exporter.nvml.snapshots import NodeSnapshot
 
 STATES: tuple[HealthState, ...] = tuple(HealthState)
 

@@ -34,7 +34,7 @@ from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.collector import PodRef, ScrapeContext, exclusive_holder, new_family
-from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot
+from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
 from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.mapping import DeviceHolder
 from exporter.pods.procfs import (

@@ -19,8 +19,7 @@ from exporter.background import BackgroundLoop
 from exporter.errors import NvmlUnavailableError
 from exporter.health.history import GpuHistory, Sample, TrendThresholds
 from exporter.health.state import HealthThresholds, memory_used_percent
-from exporter.nvml.adapter import NodeSnapshot
-from exporter.nvml.snapshots import throttle_reasons
+from exporter.nvml.snapshots import NodeSnapshot, throttle_reasons
 from exporter.pods.podresources.mapping import DeviceHolder
 from exporter.serving.status_api import GpuStatus, build_gpu_status, handle
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import requests
 
-from autoscaler.rules import parse_rules
-from autoscaler.tune import recorded_query
+from autoscaler.cli.tune import recorded_query
+from autoscaler.config.rules import parse_rules
 from demo.processes import free_port
 from tests.history import EMBED_RULES, FAILOVER_HOURS, HOUR, BackfilledPrometheus, recorded_replicas
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from autoscaler.prometheus import PromQLRunner, PromQLSettings
 from demo.processes import ManagedProcess, free_port, start_prometheus
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ from tests.support import reap, start_process, stop_process, wait_for
 
 pytestmark = pytest.mark.integration
 
-CLI = [sys.executable, "-m", "autoscaler.cli"]
+CLI = [sys.executable, "-m", "autoscaler.cli.main"]
 
 
 def write_files(tmp_path: Path, api: FakeApiServer, query: str) -> tuple[Path, Path]:

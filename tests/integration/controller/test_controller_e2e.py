@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.kube import KubernetesScaleBackend
-from autoscaler.prometheus import PromQLRunner, PromQLSettings
-from autoscaler.rules import parse_rules
+from autoscaler.config.rules import parse_rules
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.kube.scale import KubernetesScaleBackend
 from demo.processes import free_port
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from tests.integration.controller.conftest import Prom
 from tests.integration.controller.fake_apiserver import FakeApiServer, Workload
 

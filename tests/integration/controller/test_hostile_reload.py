@@ -57,7 +57,7 @@ def test_hostile_rules_files_are_refused_and_the_previous_rules_keep_scaling(
     valid = rules.read_bytes()
     port = free_port()
     proc = start_process(
-        [sys.executable, "-m", "autoscaler.cli", "run", "--rules", str(rules), "--prometheus", prom.url,
+        [sys.executable, "-m", "autoscaler.cli.main", "run", "--rules", str(rules), "--prometheus", prom.url,
          "--kubeconfig", str(kubeconfig), "--interval", "1s", "--metrics-port", str(port)],
     )
     try:

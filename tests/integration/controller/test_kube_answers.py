@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from autoscaler.controller import Controller, ControllerSettings
+from autoscaler.config.rules import parse_rules
+from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.errors import MalformedAnswerError
-from autoscaler.kube import KubernetesScaleBackend, ScaleState
+from autoscaler.kube.scale import KubernetesScaleBackend, ScaleState
 from autoscaler.policy import TargetRef
-from autoscaler.rules import parse_rules
 from tests.integration.controller.fake_apiserver import FakeApiServer, scale_json, workload_json
 from tests.unit.controller.fakes import FakeMetrics
 

@@ -10,7 +10,7 @@ import requests
 from kubernetes import client
 
 from autoscaler.errors import ConflictError, KubeApiError, KubeConfigError, KubeTimeoutError, NotFoundError
-from autoscaler.kube import KubernetesScaleBackend, ScaleState, load_api_client
+from autoscaler.kube.scale import KubernetesScaleBackend, ScaleState, load_api_client
 from autoscaler.policy import TargetRef
 from demo.processes import free_port
 from tests.integration.controller.fake_apiserver import FakeApiServer

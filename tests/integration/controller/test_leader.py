@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from autoscaler.leader import LeaderElector, LeaseSettings
+from autoscaler.kube.leader import LeaderElector, LeaseSettings
 from tests.integration.controller.fake_apiserver import FakeApiServer
 from tests.support import wait_for
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from autoscaler.leader import LeaderElector
+from autoscaler.kube.leader import LeaderElector
 from tests.integration.controller.fake_apiserver import FakeApiServer
 from tests.integration.controller.test_leader import LEASE_DURATION, lease
 from tests.support import wait_for

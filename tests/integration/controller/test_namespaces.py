@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from autoscaler import status
-from autoscaler.cli_args import namespace_list
-from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.kube import KubernetesScaleBackend, NamespaceScope
-from autoscaler.rules import parse_rules
+from autoscaler.cli.args import namespace_list
+from autoscaler.cli.main import status
+from autoscaler.config.rules import parse_rules
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.kube.scale import KubernetesScaleBackend, NamespaceScope
 from tests.integration.controller.conftest import Prom
 from tests.integration.controller.fake_apiserver import FakeApiServer
 from tests.unit.controller.fakes import FakeMetrics
@@ -40,7 +40,7 @@ def test_target_outside_namespaces_is_refused_without_api_calls(
     controller = Controller(backend, FakeMetrics({"sum(load)": 60.0}), rules, time.time,
                             settings=ControllerSettings())
     try:
-        with caplog.at_level(logging.ERROR, logger="autoscaler.kube"):
+        with caplog.at_level(logging.ERROR, logger="autoscaler.kube.scale"):
             reports = [controller.sync_once(), controller.sync_once()]
     finally:
         controller.close()

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from autoscaler.controller import Controller, ControllerSettings
+from autoscaler.config.rules import parse_rules
+from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.errors import KubeApiError, MalformedAnswerError, NamespaceNotAllowedError
-from autoscaler.kube import MAX_POD_PAGES, KubernetesScaleBackend, NamespaceScope
+from autoscaler.kube.scale import MAX_POD_PAGES, KubernetesScaleBackend, NamespaceScope
 from autoscaler.policy import TargetRef
-from autoscaler.rules import parse_rules
 from tests.integration.controller.fake_api_resources import LEADER_WORKER_SET, pod_json
 from tests.integration.controller.fake_apiserver import FakeApiServer
 from tests.unit.controller.fakes import FakeMetrics
@@ -123,7 +123,7 @@ def test_a_server_repeating_its_continue_token_is_bounded(
 ) -> None:
     page = {"kind": "PodList", "metadata": {"continue": "again"}, "items": [unschedulable()]}
     apiserver.answer("GET", PODS_PATH, page)
-    with caplog.at_level(logging.WARNING, logger="autoscaler.kube"):
+    with caplog.at_level(logging.WARNING, logger="autoscaler.kube.scale"):
         since = backend(apiserver).unschedulable_since(LWS, "app=llm")
     assert since == (UNIX_T1,) * MAX_POD_PAGES and len(pod_lists(apiserver)) == MAX_POD_PAGES
     assert "more than 20 pages" in caplog.text

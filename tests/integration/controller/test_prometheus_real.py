@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from autoscaler.prometheus import PromQLRunner, PromQLSettings
 from demo.processes import free_port
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from tests.integration.controller.conftest import Prom
 from tests.support import wait_for
 

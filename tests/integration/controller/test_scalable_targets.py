@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from autoscaler.controller import Controller, ControllerSettings
+from autoscaler.config.rules import parse_rules
+from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.errors import (
     ConflictError,
     KindNotFoundError,
@@ -22,9 +23,8 @@ from autoscaler.errors import (
     NotFoundError,
     NotScalableError,
 )
-from autoscaler.kube import KubernetesScaleBackend, ScaleState
+from autoscaler.kube.scale import KubernetesScaleBackend, ScaleState
 from autoscaler.policy import TargetRef
-from autoscaler.rules import parse_rules
 from tests.integration.controller.fake_api_resources import (
     INFERENCE_SERVICE,
     LEADER_WORKER_SET,

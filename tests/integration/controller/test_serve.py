@@ -17,9 +17,9 @@ import requests
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.controller import SyncReport
-from autoscaler.leader import LeaseSettings
-from autoscaler.run import RunOptions, serve
+from autoscaler.cli.run import RunOptions, serve
+from autoscaler.controller.loop import SyncReport
+from autoscaler.kube.leader import LeaseSettings
 from demo.processes import free_port
 from tests.integration.controller.conftest import Prom
 from tests.integration.controller.fake_apiserver import FakeApiServer
@@ -314,7 +314,7 @@ def test_once_without_the_leadership_syncs_nothing_and_exits_1(
         lease=lease,
     )
     reports: list[SyncReport] = []
-    with client.ApiClient(configuration) as api_client, caplog.at_level(logging.ERROR, "autoscaler.run"):
+    with client.ApiClient(configuration) as api_client, caplog.at_level(logging.ERROR, "autoscaler.cli.run"):
         code = serve(options, api_client, threading.Event(), on_sync=reports.append)
     assert code == 1
     assert [report.acted for report in reports] == [False]

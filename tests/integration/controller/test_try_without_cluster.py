@@ -16,7 +16,7 @@ from tests.integration.controller.conftest import Prom
 
 pytestmark = pytest.mark.integration
 
-CLI = [sys.executable, "-m", "autoscaler.cli", "run"]
+CLI = [sys.executable, "-m", "autoscaler.cli.main", "run"]
 
 
 def no_cluster_env(tmp_path: Path) -> dict[str, str]:
@@ -124,7 +124,7 @@ def test_production_code_never_imports_demo() -> None:
 
 
 def cli(command: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autoscaler.cli", command, *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "autoscaler.cli.main", command, *args], capture_output=True,
                           text=True, timeout=60, env=env, check=False)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.promconfig import load_prometheus_config
-from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult
+from plumbing.prometheus.config import load_prometheus_config
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
 from tests.integration.prometheus_auth.conftest import PREFIX, TENANT, CheckingProxy
 
 pytestmark = pytest.mark.integration

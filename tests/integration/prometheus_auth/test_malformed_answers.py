@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
 
 pytestmark = pytest.mark.integration
 

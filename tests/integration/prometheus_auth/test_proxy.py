@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from autoscaler.prometheus import QueryResult
 from demo.processes import ManagedProcess
+from plumbing.prometheus.runner import QueryResult
 from tests.integration.prometheus_auth.conftest import Pki
 from tests.integration.prometheus_auth.test_tls_basic_auth import endpoint, query, write
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.promconfig import load_prometheus_config
-from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult
 from demo.processes import ManagedProcess
+from plumbing.prometheus.config import load_prometheus_config
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
 from tests.integration.prometheus_auth.conftest import PASSWORD, USER, Pki
 
 pytestmark = pytest.mark.integration

@@ -3,10 +3,10 @@ the runner in tests/unit/controller/test_prometheus_http.py)."""
 
 from __future__ import annotations
 
-from autoscaler.check import check_queries, unknown_endpoints
-from autoscaler.promconfig import PrometheusConfig, endpoint_from_url
-from autoscaler.prometheus import QueryResult
-from autoscaler.rules import parse_rules
+from autoscaler.cli.check import check_queries, unknown_endpoints
+from autoscaler.config.rules import parse_rules
+from plumbing.prometheus.config import PrometheusConfig, endpoint_from_url
+from plumbing.prometheus.runner import QueryResult
 
 TEXT = """\
 rules:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.cli import SUBCOMMANDS, Subcommand, main
+from autoscaler.cli.main import SUBCOMMANDS, Subcommand, main
 
 ARGUMENTS_STYLE = '''
 def add_arguments(parser):

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.promql_syntax import (
+from autoscaler.config.query_syntax import syntax_problems
+from autoscaler.config.rules import parse_rules
+from plumbing.prometheus.syntax import (
     MAX_QUERY_CHARS,
     MAX_QUERY_NESTING,
     MAX_QUERY_OPERATORS,
     Shape,
     shape,
     syntax_error,
-    syntax_problems,
 )
-from autoscaler.rules import parse_rules
 
 from .conftest import Run
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.config.rules import load_rules, parse_rules
 from autoscaler.errors import Problem, RulesError
 from autoscaler.policy import (
     DEFAULT_BEHAVIOR,
@@ -16,7 +17,6 @@ from autoscaler.policy import (
     ScalingRules,
     TargetRef,
 )
-from autoscaler.rules import load_rules, parse_rules
 
 from .conftest import SECOND_RULE, VALID_RULES
 

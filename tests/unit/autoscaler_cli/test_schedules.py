@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.config.rules import parse_rules
+from autoscaler.config.schedules import apply_schedules, open_bounds
 from autoscaler.errors import RulesError
-from autoscaler.plan import plan_replicas
+from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
 from autoscaler.policy.spec import Schedule
-from autoscaler.rules import parse_rules
-from autoscaler.schedules import apply_schedules, open_bounds
 
 from .conftest import Run
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from autoscaler.cli.simulate import replay
+from autoscaler.config.rules import parse_rules
+from autoscaler.planning.trace_csv import TraceRow, parse_trace
 from autoscaler.policy import MetricObservation, Reason
-from autoscaler.rules import parse_rules
-from autoscaler.simulate import replay
-from autoscaler.trace_csv import TraceRow, parse_trace
 
 RULE = parse_rules(
     """\

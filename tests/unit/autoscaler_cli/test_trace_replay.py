@@ -11,13 +11,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from autoscaler.cli.simulate import replay, replay_trace
+from autoscaler.config.rules import parse_rules
 from autoscaler.errors import TraceError
+from autoscaler.planning.trace_csv import Trace, _data_columns, _parse_columns, _parse_rows, parse_trace
+from autoscaler.planning.trace_replay import covers, replay_columns
 from autoscaler.policy import MetricSpec, Reason, Rule
 from autoscaler.policy.spec import Behavior, Fallback, ScalingPolicy, ScalingRules, Schedule, TargetRef
-from autoscaler.rules import parse_rules
-from autoscaler.simulate import replay, replay_trace
-from autoscaler.trace_csv import Trace, _data_columns, _parse_columns, _parse_rows, parse_trace
-from autoscaler.trace_replay import covers, replay_columns
 
 TARGET = TargetRef("Deployment", "ml", "embedding")
 

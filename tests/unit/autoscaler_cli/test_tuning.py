@@ -1,5 +1,6 @@
-"""`gpu-autoscaler tune`'s arithmetic (autoscaler.tuning) and its range-answer checks (autoscaler.promrange),
-without Prometheus: candidates, scoring, the recommendation, the diff, hostile answers, spans."""
+"""`gpu-autoscaler tune`'s arithmetic (autoscaler.planning.tuning) and its range-answer checks
+(plumbing.prometheus.range_query), without Prometheus: candidates, scoring, the recommendation, the diff,
+hostile answers, spans."""
 
 from __future__ import annotations
 
@@ -10,15 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.cli.tune import span, to_steps
+from autoscaler.config.rules import load_rules
 from autoscaler.errors import UsageError
-from autoscaler.plan import count_all_failed, plan_replicas
+from autoscaler.planning.plan import count_all_failed, plan_replicas
+from autoscaler.planning.tuning import (
+    HistoryStep,
+    candidates,
+    overloaded,
+    recommend,
+    replay,
+    rules_diff,
+    score,
+)
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
 from autoscaler.policy.spec import Capacity
-from autoscaler.promanswer import BadAnswer
-from autoscaler.promrange import RangeSeries, chunks, parse_matrix
-from autoscaler.rules import load_rules
-from autoscaler.tune import span, to_steps
-from autoscaler.tuning import HistoryStep, candidates, overloaded, recommend, replay, rules_diff, score
+from plumbing.prometheus.answer import BadAnswer
+from plumbing.prometheus.range_query import RangeSeries, chunks, parse_matrix
 
 SLOW = """\
 rules:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.controller import Controller, ControllerSettings
+from autoscaler.config.rules import RuleSet, parse_rules
+from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.policy import TargetRef
-from autoscaler.rules import RuleSet, parse_rules
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics
 
 T0 = 1_700_000_000.0

@@ -11,11 +11,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from autoscaler.controller import Controller
+from autoscaler.controller.loop import Controller
 from autoscaler.errors import ConflictError, KubeApiError, NotFoundError
-from autoscaler.kube import ScaleState
+from autoscaler.kube.scale import ScaleState
 from autoscaler.policy import TargetRef
-from autoscaler.prometheus import QueryResult
+from plumbing.prometheus.runner import QueryResult
 
 
 @dataclass

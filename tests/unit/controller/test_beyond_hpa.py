@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autoscaler.controller import Controller
+from autoscaler.controller.loop import Controller
 from autoscaler.errors import KubeApiError
-from autoscaler.prometheus import QueryResult
+from plumbing.prometheus.runner import QueryResult
 from tests.unit.controller.conftest import T0, Clock, ref, rule, ruleset
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics, sample
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import logging
 
-from autoscaler.controller import RuleOutcome
-from autoscaler.logfmt import JsonFormatter
+from autoscaler.cli.run import RunOptions
+from autoscaler.cli.status import render
+from autoscaler.config.schedules import ScheduleBounds
+from autoscaler.controller.logfmt import JsonFormatter
+from autoscaler.controller.loop import RuleOutcome
 from autoscaler.policy import MetricObservation
-from autoscaler.run import RunOptions
-from autoscaler.schedules import ScheduleBounds
-from autoscaler.status import render
 from tests.unit.controller.conftest import rule, ruleset
 
 
@@ -21,7 +21,7 @@ def test_query_budget_leaves_half_the_interval() -> None:
 
 def test_json_formatter_puts_decision_fields_at_top_level() -> None:
     record = logging.LogRecord(
-        "autoscaler.controller", logging.INFO, __file__, 1, "rule %s: keep", ("a",), None
+        "autoscaler.controller.loop", logging.INFO, __file__, 1, "rule %s: keep", ("a",), None
     )
     record.fields = {"rule": "a", "desired": 3, "metrics": {"util": None}}
     line = json.loads(JsonFormatter().format(record))

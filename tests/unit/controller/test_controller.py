@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from autoscaler.controller import Controller
+from autoscaler.controller.loop import Controller
 from autoscaler.errors import KubeTimeoutError, NotFoundError
 from autoscaler.policy import RuleHistory
-from autoscaler.prometheus import QueryResult
+from plumbing.prometheus.runner import QueryResult
 from tests.unit.controller.conftest import Clock, ref, rule, ruleset
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics, api_error, sample
 

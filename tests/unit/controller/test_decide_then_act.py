@@ -10,8 +10,8 @@ from typing import Literal
 
 import pytest
 
-from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.metrics import ControllerMetrics, Guards
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.metrics import ControllerMetrics, Guards
 from autoscaler.policy import Rule, TargetRef
 from autoscaler.reasons import DECISION_REASONS
 from tests.unit.controller.conftest import Clock, ref, rule, ruleset

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.cli import main
+from autoscaler.cli.main import main
+from autoscaler.config.rules import RuleSet, load_rules, parse_rules
+from autoscaler.controller.reload import RulesWatcher
 from autoscaler.errors import RulesError
-from autoscaler.reload import RulesWatcher
-from autoscaler.rules import RuleSet, load_rules, parse_rules
 from tests.unit.controller.conftest import rule, rules_yaml
 
 SAME_TARGET = """\
@@ -83,7 +83,7 @@ def test_hot_reload_keeps_the_running_rules(tmp_path: Path, caplog: pytest.LogCa
     valid: list[bool] = []
     watcher = RulesWatcher(str(path), applied.append, valid.append, loaded=load_rules(path))
     path.write_text(rules_yaml(rule("embed-util"), rule("b").replace("name: b}", "name: embed-util}")))
-    with caplog.at_level(logging.ERROR, logger="autoscaler.reload"):
+    with caplog.at_level(logging.ERROR, logger="autoscaler.controller.reload"):
         assert not watcher.check()
     assert applied == [] and valid == [False]
     assert "is already the target of rule 'embed-util'" in caplog.text

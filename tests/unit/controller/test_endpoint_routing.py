@@ -3,7 +3,7 @@ endpoint that does not exist is refused alone (an Event, a decision reason) whil
 
 from __future__ import annotations
 
-from autoscaler.controller import Controller
+from autoscaler.controller.loop import Controller
 from tests.unit.controller.conftest import Clock, ref, rule, ruleset
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from autoscaler.controller import Controller
+from autoscaler.controller.logfmt import JsonFormatter
+from autoscaler.controller.loop import Controller
 from autoscaler.errors import NotFoundError
-from autoscaler.logfmt import JsonFormatter
 from tests.unit.controller.conftest import ref, rule, ruleset
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics, api_error
 from tests.unit.controller.test_controller import sample
@@ -38,7 +38,7 @@ def test_an_unexpected_exception_is_recorded_as_an_error_decision(
     assert sample(c, "gpu_autoscaler_decision_reason", rule="buggy", reason="Error") == 0  # a series already
     backend.patch_errors[ref("buggy")] = RuntimeError("bug in a backend")  # not a KubeError: a surprise
     source.values["q_util"] = 160
-    with caplog.at_level(logging.WARNING, logger="autoscaler.controller"):
+    with caplog.at_level(logging.WARNING, logger="autoscaler.controller.loop"):
         outcomes = {o.rule.name: o for o in c.sync_once().outcomes}
     assert backend.patches == [(ref("good"), 4)]  # the other rule went on
     buggy = outcomes["buggy"]
@@ -77,7 +77,7 @@ def test_a_failed_patch_logs_its_decision_fields(
     backend.patch_errors[ref()] = api_error(500)
     source.values["q_util"] = 160
     c = make_controller(ruleset(rule()))
-    with caplog.at_level(logging.WARNING, logger="autoscaler.controller"):
+    with caplog.at_level(logging.WARNING, logger="autoscaler.controller.loop"):
         outcome = c.sync_once().outcomes[0]
     (line,) = json_lines(caplog, logging.WARNING)
     assert (line["rule"], line["action"], line["error_reason"]) == ("svc", "failed", "ApiError")
@@ -91,7 +91,7 @@ def test_a_failed_scale_read_logs_its_fields(
 ) -> None:
     backend.read_errors[ref()] = NotFoundError('deployments.apps "svc" not found', 404)
     c = make_controller(ruleset(rule()))
-    with caplog.at_level(logging.WARNING, logger="autoscaler.controller"):
+    with caplog.at_level(logging.WARNING, logger="autoscaler.controller.loop"):
         c.sync_once()
     (line,) = json_lines(caplog, logging.WARNING)
     assert (line["rule"], line["reason"], line["error_reason"]) == ("svc", "FailedGetScale", "NotFound")
@@ -105,7 +105,7 @@ def test_an_abandoned_patch_is_recorded_and_logged_but_writes_nothing(
     source.values["q_util"] = 160
     answers = iter([True])  # leader at the start of the sync, not any more when about to patch
     c = make_controller(ruleset(rule()), is_leader=lambda: next(answers, False))
-    with caplog.at_level(logging.WARNING, logger="autoscaler.controller"):
+    with caplog.at_level(logging.WARNING, logger="autoscaler.controller.loop"):
         outcome = c.sync_once().outcomes[0]
     assert backend.patches == [] and backend.events == []  # no longer the leader: no write at all
     assert sample(c, "gpu_autoscaler_desired_replicas", rule="svc") == 4

@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from autoscaler.controller import Controller, ControllerSettings
-from autoscaler.kube import ScaleState
+from autoscaler.config.rules import RuleSet
+from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.kube.scale import ScaleState
 from autoscaler.policy import TargetRef
-from autoscaler.rules import RuleSet
 from tests.unit.controller.conftest import Clock, ref, rule, ruleset
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics
 

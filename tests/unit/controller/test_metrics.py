@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.metrics import ControllerMetrics
+from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.policy import Reason
 from tests.unit.controller.conftest import rule, ruleset
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.kube import ScaleState
-from autoscaler.plan import describe_metrics, paused_replicas, plan_replicas, plan_rule
+from autoscaler.kube.scale import ScaleState
+from autoscaler.planning.plan import describe_metrics, paused_replicas, plan_replicas, plan_rule
 from autoscaler.policy import MetricObservation, Recommendation, RuleHistory
 from tests.unit.controller.conftest import T0, rule, ruleset
 
@@ -135,6 +135,6 @@ def test_fallback_is_a_desired_count_through_the_behavior() -> None:
 
 
 def test_simulate_shares_the_plan_of_the_controller() -> None:
-    from autoscaler import simulate
+    from autoscaler.cli.main import simulate
 
     assert simulate.plan_replicas is plan_replicas

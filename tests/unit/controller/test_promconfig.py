@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.promconfig import (
+from plumbing.prometheus.config import (
     PrometheusConfigError,
     endpoint_from_url,
     load_prometheus_config,

@@ -17,13 +17,13 @@ import pytest
 import requests
 import responses
 
-from autoscaler.batching import BATCH_LABEL, Batch, Form, batch_form, plan, split_answer
-from autoscaler.cli import build_parser
+from autoscaler.cli.main import build_parser
+from autoscaler.config.rules import parse_rules
+from autoscaler.controller.sources import EndpointSources
 from autoscaler.errors import RulesError
-from autoscaler.promanswer import BadAnswer
-from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult
-from autoscaler.rules import parse_rules
-from autoscaler.sources import EndpointSources
+from plumbing.prometheus.answer import BadAnswer
+from plumbing.prometheus.batching import BATCH_LABEL, Batch, Form, batch_form, plan, split_answer
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
 
 URL = "http://prometheus.test:9090"
 QUERY_URL = f"{URL}/api/v1/query"

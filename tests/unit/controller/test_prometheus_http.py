@@ -10,7 +10,7 @@ import pytest
 import requests
 import responses
 
-from autoscaler.prometheus import PromQLRunner, PromQLSettings, QueryResult, interpret
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult, interpret
 
 URL = "http://prometheus.test:9090"
 QUERY_URL = f"{URL}/api/v1/query"
@@ -173,7 +173,7 @@ def test_invalid_settings_fail_at_construction() -> None:
 @responses.activate
 def test_controller_reports_prometheus_errors_end_to_end() -> None:
     """A Prometheus answering 503 through the real runner: failed metric, Warning event, error counter."""
-    from autoscaler.controller import Controller
+    from autoscaler.controller.loop import Controller
     from tests.unit.controller.conftest import Clock, ref, rule, ruleset
     from tests.unit.controller.fakes import FakeBackend
 

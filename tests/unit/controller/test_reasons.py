@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from autoscaler.cli.status import WHY
 from autoscaler.errors import (
     ConflictError,
     KubeApiError,
@@ -14,7 +15,6 @@ from autoscaler.errors import (
 )
 from autoscaler.policy import Reason
 from autoscaler.reasons import DECISION_REASONS, EventReason, ScaleErrorReason, SyncReason
-from autoscaler.status import WHY
 
 OUTCOME_REASONS = [*Reason, *SyncReason]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.reload import RulesWatcher
-from autoscaler.rules import RuleSet, load_rules
+from autoscaler.config.rules import RuleSet, load_rules
+from autoscaler.controller.reload import RulesWatcher
 from tests.unit.controller.conftest import rule, rules_yaml
 
 
@@ -69,7 +69,7 @@ def test_garbage_keeps_previous_rules_and_says_why(tmp_path: Path, caplog: pytes
     sink = Sink()
     w = watcher(path, sink)
     path.write_text("rules: [ {{{ not yaml")
-    with caplog.at_level(logging.ERROR, logger="autoscaler.reload"):
+    with caplog.at_level(logging.ERROR, logger="autoscaler.controller.reload"):
         assert not w.check()
         assert not w.check()  # same bad content: reported once
     assert sink.applied == [] and sink.valid == [False]

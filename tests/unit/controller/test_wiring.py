@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.controller import ControllerSettings
-from autoscaler.promconfig import PrometheusConfig, endpoint_from_url
-from autoscaler.prometheus import PromQLRunner, PromQLSettings
-from autoscaler.rules import RuleSet
-from autoscaler.wiring import wire
+from autoscaler.config.rules import RuleSet
+from autoscaler.controller.loop import ControllerSettings
+from autoscaler.controller.wiring import wire
+from plumbing.prometheus.config import PrometheusConfig, endpoint_from_url
+from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from tests.unit.controller.fakes import FakeBackend
 
 TWO_ENDPOINTS = PrometheusConfig("test", {
@@ -34,7 +34,7 @@ def test_leaving_closes_the_controller_and_every_runner() -> None:
 
 
 def test_a_controller_that_cannot_be_built_closes_the_runners(monkeypatch: pytest.MonkeyPatch) -> None:
-    import autoscaler.wiring as wiring_module
+    import autoscaler.controller.wiring as wiring_module
 
     built: list[PromQLRunner] = []
     real_runners = wiring_module.runners

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.config.rules import parse_rules
 from autoscaler.policy import Rule
-from autoscaler.rules import parse_rules
 from demo.__main__ import (
     DEMO_RULES,
     NothingToDemo,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.config.rules import load_rules
 from autoscaler.policy import DEFAULT_BEHAVIOR, ScalingPolicy
-from autoscaler.rules import load_rules
 from benchmarks import autoscaling_quality as bench
 from benchmarks import capacity_quality
 from demo.replay import KNOWN_METRICS, ReplaySettings

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from autoscaler.config.rules import parse_rules
 from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory
 from autoscaler.policy.capacity import CapacityObservation
-from autoscaler.rules import parse_rules
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.replay import (
     ReplaySettings,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.controller import RuleOutcome
+from autoscaler.config.rules import load_rules, parse_rules
+from autoscaler.controller.loop import RuleOutcome
 from autoscaler.policy import MetricObservation
-from autoscaler.rules import load_rules, parse_rules
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.report import DemoRecorder
 from demo.scenarios import MONDAY_OPENING

@@ -6,13 +6,13 @@ from collections.abc import Collection, Mapping
 
 import pytest
 
-from autoscaler.controller import Controller
-from autoscaler.kube import KubeApiError, NotFoundError, ScaleBackend
+from autoscaler.config.rules import RuleSet, parse_rules
+from autoscaler.controller.loop import Controller
+from autoscaler.kube.scale import KubeApiError, NotFoundError, ScaleBackend
 from autoscaler.policy import TargetRef
-from autoscaler.prometheus import QueryResult
-from autoscaler.rules import RuleSet, parse_rules
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
+from plumbing.prometheus.runner import QueryResult
 
 REF = TargetRef("Deployment", "demo", "inference")
 T0 = 1_700_000_000.0

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from autoscaler.rules import load_rules
-from autoscaler.schedules import open_bounds
+from autoscaler.config.rules import load_rules
+from autoscaler.config.schedules import open_bounds
 from demo.__main__ import parse_args
 from demo.scenarios import CAPACITY_RULES, DEMO_RULES, SCENARIOS, ShiftedClock
 

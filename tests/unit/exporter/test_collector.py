@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import metrics as m
 from exporter.collector import GpuCollector, PodRef, ScrapeContext
-from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
+from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
 
 T0 = 1_700_000_000.0
 

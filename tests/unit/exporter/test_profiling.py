@@ -12,7 +12,7 @@ from exporter.collector import GpuCollector, PodRef
 from exporter.health.metrics import HealthMetrics
 from exporter.health.reliability import ReliabilityMetrics
 from exporter.health.state import HealthState, StateCause, device_health
-from exporter.nvml.adapter import NodeSnapshot
+from exporter.nvml.snapshots import NodeSnapshot
 from exporter.profiling import ProfilingMetrics
 from exporter.source import with_background
 from tests.unit.exporter.conftest import FakeClock, SimFactory

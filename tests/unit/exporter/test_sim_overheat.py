@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from exporter.nvml.adapter import DeviceSnapshot
+from exporter.nvml.snapshots import DeviceSnapshot
 from exporter.simulator.physics import SW_THERMAL_CELSIUS, THERMAL_TAU_SECONDS
 from tests.unit.exporter.conftest import FakeClock, SimFactory
 

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.collector import GpuCollector, PodRef, exclusive_holder
 from exporter.health.metrics import HealthMetrics
-from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
+from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
 from exporter.pods.attribution import KubeletAttribution, by_uuid
 from exporter.pods.podresources import (
     DeviceAllocation,

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.collector import GpuCollector, PodRef, exclusive_holder
 from exporter.health.metrics import HealthMetrics
-from exporter.nvml.adapter import NodeSnapshot, ProcessSnapshot
+from exporter.nvml.snapshots import NodeSnapshot, ProcessSnapshot
 from exporter.pods.attribution import KubeletAttribution
 from exporter.pods.podresources import DeviceAllocation, PodResourcesCache
 from exporter.pods.procfs import ProcessAttributor

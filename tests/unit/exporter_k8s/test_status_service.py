@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from exporter.health.history import GpuHistory, HistorySettings
-from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot
+from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
 from exporter.pods.podresources import DeviceHolder
 from exporter.serving.status_service import StatusService
 from exporter.status_cli import status_table

@@ -9,11 +9,11 @@ from collections import Counter
 import pytest
 import responses
 
-from autoscaler.promconfig import endpoint_from_url
 from fleet.errors import PrometheusError, Unreachable
 from fleet.prom import FleetPrometheus
 from fleet.selection import Request, Selection
 from fleet.wait import wait_for
+from plumbing.prometheus.config import endpoint_from_url
 
 URL = "http://prometheus.test:9090"
 

@@ -37,14 +37,22 @@ def test_the_repository_keeps_every_contract() -> None:
     assert f"Contracts: {len(contracts())} kept, 0 broken." in result.stdout, result.stdout
 
 
-def test_the_policy_contract_names_every_autoscaler_module_outside_the_engine() -> None:
-    """A new autoscaler module (I/O or loader) is forbidden to the engine the day it is added."""
-    policy = next(c for c in contracts() if c["source_modules"] == ["autoscaler.policy"])
+def test_the_policy_contract_names_every_autoscaler_package_outside_the_engine() -> None:
+    """A new package of the autoscaler is forbidden to the engine the day it is added; a new module inside a
+    package needs no edit (the layers contract places it by its package)."""
+    policy = next(c for c in contracts() if c.get("source_modules") == ["autoscaler.policy"])
     forbidden = set(policy["forbidden_modules"])
     outside = {f"autoscaler.{p.stem}" for p in (ROOT / "autoscaler").glob("*.py") if p.stem != "__init__"}
     outside |= {f"autoscaler.{p.parent.name}" for p in (ROOT / "autoscaler").glob("*/__init__.py")}
     outside.discard("autoscaler.policy")
     assert outside - forbidden == set()
+
+
+def test_the_layers_name_every_autoscaler_package() -> None:
+    """Every package of the autoscaler stands in the layers contract (errors and reasons are modules)."""
+    layers = next(c for c in contracts() if c["type"] == "layers")
+    packages = {p.parent.name for p in (ROOT / "autoscaler").glob("*/__init__.py")}
+    assert packages == set(layers["layers"])
 
 
 OURS = {"exporter", "autoscaler", "plumbing", "fleet", "demo", "benchmarks", "tests"}
@@ -56,6 +64,8 @@ def stand_in_tree(tmp_path: Path) -> Path:
     for contract in contracts():
         for key in ("source_modules", "forbidden_modules", "modules"):
             names.update(str(n) for n in contract.get(key, ()))
+        for container in contract.get("containers", ()):
+            names.update(f"{container}.{layer}" for layer in contract["layers"])
     for name in sorted(names):
         if name.split(".")[0] not in OURS:
             continue  # third-party and standard library names are not ours to fake
@@ -69,16 +79,21 @@ def stand_in_tree(tmp_path: Path) -> Path:
 VIOLATIONS = {
     "policy-reads-the-clock": ("autoscaler/policy/__init__.py", "import time\n"),
     "policy-logs": ("autoscaler/policy/__init__.py", "import logging\n"),
-    "policy-imports-the-loader": ("autoscaler/policy/__init__.py", "import autoscaler.rules\n"),
+    "policy-imports-the-loader": ("autoscaler/policy/__init__.py", "import autoscaler.config\n"),
     "policy-talks-to-kubernetes": ("autoscaler/policy/__init__.py", "import kubernetes\n"),
-    "exporter-imports-autoscaler": ("exporter/__init__.py", "import autoscaler.plan\n"),
-    "autoscaler-imports-exporter": ("autoscaler/plan/__init__.py", "import exporter\n"),
+    "exporter-imports-autoscaler": ("exporter/__init__.py", "import autoscaler.planning\n"),
+    "autoscaler-imports-exporter": ("autoscaler/planning/__init__.py", "import exporter\n"),
+    "kube-imports-the-controller": ("autoscaler/kube/__init__.py", "import autoscaler.controller\n"),
+    "config-imports-planning": ("autoscaler/config/__init__.py", "import autoscaler.planning\n"),
+    "controller-imports-the-cli": ("autoscaler/controller/__init__.py", "import autoscaler.cli\n"),
+    "errors-import-the-engine": ("autoscaler/errors/__init__.py", "import autoscaler.policy\n"),
+    "fleet-imports-autoscaler": ("fleet/__init__.py", "import autoscaler.errors\n"),
     "plumbing-imports-exporter": ("plumbing/__init__.py", "import exporter\n"),
     "production-imports-demo": ("autoscaler/__init__.py", "import demo\n"),
     "production-imports-tests": ("exporter/__init__.py", "import tests\n"),
     "production-imports-benchmarks": ("plumbing/__init__.py", "import benchmarks\n"),
     "exporter-imports-fleet": ("exporter/__init__.py", "import fleet\n"),
-    "autoscaler-imports-fleet": ("autoscaler/plan/__init__.py", "import fleet\n"),
+    "autoscaler-imports-fleet": ("autoscaler/planning/__init__.py", "import fleet\n"),
     "plumbing-imports-fleet": ("plumbing/__init__.py", "import fleet\n"),
     "fleet-imports-exporter": ("fleet/__init__.py", "import exporter\n"),
     "fleet-imports-tests": ("fleet/__init__.py", "import tests\n"),
@@ -97,7 +112,8 @@ def test_a_planted_forbidden_import_breaks_a_contract(tmp_path: Path, path: str,
     (tree / path).write_text(line)
     result = lint_imports(tree)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "1 broken" in result.stdout, result.stdout
+    # one contract, or two where the engine's purity and the layers both forbid it
+    assert "1 broken" in result.stdout or "2 broken" in result.stdout, result.stdout
     importer = path.removesuffix("/__init__.py").replace("/", ".")
     imported = line.split()[1]
     assert f"{importer} -> {imported}" in result.stdout, result.stdout

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from autoscaler.plan import plan_replicas
+from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
 from autoscaler.policy.activation import activity, scale_to_zero
 from autoscaler.policy.spec import MetricSpec, Schedule

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from autoscaler.plan import plan_replicas
+from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import Fallback, MetricObservation, Reason, RuleHistory
 from autoscaler.policy.capacity import CapacityObservation, guard_capacity
 from autoscaler.policy.spec import Capacity, MetricSpec

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.plan import plan_replicas
+from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import (
     MAX_REPLICAS,
     Behavior,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.plan import plan_replicas
+from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import MetricObservation, Reason, Recommendation, RuleHistory
 from autoscaler.policy.spec import (
     DEFAULT_SCALE_DOWN,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-import autoscaler.metrics
+import autoscaler.controller.metrics
 import exporter.metrics
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -74,7 +74,7 @@ def exporter_names() -> set[str]:
 
 
 def autoscaler_names() -> set[str]:
-    names = {autoscaler.metrics.name(short) for short in autoscaler.metrics.HELP}
+    names = {autoscaler.controller.metrics.name(short) for short in autoscaler.controller.metrics.HELP}
     histograms = {n for n in names if n.endswith("_seconds") and "duration" in n}
     return names | {f"{n}{suffix}" for n in histograms for suffix in ("_bucket", "_sum", "_count")}
 

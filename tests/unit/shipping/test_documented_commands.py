@@ -10,8 +10,8 @@ import shlex
 
 import pytest
 
-from autoscaler.cli import build_parser
-from autoscaler.cli_args import rules_file
+from autoscaler.cli.args import rules_file
+from autoscaler.cli.main import build_parser
 from tests.unit.shipping.promql_names import ROOT
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "Dockerfile",

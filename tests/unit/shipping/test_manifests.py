@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from autoscaler.rules import parse_rules
+from autoscaler.config.rules import parse_rules
 from demo.processes import promtool
 from tests.unit.shipping.crd_schemas import SCHEMAS
 from tests.unit.shipping.kustomize import KustomizeError, key, render

@@ -9,7 +9,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from autoscaler.promconfig import load_prometheus_config
+from plumbing.prometheus.config import load_prometheus_config
 from tests.unit.shipping.kustomize import render
 from tests.unit.shipping.promql_names import ROOT
 

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import autoscaler.leader
+import autoscaler.kube.leader
 from tests.unit.shipping.kustomize import render
 from tests.unit.shipping.promql_names import ROOT
 
@@ -119,7 +119,7 @@ def test_rbac_has_no_wildcards() -> None:
 
 
 def test_leases_only_in_the_autoscalers_own_namespace_and_by_name() -> None:
-    fields = dataclasses.fields(autoscaler.leader.LeaseSettings)
+    fields = dataclasses.fields(autoscaler.kube.leader.LeaseSettings)
     lease_name = next(f.default for f in fields if f.name == "name")
     for role in bound_roles(render(ROOT / "manifests")):
         for rule in role["rules"]:

@@ -1,0 +1,145 @@
+"""`gpu-autoscaler simulate`: replay a metric trace (CSV) through the engine, as a what-if before deploying.
+
+Each trace row is one sync at time `t`; its result is applied at once (and recorded as a scale event), so the
+next row sees it as `current`. Each row goes through the controller's own plan (`autoscaler.planning.plan`),
+not the bare engine, so a target at zero and the fallback behave as they will in the cluster. The whole trace
+is read and validated (`trace_csv`) before the first output line, so bad input never leaves half a result on
+stdout. A whole trace is replayed at once by `trace_replay` where it covers the rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TextIO
+
+from autoscaler.cli.args import add_rules_argument, rules_file
+from autoscaler.config.rules import RuleSet, load_rules
+from autoscaler.errors import UsageError
+from autoscaler.planning.plan import Plan, count_all_failed, plan_replicas
+from autoscaler.planning.trace_csv import Trace, TraceRow, read_trace
+from autoscaler.planning.trace_replay import ReplayedTrace, covers, replay_columns
+from autoscaler.policy import Rule, RuleHistory
+
+HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
+OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_rules_argument(parser, metavar="TRACE", positional_help=(
+        "CSV with a header 't,<metric name>,...' and optionally 'capacity' (free GPUs, for a rule with a "
+        "capacity guard); an empty cell is a failed query, or 0 for a metric with whenEmpty: zero (the older "
+        "form `simulate RULES TRACE` also works)"))
+    parser.add_argument("--rule", help="the rule to replay (required when the file has more than one)")
+    parser.add_argument("--replicas", type=_non_negative_int, metavar="N",
+                        help="replica count before the first sync (default: the rule's minReplicas)")
+    parser.add_argument("--start", type=_instant, metavar="ISO8601",
+                        help="wall-clock time of t=0 for the schedules, e.g. 2026-03-02T08:00:00+01:00 "
+                        "(no offset: UTC; default: t is Unix time)")
+
+
+def run(args: argparse.Namespace) -> int:
+    args.rules, (args.trace,) = rules_file(args, "simulate", after=("TRACE",))
+    ruleset = load_rules(args.rules)
+    rule = select_rule(ruleset, args.rule)
+    trace = read_trace(args.trace, rule)
+    start = rule.min_replicas if args.replicas is None else args.replicas
+    write_output(sys.stdout, trace, replay_trace(rule, trace, start, args.start or 0.0))
+    return 0
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of replicas (got {text!r})") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of replicas >= 0 (got {value})")
+    return value
+
+
+def _instant(text: str) -> float:
+    """An ISO 8601 date-time as a Unix time; without an offset it is UTC, never the machine's zone (a replay
+    must not depend on where it runs)."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 date-time such as 2026-03-02T08:00:00+01:00 (got {text!r})") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def select_rule(ruleset: RuleSet, name: str | None) -> Rule:
+    """The rule to replay: `name`, or the only rule of the file."""
+    if name is None:
+        if len(ruleset.rules) == 1:
+            return ruleset.rules[0]
+        raise UsageError(f"{ruleset.path}: --rule: required, the file has {len(ruleset.rules)} rules "
+                         f"({', '.join(ruleset.names)})")
+    try:
+        return ruleset.get(name)
+    except KeyError:
+        raise UsageError(f"{ruleset.path}: --rule: no rule named {name!r} "
+                         f"(rules: {', '.join(ruleset.names)})") from None
+
+
+def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int, start: float = 0.0,
+           ) -> Iterator[tuple[TraceRow, Plan]]:
+    """Each row's plan, applied at once: the change is recorded as a scale event and becomes `current`.
+
+    Row `t` happens at Unix time `start + t` (`--start`), which is where the rule's schedules are evaluated.
+    A `capacity` column feeds the capacity guard the free GPUs of each row (no Pending replicas: a trace has
+    no scheduler; an empty cell is a failed capacity query, which limits nothing).
+
+    The plan is the controller's own (`plan_replicas`: a target at zero with minReplicas > 0 is held, the
+    fallback counts consecutive all-failed rows), so the replay predicts what the controller does.
+    """
+    history = RuleHistory()
+    current = replicas
+    all_failed = 0
+    for row in rows:
+        now = start + row.t
+        all_failed = count_all_failed(all_failed, row.observations)
+        plan = plan_replicas(rule, current, row.observations, history, all_failed, now, capacity=row.capacity)
+        history = plan.history.with_scale(now, current, plan.replicas)
+        current = plan.replicas
+        yield row, plan
+
+
+def replay_trace(rule: Rule, trace: Trace, replicas: int, start: float = 0.0) -> ReplayedTrace:
+    """Every row's count, raw desired count and reason, as `replay` gives them.
+
+    `trace_replay` computes them for the whole trace at once (a few µs per row) wherever it covers the rule;
+    a rule with schedules or scale to zero, or a trace with a capacity column, goes through `replay` row by
+    row. Both give the same results (tests/unit/autoscaler_cli/test_trace_replay.py).
+    """
+    if trace.capacity is None and covers(rule):
+        times = [start + t for t in trace.times] if start else trace.times
+        return replay_columns(rule, times, trace.values, replicas)
+    replayed = ReplayedTrace([], [], [])
+    for _, plan in replay(rule, trace.rows(rule), replicas, start):
+        replayed.replicas.append(plan.replicas)
+        replayed.desired.append(plan.desired_raw)
+        replayed.reasons.append(plan.reason)
+    return replayed
+
+
+def write_output(out: TextIO, trace: Trace, replayed: ReplayedTrace) -> None:
+    """The output CSV, written to `out` at once: a row per write to a pipe costs more than the replay."""
+    buffer = io.StringIO()
+    _write_rows(buffer, trace, replayed)
+    out.write(buffer.getvalue())
+
+
+def _write_rows(out: TextIO, trace: Trace, replayed: ReplayedTrace) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(OUTPUT_HEADER)
+    desired = ["" if count is None else count for count in replayed.desired]
+    # a Reason is a StrEnum: written as its value
+    writer.writerows(zip(trace.t_text, replayed.replicas, desired, replayed.reasons, strict=True))

@@ -1,0 +1,152 @@
+"""`gpu-autoscaler status`: one read-only sync as a table (rule, target, current, desired, metrics, why).
+
+It runs the controller's own code path in dry-run with events off, so the table shows exactly what `run` would
+decide now. It has no history: a fresh decision, as on the controller's first sync (a scale-down is held by
+the scale-down window until the controller has watched that long).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client
+
+from autoscaler.cli.args import add_cluster_arguments, add_namespaces_argument, prometheus_config
+from autoscaler.cli.assumed import assume_item, assumed_backend, assumed_replicas
+from autoscaler.config.rules import load_rules
+from autoscaler.controller.loop import ControllerSettings, RuleOutcome
+from autoscaler.controller.wiring import wire
+from autoscaler.errors import KubeConfigError, RulesError
+from autoscaler.kube.scale import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
+from autoscaler.planning.plan import describe_metrics
+from autoscaler.policy import Reason
+from autoscaler.reasons import OutcomeReason, SyncReason
+from plumbing.cli import fail
+from plumbing.errors import ReportedError
+from plumbing.prometheus.config import PrometheusConfig, single_endpoint
+from plumbing.prometheus.runner import PromQLSettings
+
+PROG = "gpu-autoscaler status"
+
+WHY: dict[OutcomeReason, str] = {
+    Reason.AboveMaxReplicas: "above max",
+    Reason.BelowMinReplicas: "below min",
+    Reason.WithinTolerance: "within tolerance",
+    Reason.DesiredWithinRange: "desired",
+    Reason.ScaleUpStabilized: "stabilized",
+    Reason.ScaleDownStabilized: "stabilized",
+    Reason.ScaleUpLimit: "rate-limited",
+    Reason.ScaleDownLimit: "rate-limited",
+    Reason.ScalingDisabled: "scaling disabled",
+    Reason.TooManyReplicas: "at max",
+    Reason.TooFewReplicas: "at min",
+    Reason.MetricsFailed: "metrics failed",
+    Reason.MetricsPartiallyFailed: "metrics partially failed",
+    Reason.Activated: "activated",
+    Reason.Idle: "idle at zero",
+    Reason.ScaledToZero: "scaled to zero",
+    Reason.CapacityLimited: "capacity-limited",
+    Reason.Paused: "paused",
+    Reason.PausedReplicas: "paused",
+    Reason.Fallback: "fallback",
+    SyncReason.FailedGetScale: "cannot read scale",
+    SyncReason.Error: "error",
+    SyncReason.UnknownEndpoint: "unknown Prometheus endpoint",
+    SyncReason.Abandoned: "abandoned",
+}
+"""The WHY column's phrase for every outcome reason (a test checks that none is missing)."""
+HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "BOUNDS", "METRICS (value/target)", "WHY")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "status",
+        help="show what the controller would decide now for every rule (read-only)",
+        description="Reads every target's scale and runs every query once, then prints a table: "
+        "rule, target, "
+        "current, desired, each metric's value/target, and why. Never patches, posts no events.",
+    )
+    add_cluster_arguments(p)
+    add_namespaces_argument(p)
+    p.add_argument(
+        "--assume-replicas",
+        type=assume_item,
+        action="append",
+        metavar="[RULE=]N",
+        help="no cluster: assume N replicas for every rule, or for RULE (repeatable), as `run --dry-run "
+        "--assume-replicas` does (docs/try-without-a-cluster.md)",
+    )
+    p.set_defaults(handler=main)
+    return p
+
+
+NO_CLUSTER_HINT = ("no cluster? --assume-replicas N assumes N replicas for every rule "
+                   "(docs/try-without-a-cluster.md)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.assume_replicas and args.kubeconfig:
+        return fail(PROG, "--assume-replicas replaces the cluster: drop --kubeconfig, or drop "
+                    "--assume-replicas")
+    try:
+        rules = load_rules(args.rules)
+        endpoints = prometheus_config(args)
+        if args.assume_replicas:
+            backend: client.ApiClient | ScaleBackend = assumed_backend(
+                assumed_replicas(args.assume_replicas), rules, dry_run=True, leader_elect=False)
+        else:
+            backend = load_api_client(args.kubeconfig)
+    except RulesError as e:
+        return fail(PROG, f"invalid rules file:\n{e}")
+    except KubeConfigError as e:
+        return fail(PROG, f"{e}\n{NO_CLUSTER_HINT}")
+    except ReportedError as e:
+        return fail(PROG, str(e))
+    outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=backend,
+                      rules=rules, namespaces=args.namespaces)
+    print(render(outcomes))
+    return 0 if all(o.complete for o in outcomes) else 1
+
+
+def gather(
+    rules_path: str, prometheus: str | PrometheusConfig, api_client: client.ApiClient | ScaleBackend,
+    rules: Any | None = None, namespaces: frozenset[str] | None = None,
+) -> tuple[RuleOutcome, ...]:
+    """One dry-run sync without events, the outcomes in file order; with `namespaces`, a target elsewhere is
+    refused before any API call, as `run --namespaces` refuses it. `api_client` is the cluster's client, or
+    a backend of its own (the assumed counts of --assume-replicas)."""
+    rules = rules if rules is not None else load_rules(rules_path)
+    config = single_endpoint(prometheus) if isinstance(prometheus, str) else prometheus
+    backend: ScaleBackend = (KubernetesScaleBackend(api_client) if isinstance(api_client, client.ApiClient)
+                             else api_client)
+    if namespaces:
+        backend = NamespaceScope(backend, namespaces)
+    with wire(rules, backend, config, PromQLSettings("", query_timeout=5.0, budget=10.0),
+              ControllerSettings(dry_run=True, emit_events=False)) as wiring:
+        return wiring.controller.sync_once().outcomes
+
+
+def why(outcome: RuleOutcome) -> str:
+    phrase = WHY[outcome.reason]
+    return f"{phrase} ({outcome.reason}): {outcome.message}"
+
+
+def render(outcomes: Sequence[RuleOutcome]) -> str:
+    rows = [HEADER]
+    for o in outcomes:
+        target = str(o.rule.target)
+        metrics = describe_metrics(o.rule, o.observations) if o.observations else "-"
+        low, high = o.bounds
+        bounds = f"{low}-{high}" + (" (schedule)" if o.schedule is not None else "")
+        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), bounds, metrics, why(o)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)

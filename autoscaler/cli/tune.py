@@ -1,0 +1,184 @@
+"""`gpu-autoscaler tune`: fetch a rule's metric history from Prometheus, replay candidate behaviors and
+targets through the controller's planning, and recommend the cheapest one that overloads no more than the
+current.
+
+The history is each metric's query over `--since` every `--step` (`promrange.query_range`, through the
+endpoint the rule names, with its auth and TLS), plus the replicas the controller recorded
+(`gpu_autoscaler_current_replicas` of the rule), needed to rescale an Average metric. The arithmetic lives in
+`autoscaler.planning.tuning` (pure); this module fetches, prints and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from autoscaler.cli.args import add_prometheus_arguments, prometheus_config
+from autoscaler.cli.simulate import select_rule
+from autoscaler.config.rules import load_rules
+from autoscaler.errors import UsageError
+from autoscaler.planning.tuning import HistoryStep, Recommendation, Score, recommend, rules_diff
+from autoscaler.policy import MetricObservation, Rule
+from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoint_names
+from plumbing.prometheus.range_query import RangeSeries, RangeSettings, query_range
+from plumbing.prometheus.session import EndpointSession
+
+HELP = "replay a rule's metric history with candidate behaviors and targets; recommend the cheapest"
+MAX_SINCE_SECONDS = 90 * 86400
+MIN_STEP_SECONDS = 1.0
+_SPAN = re.compile(r"^\s*(\d{1,7})\s*(s|m|h|d|w)\s*$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+RECORDED_REPLICAS = "gpu_autoscaler_current_replicas"
+
+
+class EmptyHistory(UsageError):
+    """The range holds no sample of the rule's metrics: nothing to replay."""
+
+
+def span(low: float, high: float) -> Callable[[str], float]:
+    """argparse type of a span such as 7d, 36h, 15s, 90m, 2w, within [low, high] seconds."""
+    def convert(text: str) -> float:
+        match = _SPAN.match(text)
+        value = int(match.group(1)) * _UNIT[match.group(2)] if match else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a duration such as 7d, 36h, 90m or 15s, between {low:g}s and {high / 86400:g}d "
+                f"(got {text[:40]!r})")
+        return float(value)
+    return convert
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rules", required=True, metavar="FILE", help="rules file (YAML)")
+    parser.add_argument("--rule", help="the rule to tune (required when the file has more than one)")
+    parser.add_argument("--since", type=span(60, MAX_SINCE_SECONDS), default=7 * 86400.0, metavar="DURATION",
+                        help="how far back to replay, e.g. 7d, 36h (default 7d, at most 90d)")
+    parser.add_argument("--step", type=span(MIN_STEP_SECONDS, 3600), default=15.0, metavar="DURATION",
+                        help="sync interval of the replay, e.g. 15s, 1m (default 15s)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
+    add_prometheus_arguments(parser, default="http://localhost:9090")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None = None) -> int:
+    out = out or sys.stdout
+    ruleset = load_rules(args.rules)
+    rule = select_rule(ruleset, args.rule)
+    try:
+        config = prometheus_config(args)
+    except PrometheusConfigError as exc:
+        raise UsageError(f"invalid Prometheus connections:\n{exc}") from exc
+    if config is None:
+        raise UsageError("gpu-autoscaler tune: --prometheus URL or --prometheus-config FILE is required")
+    end = math.floor((time.time() if now is None else now) / args.step) * args.step
+    start = end - args.since
+    history = fetch_history(rule, _session(config, rule), start, end, args.step)
+    first = next((s.recorded_replicas for s in history if s.recorded_replicas is not None), None)
+    result = recommend(rule, history, args.step, rule.min_replicas if first is None else first)
+    diff = rules_diff(args.rules, rule, result.best.candidate.rule) if result.best else ""
+    if args.json:
+        json.dump(as_json(rule, result, diff, start, end, args.step), out, indent=2)
+        out.write("\n")
+    else:
+        write_report(out, rule, result, diff, len(history), args.step)
+    return 0
+
+
+def _session(config: PrometheusConfig, rule: Rule) -> EndpointSession:
+    endpoint = config.endpoints.get(rule.prometheus)
+    if endpoint is None:
+        raise UsageError(f"rule {rule.name!r} names Prometheus endpoint {rule.prometheus!r}, which is not "
+                         f"configured (endpoints: {endpoint_names(config)})")
+    return EndpointSession(endpoint)
+
+
+def recorded_query(rule: Rule) -> str:
+    """The replicas the running controller recorded, read from the replica that led at each step (one that
+    lost its lease keeps showing its last count, as the shipped alert rules know)."""
+    return (f'max({RECORDED_REPLICAS}{{rule="{rule.name}",namespace="{rule.target.namespace}",'
+            f'target="{rule.target.name}"}} and on (instance) (gpu_autoscaler_leader == 1))')
+
+
+def fetch_history(rule: Rule, session: EndpointSession, start: float, end: float, step: float,
+                  settings: RangeSettings | None = None) -> list[HistoryStep]:
+    """Each metric's samples and the recorded replicas over [start, end], as steps; EmptyHistory if none."""
+    settings = settings or RangeSettings()
+    with session:
+        series = [query_range(session, m.query, start, end, step, settings) for m in rule.metrics]
+        needs_recorded = any(m.type == "Average" for m in rule.metrics)
+        recorded = query_range(session, recorded_query(rule), start, end, step, settings) if needs_recorded \
+            else RangeSeries("", {})
+    return to_steps(rule, series, recorded, start, end, step)
+
+
+def to_steps(rule: Rule, series: list[RangeSeries], recorded: RangeSeries, start: float, end: float,
+             step: float) -> list[HistoryStep]:
+    """Steps from the first one where any metric has a sample; a step without a sample is a failed query
+    (or 0 for `whenEmpty: zero`), as the controller sees it."""
+    times = sorted(t for s in series for t in s.values)
+    if not times:
+        raise EmptyHistory(f"no sample of rule {rule.name!r}'s metrics between {_iso(start)} and {_iso(end)} "
+                           f"({', '.join(m.name for m in rule.metrics)}): nothing to replay")
+    steps = []
+    t = times[0]
+    while t <= end + 1e-6:
+        observations = []
+        for spec, got in zip(rule.metrics, series, strict=True):
+            value = got.values.get(t)
+            if value is None and spec.when_empty == "zero" and t not in got.values:
+                observations.append(MetricObservation(spec.name, 0.0))
+            elif value is None:
+                observations.append(MetricObservation(spec.name, None, "no sample in the history"))
+            else:
+                observations.append(MetricObservation(spec.name, value))
+        count = recorded.values.get(t)
+        steps.append(HistoryStep(t, tuple(observations), None if count is None else max(0, round(count))))
+        t += step
+    return steps
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def write_report(out: TextIO, rule: Rule, result: Recommendation, diff: str, steps: int, step: float) -> None:
+    print(f"rule {rule.name}: {steps:,} syncs of {step:g}s replayed, {len(result.scores)} candidates",
+          file=out)
+    print(f"{'GPU-hours':>10} {'overloaded min':>15} {'changes':>8}  candidate", file=out)
+    for s in sorted(result.scores, key=lambda s: (s.gpu_hours, s.overloaded_minutes)):
+        mark = "*" if s is result.best else " "
+        print(f"{s.gpu_hours:>10.1f} {s.overloaded_minutes:>15.1f} {s.scale_changes:>8} {mark}"
+              f"{s.candidate.label or 'current'}", file=out)
+    if result.best is None:
+        print(f"the current configuration is best: no candidate uses fewer GPU-hours with no more overloaded "
+              f"minutes ({result.current.gpu_hours:.1f} GPU-hours, "
+              f"{result.current.overloaded_minutes:.1f} overloaded min)", file=out)
+        return
+    saved = result.current.gpu_hours - result.best.gpu_hours
+    print(f"recommended: {result.best.candidate.label}: {saved:.1f} GPU-hours fewer "
+          f"({100 * saved / result.current.gpu_hours:.0f} %), "
+          f"{result.best.overloaded_minutes:.1f} overloaded min "
+          f"(current {result.current.overloaded_minutes:.1f})", file=out)
+    out.write(diff)
+
+
+def _score_json(s: Score) -> dict[str, object]:
+    return {"candidate": s.candidate.label or "current", "gpu_hours": s.gpu_hours,
+            "overloaded_minutes": s.overloaded_minutes, "scale_changes": s.scale_changes}
+
+
+def as_json(rule: Rule, result: Recommendation, diff: str, start: float, end: float, step: float,
+            ) -> dict[str, object]:
+    return {
+        "rule": rule.name, "start": _iso(start), "end": _iso(end), "step_seconds": step,
+        "current": _score_json(result.current),
+        "candidates": [_score_json(s) for s in result.scores],
+        "recommended": _score_json(result.best) if result.best else None,
+        "current_is_best": result.best is None,
+        "diff": diff,
+    }

@@ -1,0 +1,26 @@
+"""Every query of a rules file parsed offline (plumbing.prometheus.syntax), before any server is contacted:
+`gpu-autoscaler check` runs it first, so a typo is reported as `file:line: metric NAME: ...` in CI."""
+
+from __future__ import annotations
+
+from autoscaler.config.rules import RuleSet
+from autoscaler.errors import Problem
+from plumbing.prometheus.syntax import syntax_error
+
+
+def syntax_problems(ruleset: RuleSet) -> list[Problem]:
+    """One Problem per metric or capacity query that does not parse (`file:line: metric NAME: ...`); each
+    query once."""
+    results: dict[str, str | None] = {}
+    problems: list[Problem] = []
+    for rule in ruleset.rules:
+        queries = [(metric.line, f"metric {metric.name}", metric.query) for metric in rule.metrics]
+        if rule.capacity is not None:
+            queries.append((rule.capacity.line, "capacity.query", rule.capacity.query))
+        for line, field, query in queries:
+            if query not in results:
+                results[query] = syntax_error(query)
+            error = results[query]
+            if error is not None:
+                problems.append(Problem(ruleset.path, line, field, error))
+    return problems

@@ -1,0 +1,115 @@
+"""Hot reload of the rules file, including a mounted ConfigMap's symlink swap (`..data -> ..2024_...`).
+
+`RulesWatcher.check()` runs before every sync: a cheap stat of the resolved path, then a content hash, so a
+touch or a swap to identical content reloads nothing (but a file restored to the running rules after an
+invalid version makes gpu_autoscaler_rules_valid 1 again). A valid new file replaces the rules (the controller
+keeps the history of rules that did not change); an invalid one keeps the previous rules running, logs why
+once per distinct content, and sets gpu_autoscaler_rules_valid to 0 until a valid file comes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from autoscaler.config.rules import RULES_LIMITS, RuleSet, parse_rules_bytes
+from autoscaler.errors import Problem, RulesError
+from plumbing import yamlsafe
+
+log = logging.getLogger(__name__)
+
+_NOTHING = object()
+
+
+@dataclass(frozen=True)
+class _Fingerprint:
+    real_path: str
+    inode: int
+    size: int
+    mtime_ns: int
+
+
+def _fingerprint(path: str) -> _Fingerprint | None:
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return _Fingerprint(real, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class RulesWatcher:
+    """Reloads `path` when it changes and hands valid rule sets to `apply`."""
+
+    def __init__(
+        self,
+        path: str,
+        apply: Callable[[RuleSet], None],
+        set_valid: Callable[[bool], None] = lambda valid: None,
+        loaded: RuleSet | None = None,
+    ) -> None:
+        self.path = path
+        self._apply = apply
+        self._set_valid = set_valid
+        self._fingerprint = _fingerprint(path)
+        self._digest: str | None = None
+        self._reported: object = _NOTHING
+        self.last_error: RulesError | None = None
+        if loaded is not None:
+            self._digest = self._read_digest()
+
+    def _read(self) -> tuple[bytes | None, RulesError | None]:
+        """The file's bytes, read no further than the size limit (a 50 GB file costs one bounded read)."""
+        try:
+            return yamlsafe.read_bytes(self.path, RULES_LIMITS, "rules file"), None
+        except yamlsafe.YamlFileError as exc:
+            return None, RulesError([Problem(exc.path, exc.line, "file", exc.message)])
+
+    def _read_digest(self) -> str | None:
+        raw, _ = self._read()
+        return None if raw is None else hashlib.sha256(raw).hexdigest()
+
+    def check(self) -> bool:
+        """Reload if the file changed; True when new rules were applied.
+
+        Never raises: a hostile file (a bomb, deep nesting, a huge number, not UTF-8, too large) is a
+        RulesError from the bounded reader like any invalid file, so the sync loop goes on.
+        """
+        fingerprint = _fingerprint(self.path)
+        if fingerprint == self._fingerprint and fingerprint is not None:
+            return False
+        self._fingerprint = fingerprint
+        raw, error = self._read()
+        digest = hashlib.sha256(raw).hexdigest() if raw is not None else None
+        if digest is not None and digest == self._digest:
+            if self.last_error is not None:  # garbage reverted to the running rules: valid again
+                self._restored()
+            return False
+        try:
+            if error is not None or raw is None:
+                raise error or RulesError([Problem(self.path, 0, "file", "cannot read the rules file")])
+            rules = parse_rules_bytes(raw, self.path)
+        except RulesError as e:
+            self.last_error = e
+            self._set_valid(False)
+            seen = digest if digest is not None else str(e)  # an unreadable file: once per distinct reason
+            if seen != self._reported:
+                self._reported = seen
+                log.error("rules file %s is invalid; keeping the previous rules running:\n%s", self.path, e)
+            return False
+        self._digest = digest
+        self._reported = _NOTHING
+        self.last_error = None
+        self._apply(rules)
+        self._set_valid(True)
+        log.info("rules file %s reloaded: %d rule(s)", self.path, len(rules.rules))
+        return True
+
+    def _restored(self) -> None:
+        self._reported = _NOTHING
+        self.last_error = None
+        self._set_valid(True)
+        log.info("rules file %s restored to the running rules; valid again", self.path)

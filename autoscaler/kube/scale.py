@@ -1,0 +1,387 @@
+"""The scale interface the controller acts through, and its Kubernetes implementation (official client).
+
+`ScaleBackend` is all the controller needs: read a target's scale (replicas, annotations, version,
+selector), patch its replica count, post an Event on it, and find its Pending unschedulable pods.
+`KubernetesScaleBackend` does it with the scale subresource of any kind that has one (Deployment,
+StatefulSet, an Argo Rollout, a LeaderWorkerSet, a custom resource), found through API discovery
+(`discovery`); the demo plugs an in-memory cluster instead. Every `ApiException` and transport error becomes
+one of our `KubeError` types, chained `from` the original, so nothing from the client leaks. Answers are read
+as raw JSON and checked (`kube_answers`): a malformed answer is a failed read of that target, never a replica
+count. `NamespaceScope` keeps a backend inside `--namespaces`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from autoscaler.errors import (
+    ConflictError,
+    KindNotFoundError,
+    KubeApiError,
+    KubeConfigError,
+    KubeError,
+    KubeTimeoutError,
+    MalformedAnswerError,
+    NamespaceNotAllowedError,
+    NotFoundError,
+    NotScalableError,
+)
+from autoscaler.kube.annotations import PAUSED_ANNOTATION, PAUSED_REPLICAS_ANNOTATION
+from autoscaler.kube.answers import (
+    MAX_LIST_BYTES,
+    annotations_of,
+    parse_json,
+    parse_object,
+    pod_page,
+    scale_fields,
+    scale_selector,
+    unschedulable_since,
+)
+from autoscaler.kube.discovery import Discovery, ScalableResource
+from autoscaler.policy import TargetRef
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "PAUSED_ANNOTATION",
+    "PAUSED_REPLICAS_ANNOTATION",
+    "ConflictError",
+    "KindNotFoundError",
+    "KubeApiError",
+    "KubeError",
+    "KubeTimeoutError",
+    "KubernetesScaleBackend",
+    "MalformedAnswerError",
+    "NamespaceNotAllowedError",
+    "NamespaceScope",
+    "NotFoundError",
+    "NotScalableError",
+    "ScaleBackend",
+    "ScaleState",
+    "load_api_client",
+]
+
+COMPONENT = "gpu-autoscaler"
+POD_PAGE = 500
+"""Pods per list request of the Pending check (`limit`)."""
+MAX_POD_PAGES = 20
+"""At most this many pages (10,000 Pending pods of one target): a server repeating its continue token cannot
+keep a sync listing forever."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ScaleState:
+    """A target's scale as read this sync: desired (spec) and running (status) replicas, its annotations."""
+
+    spec_replicas: int
+    status_replicas: int
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    resource_version: str | None = None
+    selector: str | None = None
+    """status.selector of the scale: the label selector of the target's pods (None when it has none)."""
+
+
+class ScaleBackend(Protocol):
+    """Where replica counts are read and written; the controller's only view of the cluster."""
+
+    def read_scale(self, ref: TargetRef) -> ScaleState:
+        """Raises NotFoundError (KindNotFoundError: the API has no such kind), NotScalableError, KubeApiError
+        (KubeTimeoutError when the server did not answer in time)."""
+        ...
+
+    def patch_scale(self, ref: TargetRef, replicas: int) -> None:
+        """Raises ConflictError (the target changed since it was read), NotFoundError, KubeApiError."""
+        ...
+
+    def emit_event(
+        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        """Best effort for the caller: raises KubeError, which the controller logs and goes on."""
+        ...
+
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        """For each pod of the target (matching `selector`, the scale's status.selector) Pending as
+        unschedulable (condition PodScheduled False, reason Unschedulable): the Unix time its condition turned
+        so. Asked only for rules with a capacity guard; `selector` None (a scale without one): (). Raises
+        KubeError like a read."""
+        ...
+
+
+def load_api_client(kubeconfig: str | None = None, request_retries: int = 0) -> client.ApiClient:
+    """In a pod (no --kubeconfig), the in-cluster service account; otherwise the kubeconfig file.
+
+    `request_retries` is urllib3's retry count: 0 by default because the controller retries on its next sync
+    and a retried GET would multiply the time a slow API server costs.
+    """
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, client_configuration=configuration
+            )
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
+        where = kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config")
+        raise KubeConfigError(f"cannot load Kubernetes configuration from {where}: {e}") from e
+    configuration.retries = request_retries
+    configuration.connection_pool_maxsize = 32  # the controller's 16 concurrent calls, with room
+    return client.ApiClient(configuration)
+
+
+def _status_message(e: ApiException) -> tuple[str, str]:
+    """(reason, message) from the Status body the API server sends with an error."""
+    try:
+        body = json.loads(e.body or "")
+        return str(body.get("reason") or e.reason or ""), str(body.get("message") or e.reason or "")
+    except (ValueError, TypeError, AttributeError):
+        return str(e.reason or ""), str(e.body or e.reason or "")
+
+
+def translate(e: Exception, what: str) -> KubeError:
+    """Map an ApiException or transport error to our types; `what` names the call for the message."""
+    if isinstance(e, ApiException):
+        reason, message = _status_message(e)
+        status = int(e.status or 0)
+        text = f"{what}: HTTP {status} {reason}: {message}".rstrip(": ")
+        if status == 404:
+            return NotFoundError(text, status=status)
+        if status == 409:
+            return ConflictError(text, status=status)
+        if status == 504 or reason == "Timeout":
+            return KubeTimeoutError(text, status=status)
+        return KubeApiError(text, status=status)
+    if isinstance(e, urllib3.exceptions.MaxRetryError) and isinstance(e.reason, Exception):
+        e = e.reason  # urllib3 wraps the last failure of its retries
+    if isinstance(e, urllib3.exceptions.TimeoutError | TimeoutError):
+        return KubeTimeoutError(f"{what}: no answer in time ({e})")
+    return KubeApiError(f"{what}: {type(e).__name__}: {e}")
+
+
+_TRANSPORT_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
+
+
+class KubernetesScaleBackend:
+    """`ScaleBackend` on the official client: the scale subresource of any namespaced kind that has one.
+
+    The resource serving a target's kind comes from API discovery, cached per apiVersion (`Discovery`). A
+    patch carries the resourceVersion of the last read of that target, so a concurrent change (a user's
+    `kubectl scale`, a rollout) answers 409 Conflict instead of being overwritten blindly, as in the HPA.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        request_timeout: float = 5.0,
+        clock: Callable[[], float] | None = None,
+        instance: str | None = None,
+        discovery_refresh: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api_client
+        self._core = client.CoreV1Api(api_client)
+        self._timeout = request_timeout
+        self._clock = clock
+        self._instance = instance or os.environ.get("HOSTNAME", COMPONENT)
+        self._versions: dict[TargetRef, str | None] = {}
+        self._lock = threading.Lock()
+        self.discovery = Discovery(self._discover, monotonic, discovery_refresh)
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, _request_timeout=self._timeout, **kwargs)
+        except _TRANSPORT_ERRORS as e:
+            raise translate(e, what) from e
+
+    def _send(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+        """The raw body of a 2xx answer, read whole so the connection goes back to the pool clean."""
+        response = self._call(what, fn, *args, _preload_content=False, **kwargs)
+        try:
+            raw = response.data
+        except _TRANSPORT_ERRORS as e:  # the body broke off after the headers
+            raise translate(e, what) from e
+        finally:
+            response.release_conn()
+        return raw if isinstance(raw, bytes) else b""
+
+    def _get(self, what: str, kind: str, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        """A read's JSON answer, checked to be an object of `kind` (the client's models are too lenient)."""
+        return parse_object(self._send(what, fn, *args), what, kind)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        content_type: str | None = None,
+        query: list[tuple[str, str]] | None = None,
+        _request_timeout: float | None = None,
+        _preload_content: bool = False,
+    ) -> Any:
+        """`method path` through the client (its auth, TLS, proxy, timeouts), for the paths discovery finds,
+        which no generated method has: the urllib3 response of a 2xx, else raises ApiException."""
+        headers = {"Accept": "application/json"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        request = self._api.param_serialize(method=method, resource_path=path, query_params=query or [],
+                                            header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = self._api.call_api(*request, _request_timeout=_request_timeout)
+        if not 200 <= response.status <= 299:
+            response.read()  # type: ignore[no-untyped-call]
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
+
+    def _discover(self, path: str, what: str) -> bytes:
+        return self._send(what, self._request, "GET", path)
+
+    def read_scale(self, ref: TargetRef) -> ScaleState:
+        what = f"get {ref.kind} {ref.namespace}/{ref.name}"
+        resource = self.discovery.resolve(ref, what)
+        try:
+            scale = self._get_scale(ref, resource, what)
+        except NotFoundError:
+            moved = self.discovery.refresh(ref, what, resource)  # raises when the kind is gone
+            if moved is None:
+                raise
+            resource, scale = moved, self._get_scale(ref, moved, what)
+        spec, status, version = scale_fields(scale, what + " scale")
+        with self._lock:
+            self._versions[ref] = version
+        workload = self._get(what, ref.kind, self._request, "GET", resource.path(ref.namespace, ref.name))
+        return ScaleState(spec, status, annotations_of(workload, what), version, scale_selector(scale))
+
+    def _get_scale(self, ref: TargetRef, resource: ScalableResource, what: str) -> dict[str, Any]:
+        path = resource.path(ref.namespace, ref.name, "scale")
+        return self._get(what + " scale", "Scale", self._request, "GET", path)
+
+    def patch_scale(self, ref: TargetRef, replicas: int) -> None:
+        with self._lock:
+            version = self._versions.pop(ref, None)
+        body: dict[str, Any] = {"spec": {"replicas": int(replicas)}}
+        if version:
+            body["metadata"] = {"resourceVersion": version}
+        what = f"patch {ref.kind} {ref.namespace}/{ref.name} scale to {replicas}"
+        resource = self.discovery.resolve(ref, what)
+        self._send(  # the answer is not used: a 2xx is the success, whatever its body
+            what,
+            self._request,
+            "PATCH",
+            resource.path(ref.namespace, ref.name, "scale"),
+            body,
+            "application/merge-patch+json",
+            [("fieldManager", COMPONENT)],
+        )
+
+    def emit_event(
+        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        now = (
+            dt.datetime.now(dt.UTC)
+            if self._clock is None
+            else dt.datetime.fromtimestamp(self._clock(), dt.UTC)
+        )
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{ref.name}.{uuid.uuid4().hex[:16]}", namespace=ref.namespace),
+            involved_object=client.V1ObjectReference(
+                api_version=ref.api_version, kind=ref.kind, name=ref.name, namespace=ref.namespace
+            ),
+            reason=reason,
+            message=message[:1024],
+            type=type_,
+            source=client.V1EventSource(component=COMPONENT),
+            reporting_component=COMPONENT,
+            reporting_instance=self._instance,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        self._send(
+            f"create event {reason} on {ref.kind} {ref.namespace}/{ref.name}",
+            self._core.create_namespaced_event,
+            ref.namespace,
+            event,
+        )
+
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        if selector is None:
+            return ()
+        what = f"list Pending pods of {ref.kind} {ref.namespace}/{ref.name}"
+        since: list[float] = []
+        token: str | None = None
+        for _ in range(MAX_POD_PAGES):
+            page: dict[str, Any] = {"label_selector": selector, "field_selector": "status.phase=Pending",
+                                    "limit": POD_PAGE}
+            if token is not None:
+                page["_continue"] = token
+            raw = self._send(what, self._core.list_namespaced_pod, ref.namespace, **page)
+            items, token = pod_page(parse_json(raw, what, "PodList", MAX_LIST_BYTES), what)
+            since.extend(t for t in map(unschedulable_since, items) if t is not None)
+            if token is None:
+                return tuple(since)
+        log.warning("%s: more than %d pages of %d pods; using the first %d pages", what, MAX_POD_PAGES,
+                    POD_PAGE, MAX_POD_PAGES)
+        return tuple(since)
+
+
+class NamespaceScope:
+    """A `ScaleBackend` limited to some namespaces (`--namespaces`): outside them nothing reaches the API.
+
+    A read or patch of a target elsewhere raises `NamespaceNotAllowedError` (the rule's sync reports
+    FailedGetScale with reason NamespaceNotAllowed), logged as an ERROR once per target; an Event for it is
+    dropped, since posting one there is an API call into that namespace too.
+    """
+
+    def __init__(self, inner: ScaleBackend, namespaces: Collection[str]) -> None:
+        self.inner = inner
+        self.namespaces = frozenset(namespaces)
+        self._reported: set[TargetRef] = set()
+        self._lock = threading.Lock()
+
+    def _check(self, ref: TargetRef) -> None:
+        if ref.namespace in self.namespaces:
+            return
+        message = (
+            f"{ref.kind} {ref.namespace}/{ref.name}: namespace {ref.namespace!r} is not in --namespaces "
+            f"({','.join(sorted(self.namespaces))}); the rule is refused: not read, not scaled"
+        )
+        with self._lock:
+            first = ref not in self._reported
+            self._reported.add(ref)
+        if first:
+            log.error("%s", message)
+        raise NamespaceNotAllowedError(message)
+
+    def read_scale(self, ref: TargetRef) -> ScaleState:
+        self._check(ref)
+        return self.inner.read_scale(ref)
+
+    def patch_scale(self, ref: TargetRef, replicas: int) -> None:
+        self._check(ref)
+        self.inner.patch_scale(ref, replicas)
+
+    def emit_event(
+        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
+        if ref.namespace in self.namespaces:
+            self.inner.emit_event(ref, type_, reason, message)
+
+    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
+        self._check(ref)
+        return self.inner.unschedulable_since(ref, selector)

@@ -1,0 +1,147 @@
+"""Range queries (`/api/v1/query_range`) for the commands that read a metric's past (`tune`): bounded,
+validated, split into chunks.
+
+Sent with the controller's own endpoint session (`promhttp.EndpointSession`: auth, TLS, proxy, redirects as
+configured), so `tune` reads history from where `run` reads the present. Every answer is checked before a
+number is taken from it: the envelope, `resultType: matrix`, at most one series, each sample
+`[timestamp, "value"]` with a finite timestamp on the requested grid and a value Prometheus could have
+written; anything else is a `RangeQueryError` naming the endpoint and the query, never a number. A body is
+read to at most `max_body_bytes`; a range of more than `max_points_per_request` steps is asked for in
+chunks (Prometheus refuses more than 11,000 points per series), and at most `max_points` in all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import requests
+
+from plumbing.prometheus.answer import _FLOAT, MAX_SAMPLE_CHARS, BadAnswer, decode_body, error_of, result_of
+from plumbing.prometheus.errors import PrometheusClientError
+from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
+
+
+class RangeQueryError(PrometheusClientError):
+    """A range query could not give a usable answer (unreachable, refused, malformed, too large)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSettings:
+    """Bounds of range queries. Durations in seconds."""
+
+    timeout: float = 30.0
+    """One HTTP request, also sent as Prometheus' evaluation timeout."""
+    max_body_bytes: int = 32 * 1024 * 1024
+    """10,000 points of one series are about 300 KB of JSON; 32 MiB is far beyond any honest answer."""
+    max_points_per_request: int = 10_000
+    """Below Prometheus' own limit of 11,000 points per series."""
+    max_points: int = 1_000_000
+    """All chunks together: 60 days at 15 s is 345,600."""
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSeries:
+    """One query's samples over the range: `values[t]` for each step that had a sample (NaN/Inf as None)."""
+
+    query: str
+    values: dict[float, float | None]
+
+
+def chunks(start: float, end: float, step: float, per_request: int) -> Iterator[tuple[float, float]]:
+    """[start, end] cut into ranges of at most `per_request` steps each, on the grid start + k * step."""
+    first = start
+    while first <= end:
+        last = min(end, first + (per_request - 1) * step)
+        yield first, last
+        first = last + step
+
+
+def query_range(session: EndpointSession, query: str, start: float, end: float, step: float,
+                settings: RangeSettings = RangeSettings()) -> RangeSeries:
+    """The samples of `query` from `start` to `end` every `step` seconds; RangeQueryError if unusable."""
+    if not (math.isfinite(start) and math.isfinite(end) and math.isfinite(step)) or step <= 0 or end < start:
+        raise ValueError(f"bad range: start {start}, end {end}, step {step}")
+    points = int((end - start) // step) + 1
+    if points > settings.max_points:
+        raise RangeQueryError(f"{points:,} steps of {step:g}s asked for {query!r}: more than "
+                              f"{settings.max_points:,}; use a larger --step or a shorter --since")
+    values: dict[float, float | None] = {}
+    for first, last in chunks(start, end, step, settings.max_points_per_request):
+        raw = _get(session, query, first, last, step, settings)
+        try:
+            values.update(parse_matrix(decode_body(raw), first, last))
+        except BadAnswer as exc:
+            raise RangeQueryError(f"malformed answer from {session.endpoint.display_url} to {query!r}: "
+                                  f"{exc}") from exc
+    return RangeSeries(query, values)
+
+
+def _get(session: EndpointSession, query: str, start: float, end: float, step: float,
+         settings: RangeSettings) -> bytes:
+    where = session.endpoint.display_url
+    params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
+              "timeout": f"{settings.timeout:g}s"}
+    try:
+        response = session.get_api("/api/v1/query_range", params, settings.timeout)
+        try:
+            raw = _read(response, settings.max_body_bytes, where)
+        finally:
+            response.close()
+    except (requests.RequestException, OSError, CredentialError) as exc:
+        raise RangeQueryError(describe_failure(exc, session.endpoint).message) from exc
+    if 200 <= response.status_code < 300:
+        return raw
+    try:
+        error = error_of(decode_body(raw))
+    except BadAnswer:
+        error = None
+    detail = error[1] if error else "not a Prometheus answer"
+    raise RangeQueryError(
+        f"HTTP {response.status_code} from {where}/api/v1/query_range for {query!r}: {detail}")
+
+
+def _read(response: requests.Response, limit: int, where: str) -> bytes:
+    length = response.headers.get("Content-Length", "")
+    too_big = f"the answer from {where} is larger than {limit:,} bytes"
+    if length.isdigit() and int(length) > limit:
+        raise RangeQueryError(too_big)
+    parts: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise RangeQueryError(too_big)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def parse_matrix(body: object, start: float, end: float) -> dict[float, float | None]:
+    """The samples of a matrix answer of at most one series, each checked; BadAnswer names what is wrong.
+    No series is an empty dict (no history); several series are refused (the metric needs exactly one)."""
+    if error_of(body) is not None:
+        raise BadAnswer(f"error answer: {error_of(body)}")
+    result = result_of(body, "matrix")
+    if len(result) > 1:
+        raise BadAnswer(f"{len(result)} series, expected one (wrap the query in sum() or avg())")
+    if not result:
+        return {}
+    entry = result[0]
+    if not isinstance(entry, dict) or not isinstance(entry.get("values"), list):
+        raise BadAnswer("result[0] has no list of values")
+    out: dict[float, float | None] = {}
+    for index, sample in enumerate(entry["values"]):
+        where = f"result[0].values[{index}]"
+        if not isinstance(sample, list) or len(sample) != 2:
+            raise BadAnswer(f'{where} is not [timestamp, "value"]')
+        t, text = sample
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+            raise BadAnswer(f"{where} has no numeric timestamp")
+        if not start - 1e-3 <= t <= end + 1e-3:
+            raise BadAnswer(f"{where}'s timestamp {t} is outside the range asked for")
+        if not isinstance(text, str) or len(text) > MAX_SAMPLE_CHARS or not _FLOAT.match(text):
+            raise BadAnswer(f"{where}'s value is not a number in a string")
+        value = float(text)
+        out[float(t)] = value if math.isfinite(value) else None
+    return out
