@@ -139,11 +139,13 @@ def test_a_proxy_wanting_credentials_is_one_line_without_secrets(pki: Pki, tls_p
 
 def test_a_proxy_that_is_down_names_it_without_its_password(pki: Pki, tls_prometheus: ManagedProcess,
                                                             tmp_path: Path) -> None:
+    # Bound but never listening: a connection is refused, and no other test's proxy can take the port
+    # meanwhile (a port closed again was once reused by a parallel test's proxy, which answered 407).
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    down = f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:{port}"
-    result = query(write(tmp_path, endpoint(pki, tls_prometheus.url, proxy_url=down)))
+        down = f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:{port}"
+        result = query(write(tmp_path, endpoint(pki, tls_prometheus.url, proxy_url=down)))
     assert result.value is None and result.error is not None
     assert "\n" not in result.error and PROXY_PASSWORD not in result.error
     assert result.error.startswith(f"proxy http://{PROXY_USER}:***@127.0.0.1:{port}: connection refused"), \
