@@ -15,7 +15,7 @@ exporter's scrapes so machine noise hits both alike. Two comparisons:
   prometheus_client's own `start_http_server` serving the pre-filled registry in another process.
 - in-process: collect + serialize of the exporter's registry against `generate_latest` of the pre-filled one.
 
-Targets (issue 2): median scrape <= 1.5x the baseline; exporter resident memory <= 60 MiB.
+Targets: median scrape <= 1.5x the baseline; exporter resident memory <= 60 MiB.
 Run: .venv/bin/python -m benchmarks.exporter_scrape [--scrapes 400]
 """
 

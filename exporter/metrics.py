@@ -201,8 +201,8 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     DECODER_UTILIZATION, PROCESS_MEMORY,
 )
 EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT)
-# Families the collector extensions of issue 4 produce (exporter/pods/attribution.py,
-# exporter/health/metrics.py and exporter/health/xid.py).
+# Families the collector's extensions produce: pod attribution (exporter/pods/attribution.py), health and
+# XID errors (exporter/health/metrics.py, exporter/health/xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (
     ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER,
     AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,

@@ -2,7 +2,7 @@
 targets through the controller's planning, and recommend the cheapest one that overloads no more than the
 current.
 
-The history is each metric's query over `--since` every `--step` (`promrange.query_range`, through the
+The history is each metric's query over `--since` every `--step` (`range_query.query_range`, through the
 endpoint the rule names, with its auth and TLS), plus the replicas the controller recorded
 (`gpu_autoscaler_current_replicas` of the rule), needed to rescale an Average metric. The arithmetic lives in
 `autoscaler.planning.tuning` (pure); this module fetches, prints and exits.

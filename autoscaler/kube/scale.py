@@ -6,7 +6,7 @@ selector), patch its replica count, post an Event on it, and find its Pending un
 StatefulSet, an Argo Rollout, a LeaderWorkerSet, a custom resource), found through API discovery
 (`discovery`); the demo plugs an in-memory cluster instead. Every `ApiException` and transport error becomes
 one of our `KubeError` types, chained `from` the original, so nothing from the client leaks. Answers are read
-as raw JSON and checked (`kube_answers`): a malformed answer is a failed read of that target, never a replica
+as raw JSON and checked (`answers`): a malformed answer is a failed read of that target, never a replica
 count. `NamespaceScope` keeps a backend inside `--namespaces`.
 """
 

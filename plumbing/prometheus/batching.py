@@ -6,13 +6,13 @@ query's series distinct, so `or` keeps them all (it only drops right-hand series
 left-hand one's), and splitting the answer by that label gives each query exactly the series it returns
 alone, in the same order (Prometheus keeps the order of an instant query's series through label_replace and
 `or`). Each query's series, the label
-removed, are then judged by `promanswer` exactly as a single answer is: one finite sample is a value, none is
+removed, are then judged by `answer` exactly as a single answer is: one finite sample is a value, none is
 NoSeries, several are MultipleSeries with the same message, NaN and Inf the same reasons.
 
 A scalar-typed query (`1`, `time()`, `scalar(...)`) cannot be label_replace'd: it is wrapped as
 `vector(<query>)`, whose one series with no labels holds the same sample a scalar answer does. A query is
 sent alone (never batched) when its type is neither instant vector nor scalar (a range vector, a string: its
-error then reads as today), when it does not parse or is past `promql_syntax`'s safety bounds, or when it
+error then reads as today), when it does not parse or is past `syntax`'s safety bounds, or when it
 mentions the index label's name (its series could already carry it). The type is decided offline by
 promql-parser. Nothing here sends anything: the runner (`prometheus`) sends the batches and falls back to
 halves and single queries when one fails.

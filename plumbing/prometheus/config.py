@@ -5,7 +5,7 @@ token and the service CA, Mimir and Cortex want a tenant header, managed service
 already write that for Prometheus (scrape configs, `promtool --http.config.file`), so each endpoint takes
 the same keys with the same meaning. The file is read once, every problem reported together as
 `file:line: field: message`; the files it names (tokens, passwords, certificates) are re-read at query time by
-`promhttp`, so only their paths are checked here. Secrets read from the file itself never reach a message.
+`session`, so only their paths are checked here. Secrets read from the file itself never reach a message.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Range queries (`/api/v1/query_range`) for the commands that read a metric's past (`tune`): bounded,
 validated, split into chunks.
 
-Sent with the controller's own endpoint session (`promhttp.EndpointSession`: auth, TLS, proxy, redirects as
+Sent with the controller's own endpoint session (`session.EndpointSession`: auth, TLS, proxy, redirects as
 configured), so `tune` reads history from where `run` reads the present. Every answer is checked before a
 number is taken from it: the envelope, `resultType: matrix`, at most one series, each sample
 `[timestamp, "value"]` with a finite timestamp on the requested grid and a value Prometheus could have

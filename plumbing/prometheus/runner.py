@@ -11,7 +11,7 @@ result split back out and judged as if it had been sent alone. A batch that fail
 timeout, a too-large body or answer) is sent again as two halves, down to single queries, within the budget:
 one bad query costs a few extra requests, never another query its value.
 
-The instant query is sent with the endpoint's requests Session (`promhttp`) directly rather than through
+The instant query is sent with the endpoint's requests Session (`session`) directly rather than through
 prometheus-api-client's `custom_query`: that returns only `data.result`, after reading a body of any size,
 so the envelope (status, resultType) could not be validated, nor the body bounded in size and time.
 """
@@ -101,7 +101,7 @@ def _failure(reason: QueryErrorReason, message: str, retryable: bool = False) ->
 
 
 def interpret(body: object) -> QueryResult:
-    """A decoded answer body as one value or a failure with a reason (see `promanswer`)."""
+    """A decoded answer body as one value or a failure with a reason (see `answer`)."""
     return interpret_body(body)
 
 

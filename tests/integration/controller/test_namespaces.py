@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from autoscaler.cli import status
 from autoscaler.cli.args import namespace_list
-from autoscaler.cli.main import status
 from autoscaler.config.rules import parse_rules
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.kube.scale import KubernetesScaleBackend, NamespaceScope

@@ -1,4 +1,4 @@
-"""`gpu-exporter` as a process with the issue-4 flags: --pod-resources-socket (a real gRPC server),
+"""`gpu-exporter` as a process with its Kubernetes flags: --pod-resources-socket (a real gRPC server),
 --proc-root, --config; `status` columns; a bad --config exits 2 with one message."""
 
 from __future__ import annotations

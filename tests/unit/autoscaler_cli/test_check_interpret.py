@@ -1,4 +1,4 @@
-"""How `check` turns query results into problems (answers themselves are judged by `promanswer`, tested with
+"""How `check` turns query results into problems (answers themselves are judged by `answer`, tested with
 the runner in tests/unit/controller/test_prometheus_http.py)."""
 
 from __future__ import annotations

@@ -135,6 +135,6 @@ def test_fallback_is_a_desired_count_through_the_behavior() -> None:
 
 
 def test_simulate_shares_the_plan_of_the_controller() -> None:
-    from autoscaler.cli.main import simulate
+    from autoscaler.cli import simulate
 
     assert simulate.plan_replicas is plan_replicas

@@ -2,8 +2,8 @@
 fed hostile content through the real installed CLI as a child process.
 
 Each run must end with exit 2 and one message naming the file (and the line where there is one), no
-traceback, within 2 s of work and under 200 MiB peak memory (the issue's bounds). The time bound is asserted
-on top of the CLI's own start-up, measured once per command by a run on a small invalid file, because
+traceback, within 2 s of work and under 200 MiB peak memory (the documented bounds). The time bound is
+asserted on top of the CLI's own start-up, measured once per command by a run on a small invalid file, because
 interpreter and import time are not the reader's work (and vary with the machine's load).
 """
 

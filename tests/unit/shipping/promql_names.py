@@ -18,7 +18,7 @@ import exporter.metrics
 ROOT = Path(__file__).resolve().parents[3]
 RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yaml"))
 
-# Names fixed in CONTRACTS.md ("Exporter metrics", issue 4) that the rules and dashboards rely on; a test
+# Names fixed in docs/metrics.md that the rules and dashboards rely on; a test
 # checks that exporter/metrics.py serves every one of them.
 CONTRACT_EXPORTER_NAMES = frozenset({
     "gpu_xid_errors_total", "gpu_health_state", "gpu_speed_multiplier", "gpu_availability_score",

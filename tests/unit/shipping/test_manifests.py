@@ -1,6 +1,6 @@
 """manifests/: the kustomize base and overlays render (our renderer, checked against `kubectl kustomize` where
 installed), every object validates strictly against a current Kubernetes, and the exporter / autoscaler pods
-have the properties issue 6 promises (GPU nodes only, least privilege, probes, leader election, ...)."""
+have the properties the project promises (GPU nodes only, least privilege, probes, leader election, ...)."""
 
 from __future__ import annotations
 

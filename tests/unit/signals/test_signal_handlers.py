@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.cli.main import run as autoscaler_run
+from autoscaler.cli import run as autoscaler_run
 from demo import __main__ as demo_main
 from plumbing.cli import install_stop_handlers
 
