@@ -3,8 +3,8 @@
 Every problem is printed as `file:line: field: message` (exit 2 if any, 0 if none), so a CI job or a
 pre-commit hook can gate a rules change before the controller ever loads it. A query must return exactly one
 finite number, as the controller requires; it is sent and judged by the controller's own runner and session
-(`plumbing.prometheus`: `runner`, `session`, `answer`), so `check` sees what `run` will see. A server that cannot be reached
-at all (refused, TLS, proxy) is one line on stderr, not a problem per query.
+(`plumbing.prometheus`: `runner`, `session`, `answer`), so `check` sees what `run` will see. A server that
+cannot be reached at all (refused, TLS, proxy) is one line on stderr, not a problem per query.
 """
 
 from __future__ import annotations
