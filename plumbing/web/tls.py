@@ -14,9 +14,8 @@ import logging
 import os
 import ssl
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-
-from plumbing.web.webconfig import TlsServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +28,21 @@ _SSL_REASONS = {"PEM_LIB": "not a readable PEM certificate or key",
                 "KEY_VALUES_MISMATCH": "the key does not belong to the certificate",
                 "NO_CERTIFICATE_OR_CRL_FOUND": "no certificate in the file"}
 Signature = tuple[tuple[int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class TlsServerConfig:
+    """A web config's `tls_server_config`, paths resolved (webconfig.py reads it; here, so this module and
+    the reader import in one direction)."""
+
+    cert_file: Path
+    key_file: Path
+    client_auth_type: str = "NoClientCert"
+    client_ca_file: Path | None = None
+    min_version: str = "TLS12"
+    """The toolkit's default: TLS 1.2."""
+    max_version: str | None = None
+    """None: the newest this OpenSSL speaks."""
 
 
 def build_context(config: TlsServerConfig) -> ssl.SSLContext:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, ScalarNode
 
+from plumbing.web.tls import TlsServerConfig, build_context
 from plumbing.yamlsafe import YamlFileError, YamlLimits, compose_file, line_of
 
 log = logging.getLogger(__name__)
@@ -48,18 +49,6 @@ _UNSUPPORTED = {
 
 class WebConfigError(Exception):
     """A web config file that cannot be used: every problem, one per line, as `file:line: field: message`."""
-
-
-@dataclass(frozen=True)
-class TlsServerConfig:
-    cert_file: Path
-    key_file: Path
-    client_auth_type: str = "NoClientCert"
-    client_ca_file: Path | None = None
-    min_version: str = "TLS12"
-    """The toolkit's default: TLS 1.2."""
-    max_version: str | None = None
-    """None: the newest this OpenSSL speaks."""
 
 
 @dataclass(frozen=True)
@@ -148,8 +137,6 @@ def load_web_config(path: str | Path) -> WebConfig:
         raise WebConfigError("\n".join(reader.problems))
     config = WebConfig(Path(path), tls, users, headers)
     if tls is not None:
-        from plumbing.web.tls import build_context  # tls.py imports this module's dataclasses
-
         try:
             build_context(tls)
         except ValueError as exc:
