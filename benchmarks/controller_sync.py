@@ -46,7 +46,9 @@ class MemoryBackend:
     replicas: int = 4
 
     def read_scale(self, ref: TargetRef) -> ScaleState:
-        return ScaleState(self.replicas, self.replicas, {}, "1")
+        return ScaleState(
+            spec_replicas=self.replicas, status_replicas=self.replicas, annotations={}, resource_version="1"
+        )
 
     def patch_scale(self, ref: TargetRef, replicas: int) -> None:
         raise AssertionError("dry-run must never patch")

@@ -147,11 +147,21 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
         if not warm_up(prometheus.url, targets, rule, _shown(args.rules), args.scrape_interval, world, stop,
                        keep_load_flowing):
             return
-        wiring = stack.enter_context(wire(
-            RuleSet(str(args.rules), (rule,)), backend, single_endpoint(prometheus.url),
-            PromQLSettings(prometheus.url, query_timeout=max(args.interval / 2, 0.5),
-                           budget=max(args.interval * 0.6, 0.5), max_attempts=2),
-            metrics=metrics, clock=clock))
+        wiring = stack.enter_context(
+            wire(
+                rules=RuleSet(str(args.rules), (rule,)),
+                backend=backend,
+                prometheus=single_endpoint(prometheus.url),
+                queries=PromQLSettings(
+                    prometheus.url,
+                    query_timeout=max(args.interval / 2, 0.5),
+                    budget=max(args.interval * 0.6, 0.5),
+                    max_attempts=2,
+                ),
+                metrics=metrics,
+                clock=clock,
+            )
+        )
         controller = wiring.controller
         stack.callback(controller.stopping.set)
         print(f"demo: {rule.name} scales {rule.target} between {rule.min_replicas} and {rule.max_replicas}; "

@@ -205,8 +205,16 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
             current = deployment.spec_replicas
             seen = observations(rule, snapshot, settings, mean_load_until(now))
             all_failed_syncs = count_all_failed(all_failed_syncs, seen)
-            plan = plan_replicas(rule, current, seen, history, all_failed_syncs, now, decide_fn,
-                                 capacity=capacity_seen(deployment, snapshot))
+            plan = plan_replicas(
+                rule=rule,
+                current=current,
+                observations=seen,
+                history=history,
+                all_failed_syncs=all_failed_syncs,
+                now=now,
+                decide_fn=decide_fn,
+                capacity=capacity_seen(deployment, snapshot),
+            )
             history = plan.history
             if plan.replicas != current:
                 deployment.scale_to(plan.replicas)

@@ -129,7 +129,7 @@ class AssumedScaleBackend:
             raise NotFoundError(
                 f"{ref.kind} {ref.namespace}/{ref.name}: no assumed count (--assume-replicas RULE=N)"
             )
-        return ScaleState(count, count, {}, None)
+        return ScaleState(spec_replicas=count, status_replicas=count, annotations={}, resource_version=None)
 
     def patch_scale(self, ref: TargetRef, replicas: int) -> None:
         raise KubeApiError("--assume-replicas runs with --dry-run: nothing is ever patched")

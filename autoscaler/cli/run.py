@@ -254,12 +254,12 @@ def serve(
     except PrometheusConfigError as e:
         return fail(PROG, f"invalid Prometheus connections, not starting:\n{e}")
     wiring = wire(
-        rules,
-        backend,
-        endpoints,
-        PromQLSettings(options.prometheus, query_timeout=min(5.0, options.query_budget),
+        rules=rules,
+        backend=backend,
+        prometheus=endpoints,
+        queries=PromQLSettings(options.prometheus, query_timeout=min(5.0, options.query_budget),
                        budget=options.query_budget, batch_size=options.prometheus_batch_size),
-        ControllerSettings(dry_run=options.dry_run),
+        settings=ControllerSettings(dry_run=options.dry_run),
         metrics=metrics,
         is_leader=elector.is_leader if elector is not None else (lambda: True),
     )

@@ -106,7 +106,15 @@ def replay(rule: Rule, rows: Sequence[TraceRow], replicas: int, start: float = 0
     for row in rows:
         now = start + row.t
         all_failed = count_all_failed(all_failed, row.observations)
-        plan = plan_replicas(rule, current, row.observations, history, all_failed, now, capacity=row.capacity)
+        plan = plan_replicas(
+            rule=rule,
+            current=current,
+            observations=row.observations,
+            history=history,
+            all_failed_syncs=all_failed,
+            now=now,
+            capacity=row.capacity,
+        )
         history = plan.history.with_scale(now, current, plan.replicas)
         current = plan.replicas
         yield row, plan

@@ -123,8 +123,13 @@ def gather(
                              else api_client)
     if namespaces:
         backend = NamespaceScope(backend, namespaces)
-    with wire(rules, backend, config, PromQLSettings("", query_timeout=5.0, budget=10.0),
-              ControllerSettings(dry_run=True, emit_events=False)) as wiring:
+    with wire(
+        rules=rules,
+        backend=backend,
+        prometheus=config,
+        queries=PromQLSettings("", query_timeout=5.0, budget=10.0),
+        settings=ControllerSettings(dry_run=True, emit_events=False),
+    ) as wiring:
         return wiring.controller.sync_once().outcomes
 
 

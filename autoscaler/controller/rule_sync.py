@@ -90,7 +90,13 @@ class RuleSync:
         `act` or `settled`."""
         state.held.hold()
         if self.stopping.is_set() or isinstance(gathered.scale, ShuttingDown):
-            return RuleOutcome(state.rule, None, None, SyncReason.Abandoned, "shutting down: rule not synced")
+            return RuleOutcome(
+                rule=state.rule,
+                current=None,
+                desired=None,
+                reason=SyncReason.Abandoned,
+                message="shutting down: rule not synced",
+            )
         if state.rule.prometheus not in self.sources:
             return self._unknown_endpoint(state, now)
         try:
@@ -127,23 +133,38 @@ class RuleSync:
         message = f"sync failed: {type(error).__name__}: {error}"
         log_sync_error(rule, message, error, self.dry_run)
         try:
-            self.metrics.record_decision(rule, None, None, SyncReason.Error, {})
-            self._warn(state, EventReason.FailedSync, message, now)
+            self.metrics.record_decision(
+                rule=rule, current=None, desired=None, reason=SyncReason.Error, values={}
+            )
+            self._warn(state=state, reason=EventReason.FailedSync, message=message, now=now)
         except Exception:  # reporting must not take the other rules down either
             log.exception("rule %s: cannot report the failed sync", rule.name)
-        return RuleOutcome(rule, None, None, SyncReason.Error, message, error=str(error))
+        return RuleOutcome(
+            rule=rule, current=None, desired=None, reason=SyncReason.Error, message=message, error=str(error)
+        )
 
     def _unknown_endpoint(self, state: RuleState, now: float) -> RuleOutcome:
         """A rule whose endpoint is not configured is refused alone: no query, no decision, no patch."""
         rule = state.rule
-        message = (f"the rule names Prometheus endpoint {rule.prometheus!r}, which is not configured "
-                   f"(endpoints: {self.sources.names}); the rule is not synced")
-        self.metrics.record_decision(rule, None, None, SyncReason.UnknownEndpoint, {})
+        message = (
+            f"the rule names Prometheus endpoint {rule.prometheus!r}, which is not configured "
+            f"(endpoints: {self.sources.names}); the rule is not synced"
+        )
+        self.metrics.record_decision(
+            rule=rule, current=None, desired=None, reason=SyncReason.UnknownEndpoint, values={}
+        )
         last = state.last_warning.get(EventReason.InvalidRule)
         if last is None or last[0] != message:
             log.warning("rule %s: %s", rule.name, message)
-        self._warn(state, EventReason.InvalidRule, message, now)
-        return RuleOutcome(rule, None, None, SyncReason.UnknownEndpoint, message, error=message)
+        self._warn(state=state, reason=EventReason.InvalidRule, message=message, now=now)
+        return RuleOutcome(
+            rule=rule,
+            current=None,
+            desired=None,
+            reason=SyncReason.UnknownEndpoint,
+            message=message,
+            error=message,
+        )
 
     def _decide(self, state: RuleState, gathered: Gathered, results: Mapping[QueryKey, QueryResult],
                 now: float) -> RuleOutcome | Patch:
@@ -157,10 +178,10 @@ class RuleSync:
         failures = [o for o in observations if o.value is None]
         if failures:
             failed = "; ".join(f"{o.name}: {o.error}" for o in failures)
-            self._warn(state, EventReason.FailedGetMetrics, failed, now)
+            self._warn(state=state, reason=EventReason.FailedGetMetrics, message=failed, now=now)
         capacity = gather_capacity(rule, gathered.pending, results, self.metrics)
         if capacity is not None and capacity.problem:
-            self._warn(state, EventReason.FailedGetCapacity, capacity.problem, now)
+            self._warn(state=state, reason=EventReason.FailedGetCapacity, message=capacity.problem, now=now)
         plan = self._plan(state, scale, observations, capacity, now)
         if plan.replicas == plan.current or self.dry_run:
             return self._finish(state, plan, observations, patched=False, now=now)
@@ -171,7 +192,7 @@ class RuleSync:
         plan = plan_rule(state.rule, scale, observations, state.history, state.all_failed_syncs, now,
                          None if capacity is None else capacity.seen)
         if plan.problem:
-            self._warn(state, EventReason.InvalidAnnotation, plan.problem, now)
+            self._warn(state=state, reason=EventReason.InvalidAnnotation, message=plan.problem, now=now)
         self._report_guards(state, plan, capacity, now)
         return plan
 
@@ -225,10 +246,22 @@ class RuleSync:
         rule = state.rule
         why = "shutting down" if self.stopping.is_set() else "lost leadership"
         self.metrics.record_decision(
-            rule, plan.current, plan.replicas, plan.reason, {o.name: o.value for o in observations}
+            rule=rule,
+            current=plan.current,
+            desired=plan.replicas,
+            reason=plan.reason,
+            values={o.name: o.value for o in observations},
         )
         log_abandoned(rule, plan, observations, why, self.dry_run)
-        return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, "abandoned", observations, ok=True)
+        return RuleOutcome(
+            rule=rule,
+            current=plan.current,
+            desired=plan.replicas,
+            reason=plan.reason,
+            message="abandoned",
+            observations=observations,
+            ok=True,
+        )
 
     def _observe(self, rule: Rule, metric: MetricSpec, results: Mapping[QueryKey, QueryResult],
                  ) -> MetricObservation:
@@ -237,8 +270,9 @@ class RuleSync:
             self.metrics.query_error(rule, metric.name, QueryErrorReason(seen.failed))
         return seen.observation
 
-    def _report_guards(self, state: RuleState, plan: Plan, capacity: GatheredCapacity | None,
-                       now: float) -> None:
+    def _report_guards(
+        self, state: RuleState, plan: Plan, capacity: GatheredCapacity | None, now: float
+    ) -> None:
         """The schedule and capacity gauges, and a CapacityLimited Event (at most one per repeat period:
         its numbers change every sync while the cluster stays full)."""
         limited = plan.reason is Reason.CapacityLimited
@@ -246,7 +280,13 @@ class RuleSync:
         pending = None if capacity is None else capacity.pending
         self.metrics.record_guards(state.rule, Guards(plan.schedule, free, plan.withheld, limited, pending))
         if limited:
-            self._warn(state, EventReason.CapacityLimited, plan.message, now, any_message=True)
+            self._warn(
+                state=state,
+                reason=EventReason.CapacityLimited,
+                message=plan.message,
+                now=now,
+                any_message=True,
+            )
 
     def _finish(
         self,
@@ -259,13 +299,26 @@ class RuleSync:
         rule = state.rule
         state.history = state.history if patched else plan.history
         self.metrics.record_decision(
-            rule, plan.current, plan.replicas, plan.reason, {o.name: o.value for o in observations}
+            rule=rule,
+            current=plan.current,
+            desired=plan.replicas,
+            reason=plan.reason,
+            values={o.name: o.value for o in observations},
         )
         self.metrics.rule_synced(rule, now)  # scale read, nothing failed to patch: a successful rule sync
         verb = "scaled" if patched else ("would scale" if plan.replicas != plan.current else "keep")
         log_decision(rule, plan, observations, verb, self.dry_run)
-        return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, plan.message, observations,
-                           patched, ok=True, schedule=plan.schedule)
+        return RuleOutcome(
+            rule=rule,
+            current=plan.current,
+            desired=plan.replicas,
+            reason=plan.reason,
+            message=plan.message,
+            observations=observations,
+            patched=patched,
+            ok=True,
+            schedule=plan.schedule,
+        )
 
     def _scale_read_failed(
         self, state: RuleState, error: Exception, observations: tuple[MetricObservation, ...], now: float
@@ -274,12 +327,23 @@ class RuleSync:
         reason = getattr(error, "reason_label", ScaleErrorReason.ApiError)
         self.metrics.scale_error(rule, reason)
         self.metrics.record_decision(
-            rule, None, None, SyncReason.FailedGetScale, {o.name: o.value for o in observations}
+            rule=rule,
+            current=None,
+            desired=None,
+            reason=SyncReason.FailedGetScale,
+            values={o.name: o.value for o in observations},
         )
         log_read_failed(rule, error, reason, observations, self.dry_run)
-        self._warn(state, EventReason.FailedGetScale, str(error), now)
-        return RuleOutcome(rule, None, None, SyncReason.FailedGetScale, str(error), observations,
-                           error=str(error))
+        self._warn(state=state, reason=EventReason.FailedGetScale, message=str(error), now=now)
+        return RuleOutcome(
+            rule=rule,
+            current=None,
+            desired=None,
+            reason=SyncReason.FailedGetScale,
+            message=str(error),
+            observations=observations,
+            error=str(error),
+        )
 
     def _patch_failed(
         self,
@@ -292,13 +356,18 @@ class RuleSync:
         rule = state.rule
         state.history = plan.history  # the recommendation counts, as in the HPA; no scale event happened
         self.metrics.record_decision(
-            rule, plan.current, plan.replicas, plan.reason, {o.name: o.value for o in observations}
+            rule=rule,
+            current=plan.current,
+            desired=plan.replicas,
+            reason=plan.reason,
+            values={o.name: o.value for o in observations},
         )
         log_patch_failed(rule, plan, observations, error, error.reason_label, self.dry_run)
         failed = f"failed to scale {plan.current} -> {plan.replicas}: {error}"
-        self._warn(state, EventReason.FailedScale, failed, now)
-        return RuleOutcome(rule, plan.current, plan.replicas, plan.reason, str(error), observations,
-                           error=str(error), schedule=plan.schedule)
+        self._warn(state=state, reason=EventReason.FailedScale, message=failed, now=now)
+        return RuleOutcome(rule=rule, current=plan.current, desired=plan.replicas, reason=plan.reason,
+                           message=str(error), observations=observations, error=str(error),
+                           schedule=plan.schedule)
 
     def _warn(self, state: RuleState, reason: EventReason, message: str, now: float,
               any_message: bool = False) -> None:

@@ -265,7 +265,13 @@ class KubernetesScaleBackend:
         with self._lock:
             self._versions[ref] = version
         workload = self._get(what, ref.kind, self._request, "GET", resource.path(ref.namespace, ref.name))
-        return ScaleState(spec, status, annotations_of(workload, what), version, scale_selector(scale))
+        return ScaleState(
+            spec_replicas=spec,
+            status_replicas=status,
+            annotations=annotations_of(workload, what),
+            resource_version=version,
+            selector=scale_selector(scale),
+        )
 
     def _get_scale(self, ref: TargetRef, resource: ScalableResource, what: str) -> dict[str, Any]:
         path = resource.path(ref.namespace, ref.name, "scale")

@@ -95,23 +95,31 @@ def plan_rule(
     paused, pinned, problem = paused_replicas(scale.annotations)
     if pinned is not None:
         return Plan(
-            current,
-            pinned,
-            Reason.PausedReplicas,
-            f"paused by {PAUSED_REPLICAS_ANNOTATION}: hold {pinned} replicas",
-            history,
-            None,
+            current=current,
+            replicas=pinned,
+            reason=Reason.PausedReplicas,
+            message=f"paused by {PAUSED_REPLICAS_ANNOTATION}: hold {pinned} replicas",
+            history=history,
+            decision=None,
         )
     if paused:
         return Plan(
-            current,
-            current,
-            Reason.Paused,
-            f'paused by {PAUSED_ANNOTATION}="true": hold {current} replicas',
-            history,
-            None,
+            current=current,
+            replicas=current,
+            reason=Reason.Paused,
+            message=f'paused by {PAUSED_ANNOTATION}="true": hold {current} replicas',
+            history=history,
+            decision=None,
         )
-    plan = plan_replicas(rule, current, observations, history, all_failed_syncs, now, capacity=capacity)
+    plan = plan_replicas(
+        rule=rule,
+        current=current,
+        observations=observations,
+        history=history,
+        all_failed_syncs=all_failed_syncs,
+        now=now,
+        capacity=capacity,
+    )
     return dataclasses.replace(plan, problem=problem) if problem else plan
 
 
@@ -183,12 +191,12 @@ def _plan(
         # HPA records its first sight (recordInitialRecommendation) before this hold, so do we: a 0. A rule
         # that allows zero (minReplicas 0) is woken up by its activation targets or an open schedule.
         return Plan(
-            current,
-            0,
-            Reason.ScalingDisabled,
-            "scaling is disabled since the replica count of the target is zero",
-            first_sight(history, 0, now),
-            None,
+            current=current,
+            replicas=0,
+            reason=Reason.ScalingDisabled,
+            message="scaling is disabled since the replica count of the target is zero",
+            history=first_sight(history, 0, now),
+            decision=None,
         )
     fallback = rule.fallback
     if fallback is not None and all_failed_syncs > fallback.failure_threshold and observations:
@@ -200,14 +208,35 @@ def _plan(
         )
         decision = decide_desired(rule, current, fallback.replicas, why, history, now)
         message = why if decision.replicas == fallback.replicas else f"{why}; {decision.message}"
-        return Plan(current, decision.replicas, Reason.Fallback, message, decision.history, decision)
+        return Plan(
+            current=current,
+            replicas=decision.replicas,
+            reason=Reason.Fallback,
+            message=message,
+            history=decision.history,
+            decision=decision,
+        )
     if rule.min_replicas == 0:
         stage, history = scale_to_zero(rule, current, observations, history, now)
         if stage is not None:
-            return Plan(current, stage.replicas, stage.reason, stage.message, history, None)
+            return Plan(
+                current=current,
+                replicas=stage.replicas,
+                reason=stage.reason,
+                message=stage.message,
+                history=history,
+                decision=None,
+            )
         rule = dataclasses.replace(rule, min_replicas=1)  # KEDA: the HPA decides between 1 and max
     decision = decide_fn(rule, current, observations, history, now)
-    return Plan(current, decision.replicas, decision.reason, decision.message, decision.history, decision)
+    return Plan(
+        current=current,
+        replicas=decision.replicas,
+        reason=decision.reason,
+        message=decision.message,
+        history=decision.history,
+        decision=decision,
+    )
 
 
 def count_all_failed(previous: int, observations: Sequence[MetricObservation]) -> int:

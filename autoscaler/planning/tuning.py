@@ -119,7 +119,14 @@ def replay(rule: Rule, history: Sequence[HistoryStep], start_replicas: int) -> l
     counts = []
     for step in history:
         all_failed = count_all_failed(all_failed, step.observations)
-        plan = plan_replicas(rule, current, step.observations, state, all_failed, step.t)
+        plan = plan_replicas(
+            rule=rule,
+            current=current,
+            observations=step.observations,
+            history=state,
+            all_failed_syncs=all_failed,
+            now=step.t,
+        )
         state = plan.history.with_scale(step.t, current, plan.replicas)
         current = plan.replicas
         counts.append(current)

@@ -66,8 +66,14 @@ def scale_to_zero(rule: Rule, current: int, observations: Sequence[MetricObserva
     if seen.active or last_active is None:
         last_active = now
     if last_active != history.last_active:
-        history = RuleHistory(history.recommendations, history.scale_up_events, history.scale_down_events,
-                              history.longest_up_period, history.longest_down_period, last_active)
+        history = RuleHistory(
+            recommendations=history.recommendations,
+            scale_up_events=history.scale_up_events,
+            scale_down_events=history.scale_down_events,
+            longest_up_period=history.longest_up_period,
+            longest_down_period=history.longest_down_period,
+            last_active=last_active,
+        )
     return _stage(rule, current, seen, now - last_active), history
 
 

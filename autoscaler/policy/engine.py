@@ -41,15 +41,29 @@ def decide(rule: Rule, current: int, observations: Sequence[MetricObservation], 
 
     correction = correct_out_of_bounds(current, rule.min_replicas, rule.max_replicas)
     if correction is not None:
-        return Decision(current, None, correction.replicas, correction.reason, correction.message, (),
-                        prune(history, behavior, now))
+        return Decision(
+            current=current,
+            desired_raw=None,
+            replicas=correction.replicas,
+            reason=correction.reason,
+            message=correction.message,
+            proposals=(),
+            history=prune(history, behavior, now),
+        )
 
     proposals = propose_all(rule.metrics, observations, current, behavior.scale_up.tolerance,
                             behavior.scale_down.tolerance)
     proposed = combine(proposals, current)
     if proposed.reason in _HOLD:
-        return Decision(current, None, current, proposed.reason, proposed.message, proposals,
-                        prune(history, behavior, now))
+        return Decision(
+            current=current,
+            desired_raw=None,
+            replicas=current,
+            reason=proposed.reason,
+            message=proposed.message,
+            proposals=proposals,
+            history=prune(history, behavior, now),
+        )
     return _normalize(rule, current, proposed, proposals, history, now)
 
 
@@ -63,8 +77,15 @@ def decide_desired(rule: Rule, current: int, desired: int, message: str, history
     history = first_sight(history, current, now)
     correction = correct_out_of_bounds(current, rule.min_replicas, rule.max_replicas)
     if correction is not None:
-        return Decision(current, None, correction.replicas, correction.reason, correction.message, (),
-                        prune(history, rule.behavior, now))
+        return Decision(
+            current=current,
+            desired_raw=None,
+            replicas=correction.replicas,
+            reason=correction.reason,
+            message=correction.message,
+            proposals=(),
+            history=prune(history, rule.behavior, now),
+        )
     proposed = Stage(min(max(desired, 0), MAX_REPLICAS), Reason.DesiredWithinRange, message)
     return _normalize(rule, current, proposed, (), history, now)
 
@@ -77,9 +98,14 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
     stable = stabilize(current, desired, history.recommendations,
                        behavior.scale_up.stabilization_window_seconds,
                        behavior.scale_down.stabilization_window_seconds, now)
-    history = RuleHistory((*history.recommendations, Recommendation(now, desired)),
-                          history.scale_up_events, history.scale_down_events, history.longest_up_period,
-                          history.longest_down_period, history.last_active)
+    history = RuleHistory(
+        recommendations=(*history.recommendations, Recommendation(now, desired)),
+        scale_up_events=history.scale_up_events,
+        scale_down_events=history.scale_down_events,
+        longest_up_period=history.longest_up_period,
+        longest_down_period=history.longest_down_period,
+        last_active=history.last_active,
+    )
 
     outcome = proposed
     if stable.replicas != desired:
@@ -93,8 +119,15 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
     message = outcome.message
     if outcome.reason is Reason.DesiredWithinRange:
         message = f"{proposed.message}: {current} -> {replicas}"
-    return Decision(current, desired, replicas, outcome.reason, message, proposals,
-                    prune(history, behavior, now))
+    return Decision(
+        current=current,
+        desired_raw=desired,
+        replicas=replicas,
+        reason=outcome.reason,
+        message=message,
+        proposals=proposals,
+        history=prune(history, behavior, now),
+    )
 
 
 def bound_and_limit(rule: Rule, current: int, desired: int, history: RuleHistory, now: float) -> Stage:

@@ -29,8 +29,14 @@ def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
     """
     if history.recommendations:
         return history
-    return RuleHistory((Recommendation(now, current),), history.scale_up_events, history.scale_down_events,
-                       history.longest_up_period, history.longest_down_period, history.last_active)
+    return RuleHistory(
+        recommendations=(Recommendation(now, current),),
+        scale_up_events=history.scale_up_events,
+        scale_down_events=history.scale_down_events,
+        longest_up_period=history.longest_up_period,
+        longest_down_period=history.longest_down_period,
+        last_active=history.last_active,
+    )
 
 
 def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
@@ -50,5 +56,11 @@ def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
     down = behavior.scale_down.longest_period_seconds
     if index == 0 and history.longest_up_period == up and history.longest_down_period == down:
         return history
-    return RuleHistory(entries[index:], history.scale_up_events, history.scale_down_events, up, down,
-                       history.last_active)
+    return RuleHistory(
+        recommendations=entries[index:],
+        scale_up_events=history.scale_up_events,
+        scale_down_events=history.scale_down_events,
+        longest_up_period=up,
+        longest_down_period=down,
+        last_active=history.last_active,
+    )

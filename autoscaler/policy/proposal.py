@@ -23,15 +23,38 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
     A count above MAX_REPLICAS (a ratio that overflowed to inf included) is proposed as MAX_REPLICAS.
     """
     if observation is None:
-        return MetricProposal(metric.name, None, metric.target, None, None, "no value for this metric")
+        return MetricProposal(
+            name=metric.name,
+            value=None,
+            target=metric.target,
+            ratio=None,
+            replicas=None,
+            error="no value for this metric",
+        )
     value = observation.value
     if value is None:
         error = observation.error or "query failed"
-        return MetricProposal(metric.name, None, metric.target, None, None, error)
+        return MetricProposal(
+            name=metric.name, value=None, target=metric.target, ratio=None, replicas=None, error=error
+        )
     if not math.isfinite(value):
-        return MetricProposal(metric.name, None, metric.target, None, None, f"value is {value}")
+        return MetricProposal(
+            name=metric.name,
+            value=None,
+            target=metric.target,
+            ratio=None,
+            replicas=None,
+            error=f"value is {value}",
+        )
     if not (math.isfinite(metric.target) and metric.target > 0):  # the rules file refuses it; never divide
-        return MetricProposal(metric.name, None, metric.target, None, None, f"target is {metric.target}")
+        return MetricProposal(
+            name=metric.name,
+            value=None,
+            target=metric.target,
+            ratio=None,
+            replicas=None,
+            error=f"target is {metric.target}",
+        )
     if metric.type == "Average":
         ratio = value / metric.target
     elif current > 0:
@@ -46,7 +69,9 @@ def propose(metric: MetricSpec, observation: MetricObservation | None, current: 
         replicas = ceil_count(ratio * current)
     else:
         replicas = ceil_count(value / metric.target)
-    return MetricProposal(metric.name, value, metric.target, ratio, replicas, None)
+    return MetricProposal(
+        name=metric.name, value=value, target=metric.target, ratio=ratio, replicas=replicas, error=None
+    )
 
 
 def ceil_count(x: float) -> int:

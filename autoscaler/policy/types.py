@@ -117,12 +117,24 @@ class RuleHistory:
         change = to_replicas - from_replicas
         if change > 0:
             up = _stored(self.scale_up_events, ScaleEvent(now, change), self.longest_up_period)
-            return RuleHistory(self.recommendations, up, self.scale_down_events, self.longest_up_period,
-                               self.longest_down_period, self.last_active)
+            return RuleHistory(
+                recommendations=self.recommendations,
+                scale_up_events=up,
+                scale_down_events=self.scale_down_events,
+                longest_up_period=self.longest_up_period,
+                longest_down_period=self.longest_down_period,
+                last_active=self.last_active,
+            )
         if change < 0:
             down = _stored(self.scale_down_events, ScaleEvent(now, change), self.longest_down_period)
-            return RuleHistory(self.recommendations, self.scale_up_events, down, self.longest_up_period,
-                               self.longest_down_period, self.last_active)
+            return RuleHistory(
+                recommendations=self.recommendations,
+                scale_up_events=self.scale_up_events,
+                scale_down_events=down,
+                longest_up_period=self.longest_up_period,
+                longest_down_period=self.longest_down_period,
+                last_active=self.last_active,
+            )
         return self
 
 

@@ -107,7 +107,9 @@ def test_zero_replicas_omitted_by_the_api_is_zero(apiserver: FakeApiServer) -> N
     """autoscaling/v1 ScaleSpec.replicas is `omitempty`: the API server leaves it out when it is 0."""
     w = apiserver.add("embed", 0)
     apiserver.answer("GET", SCALE_PATH, changed(scale_json(w), "spec.replicas", ...))
-    assert backend(apiserver).read_scale(DEPLOY) == ScaleState(0, 0, {}, "1", "app=embed")
+    assert backend(apiserver).read_scale(DEPLOY) == ScaleState(
+        spec_replicas=0, status_replicas=0, annotations={}, resource_version="1", selector="app=embed"
+    )
 
 
 @pytest.mark.parametrize(

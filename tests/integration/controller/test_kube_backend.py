@@ -29,8 +29,16 @@ def test_read_deployment_and_statefulset_scale_with_annotations(apiserver: FakeA
     apiserver.add("embed", 3, **{"gpu-autoscaler.io/paused": "true"})
     apiserver.add("vector-db", 2, kind="statefulsets")
     b = backend(apiserver)
-    assert b.read_scale(DEPLOY) == ScaleState(3, 3, {"gpu-autoscaler.io/paused": "true"}, "1", "app=embed")
-    assert b.read_scale(STS) == ScaleState(2, 2, {}, "1", "app=vector-db")
+    assert b.read_scale(DEPLOY) == ScaleState(
+        spec_replicas=3,
+        status_replicas=3,
+        annotations={"gpu-autoscaler.io/paused": "true"},
+        resource_version="1",
+        selector="app=embed",
+    )
+    assert b.read_scale(STS) == ScaleState(
+        spec_replicas=2, status_replicas=2, annotations={}, resource_version="1", selector="app=vector-db"
+    )
     paths = [(r.method, r.path) for r in apiserver.requests]
     assert ("GET", "/apis/apps/v1/namespaces/ml/deployments/embed/scale") in paths
     assert ("GET", "/apis/apps/v1/namespaces/ml/deployments/embed") in paths
@@ -139,9 +147,13 @@ def test_scale_status_replicas_are_the_running_ones_not_the_spec(apiserver: Fake
     w = apiserver.add("embed", 3)
     w.status_replicas = 2  # a rollout under way: 3 wanted, 2 running
     b = backend(apiserver)
-    assert b.read_scale(DEPLOY) == ScaleState(3, 2, {}, "1", "app=embed")
+    assert b.read_scale(DEPLOY) == ScaleState(
+        spec_replicas=3, status_replicas=2, annotations={}, resource_version="1", selector="app=embed"
+    )
     b.patch_scale(DEPLOY, 5)
-    assert b.read_scale(DEPLOY) == ScaleState(5, 2, {}, "2", "app=embed")  # status moves when the pods do
+    assert b.read_scale(DEPLOY) == ScaleState(
+        spec_replicas=5, status_replicas=2, annotations={}, resource_version="2", selector="app=embed"
+    )  # status moves when the pods do
 
 
 def answer(e: client.ApiException) -> dict[str, str]:

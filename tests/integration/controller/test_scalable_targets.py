@@ -67,7 +67,9 @@ def paths(api: FakeApiServer, method: str = "GET") -> list[str]:
 def test_a_custom_resource_is_read_through_discovery_with_its_annotations(apiserver: FakeApiServer) -> None:
     apiserver.install(INFERENCE_SERVICE)
     apiserver.add("llm", 2, kind="inferenceservices", **PAUSED)
-    assert backend(apiserver).read_scale(LLM) == ScaleState(2, 2, PAUSED, "1", "app=llm")
+    assert backend(apiserver).read_scale(LLM) == ScaleState(
+        spec_replicas=2, status_replicas=2, annotations=PAUSED, resource_version="1", selector="app=llm"
+    )
     assert paths(apiserver) == [
         "/apis/example.com/v1",
         "/apis/example.com/v1/namespaces/ml/inferenceservices/llm/scale",
@@ -124,7 +126,9 @@ def test_every_kind_with_a_scale_is_read_and_patched(
     plural = path.rsplit("/", 2)[1]
     apiserver.add("w", 3, kind=plural)
     b = backend(apiserver)
-    assert b.read_scale(target) == ScaleState(3, 3, {}, "1", "app=w")
+    assert b.read_scale(target) == ScaleState(
+        spec_replicas=3, status_replicas=3, annotations={}, resource_version="1", selector="app=w"
+    )
     b.patch_scale(target, 4)
     assert apiserver.replicas("w", kind=plural) == 4
     assert paths(apiserver, "PATCH") == [path + "/scale"]

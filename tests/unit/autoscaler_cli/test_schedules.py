@@ -84,8 +84,22 @@ def test_max_replicas_override_caps_and_names_the_schedule() -> None:
     rule = parse_rules(rules_with('  - {cron: "0 9 * * *", durationSeconds: 3600, minReplicas: 4, '
                                   "maxReplicas: 12}\n"), "r.yaml").rules[0]
     busy = [MetricObservation("rps", 1000.0)]
-    inside = plan_replicas(rule, 10, busy, RuleHistory(), 0, at("2026-03-02T09:10:00+00:00"))
-    outside = plan_replicas(rule, 10, busy, RuleHistory(), 0, at("2026-03-02T11:10:00+00:00"))
+    inside = plan_replicas(
+        rule=rule,
+        current=10,
+        observations=busy,
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=at("2026-03-02T09:10:00+00:00"),
+    )
+    outside = plan_replicas(
+        rule=rule,
+        current=10,
+        observations=busy,
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=at("2026-03-02T11:10:00+00:00"),
+    )
     assert (inside.replicas, inside.reason) == (12, Reason.TooManyReplicas)
     assert "maxReplicas 12 from schedules[0] ('0 9 * * *' UTC" in inside.message
     assert (outside.replicas, outside.reason) == (10, Reason.TooManyReplicas)  # the rule's own max again
@@ -96,8 +110,22 @@ def test_a_raised_minimum_lifts_the_count_and_the_message_names_the_schedule() -
     rule = parse_rules(rules_with('  - {cron: "0 9 * * 1-5", timezone: Europe/Berlin, '
                                   'durationSeconds: 36000, minReplicas: 4}\n'), "r.yaml").rules[0]
     quiet = [MetricObservation("rps", 1.0)]
-    below = plan_replicas(rule, 2, quiet, RuleHistory(), 0, at("2026-03-02T09:00:00+01:00"))
-    held = plan_replicas(rule, 4, quiet, below.history, 0, at("2026-03-02T09:15:00+01:00"))
+    below = plan_replicas(
+        rule=rule,
+        current=2,
+        observations=quiet,
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=at("2026-03-02T09:00:00+01:00"),
+    )
+    held = plan_replicas(
+        rule=rule,
+        current=4,
+        observations=quiet,
+        history=below.history,
+        all_failed_syncs=0,
+        now=at("2026-03-02T09:15:00+01:00"),
+    )
     assert (below.replicas, below.reason) == (4, Reason.BelowMinReplicas)
     assert (held.replicas, held.reason) == (4, Reason.TooFewReplicas)
     for plan in (below, held):
@@ -113,8 +141,11 @@ def test_a_rule_without_schedules_is_unchanged() -> None:
                             "r.yaml").rules[0]
     obs = [MetricObservation("rps", 35.0)]
     closed = at("2026-03-02T12:00:00+00:00")
-    assert plan_replicas(scheduled, 2, obs, RuleHistory(), 0, closed) == \
-        plan_replicas(rule, 2, obs, RuleHistory(), 0, closed)
+    assert plan_replicas(
+        rule=scheduled, current=2, observations=obs, history=RuleHistory(), all_failed_syncs=0, now=closed
+    ) == plan_replicas(
+        rule=rule, current=2, observations=obs, history=RuleHistory(), all_failed_syncs=0, now=closed
+    )
 
 
 def test_rules_file_problems_are_all_reported_with_line_and_field() -> None:

@@ -194,7 +194,14 @@ def plan_step_by_step(rule: Rule, history: list[HistoryStep], start: int) -> lis
     state, current, failed, counts = RuleHistory(), start, 0, []
     for step in history:
         failed = count_all_failed(failed, step.observations)
-        plan = plan_replicas(rule, current, step.observations, state, failed, step.t)
+        plan = plan_replicas(
+            rule=rule,
+            current=current,
+            observations=step.observations,
+            history=state,
+            all_failed_syncs=failed,
+            now=step.t,
+        )
         state, current = plan.history.with_scale(step.t, current, plan.replicas), plan.replicas
         counts.append(current)
     return counts

@@ -55,7 +55,13 @@ class FakeBackend:
             w = self.workloads.get(ref)
             if w is None:
                 raise NotFoundError(f"{ref.kind} {ref.namespace}/{ref.name} not found", status=404)
-            return ScaleState(w.replicas, w.replicas, dict(w.annotations), str(w.version), f"app={ref.name}")
+            return ScaleState(
+                spec_replicas=w.replicas,
+                status_replicas=w.replicas,
+                annotations=dict(w.annotations),
+                resource_version=str(w.version),
+                selector=f"app={ref.name}",
+            )
 
     def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
         with self.lock:

@@ -34,21 +34,21 @@ def test_status_table() -> None:
     rules = ruleset(rule("embed"), rule("kg"))
     outcomes = [
         RuleOutcome(
-            rules.get("embed"),
-            3,
-            5,
-            "ScaleUpLimit",
-            "scale up 3 -> 5 limited by policy Pods 2/60s",
-            (MetricObservation("util", 95.0),),
+            rule=rules.get("embed"),
+            current=3,
+            desired=5,
+            reason="ScaleUpLimit",
+            message="scale up 3 -> 5 limited by policy Pods 2/60s",
+            observations=(MetricObservation("util", 95.0),),
             ok=True,
         ),
         RuleOutcome(
-            rules.get("kg"),
-            None,
-            None,
-            "FailedGetScale",
-            'deployments.apps "kg" not found',
-            (MetricObservation("util", None, "NoSeries: no series"),),
+            rule=rules.get("kg"),
+            current=None,
+            desired=None,
+            reason="FailedGetScale",
+            message='deployments.apps "kg" not found',
+            observations=(MetricObservation("util", None, "NoSeries: no series"),),
             error="not found",
         ),
     ]
@@ -66,10 +66,19 @@ def test_status_shows_the_bounds_of_an_open_schedule() -> None:
     rules = ruleset(rule("embed", min_replicas=2, max_replicas=10))
     window = ScheduleBounds(5, 8, "schedules[0] ('0 9 * * 1-5' UTC, open since 2026-03-02T09:00:00+00:00)",
                             "schedules[0]")
-    outcome = RuleOutcome(rules.get("embed"), 2, 5, "BelowMinReplicas", "current 2 is below minReplicas 5",
-                          ok=True, schedule=window)
+    outcome = RuleOutcome(
+        rule=rules.get("embed"),
+        current=2,
+        desired=5,
+        reason="BelowMinReplicas",
+        message="current 2 is below minReplicas 5",
+        ok=True,
+        schedule=window,
+    )
     header, row = render([outcome]).splitlines()
     assert header.split()[4] == "BOUNDS"
     assert row.split()[4:6] == ["5-8", "(schedule)"]
-    plain = RuleOutcome(rules.get("embed"), 2, 2, "WithinTolerance", "ok", ok=True)
+    plain = RuleOutcome(
+        rule=rules.get("embed"), current=2, desired=2, reason="WithinTolerance", message="ok", ok=True
+    )
     assert render([plain]).splitlines()[1].split()[4] == "2-10"

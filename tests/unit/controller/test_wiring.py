@@ -18,8 +18,13 @@ TWO_ENDPOINTS = PrometheusConfig("test", {
 
 
 def test_one_runner_per_endpoint_with_its_url_and_the_settings_given() -> None:
-    with wire(RuleSet("r.yaml", ()), FakeBackend(), TWO_ENDPOINTS, PromQLSettings("", budget=3.0),
-              ControllerSettings(dry_run=True)) as wiring:
+    with wire(
+        rules=RuleSet("r.yaml", ()),
+        backend=FakeBackend(),
+        prometheus=TWO_ENDPOINTS,
+        queries=PromQLSettings("", budget=3.0),
+        settings=ControllerSettings(dry_run=True),
+    ) as wiring:
         assert {n: r.settings.url for n, r in wiring.sources.items()} == {
             "default": "http://127.0.0.1:1", "other": "http://127.0.0.1:2"}
         assert all(r.settings.budget == 3.0 for r in wiring.sources.values())
@@ -27,7 +32,12 @@ def test_one_runner_per_endpoint_with_its_url_and_the_settings_given() -> None:
 
 
 def test_leaving_closes_the_controller_and_every_runner() -> None:
-    with wire(RuleSet("r.yaml", ()), FakeBackend(), TWO_ENDPOINTS, PromQLSettings("")) as wiring:
+    with wire(
+        rules=RuleSet("r.yaml", ()),
+        backend=FakeBackend(),
+        prometheus=TWO_ENDPOINTS,
+        queries=PromQLSettings(""),
+    ) as wiring:
         pass
     assert wiring.controller._pool._shutdown  # type: ignore[attr-defined]
     assert all(r._pool._shutdown for r in wiring.sources.values())  # type: ignore[attr-defined]
@@ -50,5 +60,10 @@ def test_a_controller_that_cannot_be_built_closes_the_runners(monkeypatch: pytes
     monkeypatch.setattr(wiring_module, "runners", recording)
     monkeypatch.setattr(wiring_module, "Controller", refusing)
     with pytest.raises(RuntimeError, match="no controller"):
-        wire(RuleSet("r.yaml", ()), FakeBackend(), TWO_ENDPOINTS, PromQLSettings(""))
+        wire(
+            rules=RuleSet("r.yaml", ()),
+            backend=FakeBackend(),
+            prometheus=TWO_ENDPOINTS,
+            queries=PromQLSettings(""),
+        )
     assert len(built) == 2 and all(r._pool._shutdown for r in built)  # type: ignore[attr-defined]

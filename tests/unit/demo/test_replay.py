@@ -95,7 +95,15 @@ def test_after_a_step_in_demand_a_one_minute_rate_catches_up_over_one_minute() -
     def spy(rule: Rule, current: int, obs: Sequence[MetricObservation], history: RuleHistory,
             now: float) -> Decision:
         seen[now] = obs[0].value or 0.0
-        return Decision(current, current, current, Reason.WithinTolerance, "hold", (), history)
+        return Decision(
+            current=current,
+            desired_raw=current,
+            replicas=current,
+            reason=Reason.WithinTolerance,
+            message="hold",
+            proposals=(),
+            history=history,
+        )
 
     replay(rule, step_up, ReplaySettings(warmup_seconds=0.0, requests_per_gpu_second=10.0), decide_fn=spy)
     assert seen[585.0] == pytest.approx(20.0)
@@ -122,7 +130,15 @@ def test_the_engine_is_asked_every_sync_period_with_the_virtual_time() -> None:
     def fake_decide(rule: Rule, current: int, obs: Sequence[MetricObservation], history: RuleHistory,
                     now: float) -> Decision:
         calls.append((current, now))
-        return Decision(current, current, current, Reason.WithinTolerance, "hold", (), history)
+        return Decision(
+            current=current,
+            desired_raw=current,
+            replicas=current,
+            reason=Reason.WithinTolerance,
+            message="hold",
+            proposals=(),
+            history=history,
+        )
 
     settings = ReplaySettings(warmup_seconds=60.0)
     result = replay(rule_with(UTIL), constant(1.0, 300.0), settings, decide_fn=fake_decide)

@@ -22,8 +22,16 @@ def outcome(current: int, desired: int, patched: bool, util: float | None, reaso
             rps: float | None = 30.0) -> RuleOutcome:
     observations = (MetricObservation("requests_per_second", rps, None if rps is not None else "NoSeries: x"),
                     MetricObservation("gpu_utilization", util, None if util is not None else "NoSeries: x"))
-    return RuleOutcome(RULE, current, desired, reason, f"scale {current} -> {desired}", observations,
-                       patched=patched, ok=True)
+    return RuleOutcome(
+        rule=RULE,
+        current=current,
+        desired=desired,
+        reason=reason,
+        message=f"scale {current} -> {desired}",
+        observations=observations,
+        patched=patched,
+        ok=True,
+    )
 
 
 def recorder_with_a_run() -> DemoRecorder:
@@ -55,7 +63,8 @@ def test_the_live_line_shows_time_load_replicas_metrics_against_targets_and_the_
 
 
 def test_the_live_line_fits_120_columns_whatever_the_metric_names() -> None:
-    rule = parse_rules("""\
+    rule = parse_rules(
+        """\
 rules:
   - name: r
     target: {kind: Deployment, namespace: demo, name: inference}
@@ -64,11 +73,25 @@ rules:
     metrics:
       - {name: a_very_long_metric_name_for_the_request_rate_of_the_service, query: x, type: Total, target: 9}
       - {name: another_very_long_metric_name_for_gpu_utilization, query: y, type: Average, target: 90}
-""", "r.yaml").rules[0]
+""",
+        "r.yaml",
+    ).rules[0]
     recorder = DemoRecorder(rule, "r.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.7)
     observed = (MetricObservation(rule.metrics[0].name, 57.3), MetricObservation(rule.metrics[1].name, 80.0))
-    line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
+    line = recorder.sync(
+        0.0,
+        snap,
+        RuleOutcome(
+            rule=rule,
+            current=7,
+            desired=7,
+            reason="DesiredWithinRange",
+            message="",
+            observations=observed,
+            ok=True,
+        ),
+    )
     assert len(line) == 120 and line.endswith("..."), line
 
 
@@ -128,7 +151,8 @@ def test_an_interrupted_run_with_no_sync_still_writes_a_summary(tmp_path: Path) 
 
 def test_a_total_metric_is_shown_and_plotted_per_replica_against_its_per_replica_target() -> None:
     """57.3 req/s on 7 replicas against 9 per replica is 8.2 each, not six times the target."""
-    rule = parse_rules("""\
+    rule = parse_rules(
+        """\
 rules:
   - name: r
     target: {kind: Deployment, namespace: demo, name: inference}
@@ -136,22 +160,50 @@ rules:
     maxReplicas: 10
     metrics:
       - {name: requests_per_second, query: x, type: Total, target: 9}
-""", "r.yaml").rules[0]
+""",
+        "r.yaml",
+    ).rules[0]
     recorder = DemoRecorder(rule, "r.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.7)
     observed = (MetricObservation("requests_per_second", 57.3),)
-    line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
+    line = recorder.sync(
+        0.0,
+        snap,
+        RuleOutcome(
+            rule=rule,
+            current=7,
+            desired=7,
+            reason="DesiredWithinRange",
+            message="",
+            observations=observed,
+            ok=True,
+        ),
+    )
     assert "requests_per_second 8.2/9 each" in line and "57.3/9" not in line
     assert recorder.points[-1].utilization == pytest.approx(57.3 / 7)
-    line = recorder.sync(2.0, snap, RuleOutcome(rule, 0, 1, "DesiredWithinRange", "", observed, ok=True))
+    line = recorder.sync(
+        2.0,
+        snap,
+        RuleOutcome(
+            rule=rule,
+            current=0,
+            desired=1,
+            reason="DesiredWithinRange",
+            message="",
+            observations=observed,
+            ok=True,
+        ),
+    )
     assert "requests_per_second 57.3 total/9 each" in line
     assert recorder.points[-1].utilization is None
 
 
 def test_the_simulated_gpu_utilization_is_shown_and_plotted_even_when_the_rule_does_not_query_it(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A rule on the request rate alone still shows (and plots) what the GPUs do."""
-    rule = parse_rules("""\
+    rule = parse_rules(
+        """\
 rules:
   - name: r
     target: {kind: Deployment, namespace: demo, name: inference}
@@ -159,14 +211,40 @@ rules:
     maxReplicas: 10
     metrics:
       - {name: requests_per_second, query: x, type: Total, target: 9}
-""", "r.yaml").rules[0]
+""",
+        "r.yaml",
+    ).rules[0]
     recorder = DemoRecorder(rule, "r.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 7, lambda: 0.0).snapshot(5.6)
     observed = (MetricObservation("requests_per_second", 56.0),)
-    line = recorder.sync(0.0, snap, RuleOutcome(rule, 7, 7, "DesiredWithinRange", "", observed, ok=True))
+    line = recorder.sync(
+        0.0,
+        snap,
+        RuleOutcome(
+            rule=rule,
+            current=7,
+            desired=7,
+            reason="DesiredWithinRange",
+            message="",
+            observations=observed,
+            ok=True,
+        ),
+    )
     assert "GPU  80%" in line and "requests_per_second 8.0/9 each" in line, line
     idle = SimulatedDeployment("demo", "inference", 0, lambda: 0.0).snapshot(0.0)
-    line = recorder.sync(2.0, idle, RuleOutcome(rule, 0, 0, "DesiredWithinRange", "", observed, ok=True))
+    line = recorder.sync(
+        2.0,
+        idle,
+        RuleOutcome(
+            rule=rule,
+            current=0,
+            desired=0,
+            reason="DesiredWithinRange",
+            message="",
+            observations=observed,
+            ok=True,
+        ),
+    )
     assert "GPU   - " in line, line  # no GPU held: no utilization, not 0 %
     assert [p.gpu_utilization for p in recorder.points] == [pytest.approx(80.0), None]
     written = recorder.write(tmp_path)
@@ -181,8 +259,16 @@ BEFORE = MONDAY_OPENING - 4.0
 def capacity_outcome(current: int, desired: int, reason: str, message: str = "") -> RuleOutcome:
     observations = (MetricObservation("requests_per_second", 90.0),
                     MetricObservation("gpu_utilization", 100.0))
-    return RuleOutcome(CAPACITY_RULE, current, desired, reason, message, observations,
-                       patched=desired != current, ok=True)
+    return RuleOutcome(
+        rule=CAPACITY_RULE,
+        current=current,
+        desired=desired,
+        reason=reason,
+        message=message,
+        observations=observations,
+        patched=desired != current,
+        ok=True,
+    )
 
 
 def test_a_capacity_rule_shows_pending_and_free_gpus_and_the_schedule_opening(tmp_path: Path) -> None:

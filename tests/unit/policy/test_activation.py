@@ -46,7 +46,9 @@ def test_activity(rps: float | None, queue: float | None, active: bool, idle: bo
 ])
 def test_at_zero_only_an_activation_wakes_the_rule(rps: float | None, queue: float | None,
                                                     expected: tuple[int, Reason]) -> None:
-    plan = plan_replicas(RULE, 0, obs(rps, queue), RuleHistory(), 0, T0)
+    plan = plan_replicas(
+        rule=RULE, current=0, observations=obs(rps, queue), history=RuleHistory(), all_failed_syncs=0, now=T0
+    )
     assert (plan.replicas, plan.reason) == expected
     assert plan.history.last_active == T0  # the first sight starts the cooldown clock
 
@@ -57,7 +59,9 @@ def replay(start: int, values: list[tuple[float | None, int]], step: float = 15.
     history, current, out = RuleHistory(), start, []
     for i, (rps, _) in enumerate(values):
         now = T0 + i * step
-        plan = plan_replicas(RULE, current, obs(rps), history, 0, now)
+        plan = plan_replicas(
+            rule=RULE, current=current, observations=obs(rps), history=history, all_failed_syncs=0, now=now
+        )
         history, current = plan.history.with_scale(now, current, plan.replicas), plan.replicas
         out.append((current, plan.reason))
     return out
@@ -84,7 +88,9 @@ def test_an_activation_during_the_cooldown_restarts_it() -> None:
 
 def test_between_one_and_max_the_hpa_decides_with_a_floor_of_one() -> None:
     history = RuleHistory()
-    plan = plan_replicas(RULE, 4, obs(0.2, 0.0), history, 0, T0)  # rps 0.2 -> HPA wants 1; not yet idle long
+    plan = plan_replicas(
+        rule=RULE, current=4, observations=obs(0.2, 0.0), history=history, all_failed_syncs=0, now=T0
+    )  # rps 0.2 -> HPA wants 1; not yet idle long
     assert plan.reason is not Reason.ScaledToZero and plan.replicas >= 1
     assert plan.decision is not None  # the engine decided
 
@@ -102,7 +108,14 @@ def test_a_rule_with_min_replicas_above_zero_never_scales_to_zero() -> None:
     rule = dataclasses.replace(RULE, min_replicas=1)
     history, current = RuleHistory(), 1
     for i in range(60):
-        plan = plan_replicas(rule, current, obs(0.0), history, 0, T0 + 15 * i)
+        plan = plan_replicas(
+            rule=rule,
+            current=current,
+            observations=obs(0.0),
+            history=history,
+            all_failed_syncs=0,
+            now=T0 + 15 * i,
+        )
         history, current = plan.history.with_scale(T0 + 15 * i, current, plan.replicas), plan.replicas
     assert current == 1
 
@@ -110,8 +123,17 @@ def test_a_rule_with_min_replicas_above_zero_never_scales_to_zero() -> None:
 def test_a_schedule_raising_the_minimum_wakes_a_rule_at_zero() -> None:
     rule = dataclasses.replace(RULE, schedules=(Schedule("0 9 * * *", "UTC", 3600, 3, None),))
     nine = 1_700_038_800.0  # 2023-11-15T09:00:00Z
-    plan = plan_replicas(rule, 0, obs(0.0), RuleHistory(), 0, nine + 60)
+    plan = plan_replicas(
+        rule=rule, current=0, observations=obs(0.0), history=RuleHistory(), all_failed_syncs=0, now=nine + 60
+    )
     assert (plan.replicas, plan.reason) == (3, Reason.BelowMinReplicas)
     assert "minReplicas 3 from schedules[0]" in plan.message and plan.schedule is not None
-    after = plan_replicas(rule, 0, obs(0.0), RuleHistory(), 0, nine + 3600 + 60)
+    after = plan_replicas(
+        rule=rule,
+        current=0,
+        observations=obs(0.0),
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=nine + 3600 + 60,
+    )
     assert (after.replicas, after.reason) == (0, Reason.Idle)

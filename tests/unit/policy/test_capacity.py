@@ -68,26 +68,52 @@ RULE = dataclasses.replace(make_rule(1, 20, metrics=(MetricSpec("load", "q", "To
 def test_the_plan_applies_the_guard_after_the_engine_and_keeps_the_recommendation() -> None:
     load = (MetricObservation("load", 100.0),)  # the HPA wants 10 replicas
     free = CapacityObservation(6.0)  # room for 3 more
-    plan = plan_replicas(RULE, 4, load, RuleHistory(), 0, T0, capacity=free)
+    plan = plan_replicas(
+        rule=RULE,
+        current=4,
+        observations=load,
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=T0,
+        capacity=free,
+    )
     # the engine's own rate limit allows 4 -> 8; the guard lets 3 more in: 1 withheld
     assert (plan.replicas, plan.reason, plan.withheld) == (7, Reason.CapacityLimited, 1)
     assert plan.desired_raw == 10  # what the metrics asked for stays visible and recorded
     assert plan.history.recommendations[-1].replicas == 10
     assert "4 -> 7 (not 8)" in plan.message
-    unguarded = plan_replicas(RULE, 4, load, RuleHistory(), 0, T0)
+    unguarded = plan_replicas(
+        rule=RULE, current=4, observations=load, history=RuleHistory(), all_failed_syncs=0, now=T0
+    )
     assert (unguarded.replicas, unguarded.withheld) == (8, 0)  # the HPA's own limit: 4 + 4 pods per 15 s
 
 
 def test_the_guard_does_not_touch_pauses_or_rules_without_capacity() -> None:
     load = (MetricObservation("load", 100.0),)
     plain = dataclasses.replace(RULE, capacity=None)
-    plan = plan_replicas(plain, 4, load, RuleHistory(), 0, T0, capacity=CapacityObservation(0.0))
+    plan = plan_replicas(
+        rule=plain,
+        current=4,
+        observations=load,
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=T0,
+        capacity=CapacityObservation(0.0),
+    )
     assert plan.replicas == 8 and plan.reason is not Reason.CapacityLimited
 
 
 def test_a_fallback_scale_up_is_guarded_too() -> None:
     rule = dataclasses.replace(RULE, fallback=Fallback(1, 9))
     failed = (MetricObservation("load", None, "NoSeries: none"),)
-    plan = plan_replicas(rule, 4, failed, RuleHistory(), 2, T0, capacity=CapacityObservation(2.0))
+    plan = plan_replicas(
+        rule=rule,
+        current=4,
+        observations=failed,
+        history=RuleHistory(),
+        all_failed_syncs=2,
+        now=T0,
+        capacity=CapacityObservation(2.0),
+    )
     assert (plan.replicas, plan.reason) == (5, Reason.CapacityLimited)
     assert plan.message.startswith("every metric failed")

@@ -119,7 +119,9 @@ def test_fallback_to_a_huge_count_is_capped_then_bounded() -> None:
     assert decision.desired_raw == MAX_REPLICAS
     with_fallback = Rule("r", TARGET, 1, 10, rule.metrics, rule.behavior, Fallback(1, 10**400), 1)
     failed = [MetricObservation("load", None, "NoSeries")]
-    plan = plan_replicas(with_fallback, 3, failed, RuleHistory(), 5, T0)
+    plan = plan_replicas(
+        rule=with_fallback, current=3, observations=failed, history=RuleHistory(), all_failed_syncs=5, now=T0
+    )
     assert (plan.replicas, str(plan.reason)) == (10, "Fallback")
 
 

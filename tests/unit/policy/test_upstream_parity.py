@@ -44,7 +44,9 @@ def run_engine(rule: Rule, start: int, syncs: Sequence[Sync]) -> list[tuple[int,
     for sync in syncs:
         now += sync.gap
         obs = [MetricObservation(m.name, v) for m, v in zip(rule.metrics, sync.values, strict=True)]
-        plan = plan_replicas(rule, current, obs, history, 0, float(now))
+        plan = plan_replicas(
+            rule=rule, current=current, observations=obs, history=history, all_failed_syncs=0, now=float(now)
+        )
         history, current = plan.history.with_scale(float(now), current, plan.replicas), plan.replicas
         seen.append((now, current))
         if sync.set_by_hand is not None:
@@ -81,20 +83,49 @@ def test_first_sight_at_zero_replicas_records_zero_as_the_hpa() -> None:
     """Upstream records the current count before the 'target at zero' hold: a target scaled up by hand
     later finds a recommendation of 0, not of its new count, in the scale-down window."""
     rule = make_rule(2, 10)  # default behavior: 300 s scale-down window
-    held = plan_replicas(rule, 0, [MetricObservation("load", 8.0)], RuleHistory(), 0, float(START))
+    held = plan_replicas(
+        rule=rule,
+        current=0,
+        observations=[MetricObservation("load", 8.0)],
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=float(START),
+    )
     assert (held.replicas, held.reason) == (0, Reason.ScalingDisabled)
     assert held.history.recommendations == (Recommendation(START, 0),)
     # someone scales it to 8 by hand; 60 s later the load asks for 3: nothing in the window holds 8
-    later = plan_replicas(rule, 8, [MetricObservation("load", 3.0)], held.history, 0, float(START + 60))
+    later = plan_replicas(
+        rule=rule,
+        current=8,
+        observations=[MetricObservation("load", 3.0)],
+        history=held.history,
+        all_failed_syncs=0,
+        now=float(START + 60),
+    )
     assert later.replicas == 3
     assert run_engine(rule, 0, [Sync(0, (8.0,), 8), Sync(60, (3.0,))]) == run_reference(
-        rule, 0, [Sync(0, (8.0,), 8), Sync(60, (3.0,))])
+        rule, 0, [Sync(0, (8.0,), 8), Sync(60, (3.0,))]
+    )
 
 
 def test_a_second_sync_at_zero_does_not_record_first_sight_again() -> None:
     rule = make_rule(2, 10)
-    first = plan_replicas(rule, 0, [MetricObservation("load", 8.0)], RuleHistory(), 0, float(START))
-    second = plan_replicas(rule, 0, [MetricObservation("load", 8.0)], first.history, 0, float(START + 15))
+    first = plan_replicas(
+        rule=rule,
+        current=0,
+        observations=[MetricObservation("load", 8.0)],
+        history=RuleHistory(),
+        all_failed_syncs=0,
+        now=float(START),
+    )
+    second = plan_replicas(
+        rule=rule,
+        current=0,
+        observations=[MetricObservation("load", 8.0)],
+        history=first.history,
+        all_failed_syncs=0,
+        now=float(START + 15),
+    )
     assert second.history.recommendations == (Recommendation(START, 0),)
 
 
