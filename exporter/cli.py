@@ -74,7 +74,7 @@ def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
     backend.add_argument("--proc-root", metavar="PATH",
                          help="where to read /proc/<pid>/cgroup of GPU processes and the driver's device "
                               "minors (the host's /proc mounted in the DaemonSet; default /proc)",
-                         **({"default": argparse.SUPPRESS} if suppress else {"default": DEFAULT_PROC_ROOT}))
+                         default=argparse.SUPPRESS if suppress else DEFAULT_PROC_ROOT)
     backend.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                          help="log level on stderr (default INFO; WARNING for status)", **default)
     return backend
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="TLS and basic auth of the HTTP endpoints, in the exporter-toolkit web config "
                              "format (node_exporter's --web.config.file); see docs/web-config.md")
     commands = parser.add_subparsers(dest="command", metavar="{status}")
-    status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],
+    status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],  # type: ignore[list-item]  # stubs: parents of the subparser class
                                  help="print the local GPUs once and exit")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser

@@ -136,8 +136,8 @@ class FleetPrometheus:
             raise _bad(query, str(exc)) from exc
         status = response.status_code
         if not 200 <= status < 300:
-            error = error_of(body)
-            detail = f"{error[0]}: {error[1]}" if error else "not a Prometheus answer"
+            reported = error_of(body)
+            detail = f"{reported[0]}: {reported[1]}" if reported else "not a Prometheus answer"
             hint = {401: " (check the credentials)", 403: " (credentials not allowed to query)",
                     404: " (no Prometheus API there: check the URL and its path prefix)"}.get(status, "")
             raise PrometheusError(f"HTTP {status} from {self.endpoint.display_url}{hint} for query "

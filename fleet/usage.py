@@ -239,7 +239,7 @@ def _incidents(inputs: Inputs) -> list[Incident]:
 
 
 def _throttling(inputs: Inputs) -> list[Throttling]:
-    hours: Counter[tuple[str, str]] = Counter()
+    hours: dict[tuple[str, str], float] = defaultdict(float)
     for (node, _uuid, reason), points in inputs.throttling.items():
         hours[(node, reason)] += len(points) * inputs.window.step / 3600.0
     return [Throttling(node, reason, value) for (node, reason), value in sorted(hours.items())]

@@ -154,7 +154,7 @@ def _check_events(text: str, path: str, limits: YamlLimits) -> None:
         return
     except yaml.YAMLError as exc:
         refused = exc
-    if _FastLoader is not yaml.SafeLoader:
+    if _FastLoader is not yaml.SafeLoader:  # type: ignore[comparison-overlap]  # same class without libyaml
         try:
             _count_events(text, path, limits, yaml.SafeLoader)
         except yaml.YAMLError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping
+from typing import cast
 
 from autoscaler.cli.args import add_prometheus_arguments, add_rules_argument, prometheus_config, rules_file
 from autoscaler.config.query_syntax import syntax_problems
@@ -25,6 +26,10 @@ from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError
 from plumbing.prometheus.runner import PromQLSettings, QueryErrorReason, QueryResult, close_all, runners
 
 HELP = "validate a rules file; with --prometheus also run every query once"
+
+
+# A query the runner gave no result for (never expected): failed, and never read as an empty result.
+_NOT_RUN = QueryResult(None, cast(QueryErrorReason, "NoResult"), "not run")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +103,7 @@ def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],
     problems: list[Problem] = []
     for index, rule in enumerate(ruleset.rules):
         for m_index, metric in enumerate(rule.metrics):
-            result = results.get((rule.prometheus, metric.query)) or QueryResult(None, "NoResult", "not run")
+            result = results.get((rule.prometheus, metric.query)) or _NOT_RUN
             field = f"rules[{index}].metrics[{m_index}].query"
             seen = observe(metric, result).observation
             if seen.value is None:
@@ -115,7 +120,7 @@ def _check_capacity(path: str, index: int, rule: Rule, results: Mapping[QueryKey
                     report: Callable[[str], None]) -> list[Problem]:
     capacity = rule.capacity
     assert capacity is not None
-    result = results.get((rule.prometheus, capacity.query)) or QueryResult(None, "NoResult", "not run")
+    result = results.get((rule.prometheus, capacity.query)) or _NOT_RUN
     field = f"rules[{index}].capacity.query"
     if result.value is None:
         return [Problem(path, capacity.line, field, result.error or "failed")]

@@ -30,7 +30,7 @@ from autoscaler.cli.assumed import (
 )
 from autoscaler.config.rules import RuleSet, load_rules
 from autoscaler.controller.logfmt import configure_logging
-from autoscaler.controller.loop import DECISION_REASONS, Controller, ControllerSettings, Health, SyncReport
+from autoscaler.controller.loop import Controller, ControllerSettings, Health, SyncReport
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.reload import RulesWatcher
 from autoscaler.controller.server import MetricsServer
@@ -38,6 +38,7 @@ from autoscaler.controller.wiring import wire
 from autoscaler.errors import AutoscalerError, KubeConfigError, Problem, RulesError
 from autoscaler.kube.leader import LeaderElector, LeaseSettings
 from autoscaler.kube.scale import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
+from autoscaler.reasons import DECISION_REASONS
 from plumbing.cli import fail, install_stop_handlers, parse_duration, port_number
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoints_of

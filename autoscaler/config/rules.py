@@ -300,11 +300,11 @@ def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSp
         target = None
         if "target" in fields:
             target = reader.number(fields["target"], f"{at}.target", above=0, high=MAX_TARGET)
-        activation = 0.0
+        activation: float | None = 0.0
         if "activationTarget" in fields:
             activation = reader.number(fields["activationTarget"], f"{at}.activationTarget", low=0,
                                        high=MAX_TARGET)
-        when_empty = "fail"
+        when_empty: str | None = "fail"
         if "whenEmpty" in fields:
             when_empty = reader.choice(fields["whenEmpty"], f"{at}.whenEmpty", ("fail", "zero"))
         if name is None or query is None or type_ is None or target is None or activation is None \

@@ -133,9 +133,9 @@ def load_api_client(kubeconfig: str | None = None, request_retries: int = 0) -> 
     configuration = client.Configuration()
     try:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            config.load_incluster_config(client_configuration=configuration)
         else:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
+            config.load_kube_config(
                 config_file=kubeconfig, client_configuration=configuration
             )
     except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
@@ -244,7 +244,7 @@ class KubernetesScaleBackend:
                                             header_params=headers, body=body, auth_settings=["BearerToken"])
         response = self._api.call_api(*request, _request_timeout=_request_timeout)
         if not 200 <= response.status <= 299:
-            response.read()  # type: ignore[no-untyped-call]
+            response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response.response
 

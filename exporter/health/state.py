@@ -122,10 +122,10 @@ def assess(
     None when neither is known (the health series are then left out, never reported as optimal).
     """
     thresholds = thresholds or HealthThresholds()
-    temperature_state = (
-        thresholds.temperature_celsius.state(temperature_celsius) if _known(temperature_celsius) else None
-    )
-    memory_state = thresholds.memory_percent.state(memory_percent) if _known(memory_percent) else None
+    temperature_state = (thresholds.temperature_celsius.state(temperature_celsius)
+                         if temperature_celsius is not None and _known(temperature_celsius) else None)
+    memory_state = (thresholds.memory_percent.state(memory_percent)
+                    if memory_percent is not None and _known(memory_percent) else None)
     states = [s for s in (temperature_state, memory_state) if s is not None]
     if not states:
         return None

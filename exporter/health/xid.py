@@ -264,8 +264,9 @@ class XidMetrics:
             labels = context.device_labels(device)
             for code, count in sorted(counts.get(device.uuid, {}).items()):
                 family.add_metric([*labels, str(code)], float(count))
-            code = last.get(device.uuid)
-            latest.add_metric([*labels, "" if code is None else str(code)], float(code or 0))
+            latest_code = last.get(device.uuid)
+            latest.add_metric([*labels, "" if latest_code is None else str(latest_code)],
+                              float(latest_code or 0))
         if family.samples:
             yield family
         yield latest

@@ -14,7 +14,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.nvml.adapter import real_nvml
 from exporter.simulator.config import ProcessSpec, SimConfig
@@ -51,6 +51,10 @@ class _EventSet:
 
 class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
     """The fake pynvml module: create one per simulated node and pass it to NvmlAdapter."""
+
+    if TYPE_CHECKING:  # pynvml's constants, structures and error classes, set on each instance below
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, config: SimConfig, clock: Callable[[], float] = time.monotonic,
                  pcie_latency_seconds: float | None = None) -> None:

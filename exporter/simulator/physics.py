@@ -82,8 +82,8 @@ class SimGpu:
 
     def demand_watts(self, t: float) -> float:
         model = self.spec.model
-        return model.idle_power_watts + (1.08 * model.power_limit_watts - model.idle_power_watts) * (
-            self.utilization(t) ** 0.85)
+        busy: float = self.utilization(t) ** 0.85
+        return model.idle_power_watts + (1.08 * model.power_limit_watts - model.idle_power_watts) * busy
 
     def power_watts(self, t: float) -> float:
         """Capped by the power limit, and lower when heat holds the clocks down."""
@@ -107,7 +107,8 @@ class SimGpu:
         self.overheat_override = celsius
 
     def _temperature_target(self, watts: float, t: float) -> float:
-        scale = (700.0 / max(self.spec.model.power_limit_watts, 1.0)) ** 0.3  # small boards run hotter per W
+        # small boards run hotter per W
+        scale: float = (700.0 / max(self.spec.model.power_limit_watts, 1.0)) ** 0.3
         target = AMBIENT_CELSIUS + CELSIUS_PER_WATT * watts * scale
         heat = self.overheat_celsius(t)  # an overheat below the normal temperature changes nothing
         return target if heat is None else max(target, heat)

@@ -127,7 +127,8 @@ class ReliabilitySurface:
             gpu = self._link("nvmlDeviceGetNvLinkState", device, link)
             down = link in gpu.reliability.links_down or any(
                 link in f.links for f in self._fault_active("nvlink_down", gpu.index))
-            return _pynvml.NVML_FEATURE_DISABLED if down else _pynvml.NVML_FEATURE_ENABLED
+            state: int = _pynvml.NVML_FEATURE_DISABLED if down else _pynvml.NVML_FEATURE_ENABLED
+            return state
 
     def nvmlDeviceGetNvLinkErrorCounter(self, device: Any, link: int, counter: int) -> int:
         with self._lock:

@@ -53,7 +53,7 @@ class BadAnswer(Exception):
 
 
 def failed(reason: QueryErrorReason, message: str) -> QueryResult:
-    return QueryResult(None, str(reason), message)
+    return QueryResult(None, reason, message)
 
 
 def bad_answer(message: str) -> QueryResult:

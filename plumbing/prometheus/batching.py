@@ -174,7 +174,9 @@ def split_answer(body: object, batch: Batch) -> dict[str, QueryResult]:
     result = result_of(body, "vector")
     groups: list[list[object]] = [[] for _ in batch.queries]
     for entry in result:
-        metric = entry.get("metric") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict):
+            raise BadAnswer("a series of a batch is not an object")
+        metric = entry.get("metric")
         if not isinstance(metric, dict):
             raise BadAnswer("a series of a batch has no labels")
         index = metric.get(BATCH_LABEL)

@@ -169,13 +169,13 @@ class _TlsAdapter(HTTPAdapter):
 
     def build_connection_pool_key_attributes(
         self, request: requests.PreparedRequest, verify: Any, cert: Any = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, None)
+    ) -> Any:  # urllib3's pool keys (host params, pool kwargs); ours has keys beyond the stubs' TypedDict
+        host_params, inherited = super().build_connection_pool_key_attributes(request, verify, None)
         if host_params.get("scheme") != "https":
-            return host_params, pool_kwargs
+            return host_params, inherited
         tls = self._tls
-        pool_kwargs = {"ssl_context": self.context(),
-                       "cert_reqs": "CERT_NONE" if tls.insecure_skip_verify else "CERT_REQUIRED"}
+        verify_mode = "CERT_NONE" if tls.insecure_skip_verify else "CERT_REQUIRED"
+        pool_kwargs: dict[str, Any] = {"ssl_context": self.context(), "cert_reqs": verify_mode}
         if tls.insecure_skip_verify:
             pool_kwargs["assert_hostname"] = False
         elif tls.server_name:

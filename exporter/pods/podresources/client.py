@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from exporter.errors import ExporterError
 from exporter.pods.podresources.mapping import DeviceAllocation
@@ -84,8 +84,9 @@ class PodResourcesClient:
                 )
                 return response
         except grpc.RpcError as e:
-            code = e.code() if isinstance(e, grpc.Call) else None
-            details = e.details() if isinstance(e, grpc.Call) else str(e)
+            call: Any = e  # at run time a call's RpcError is also a grpc.Call (the stubs say it cannot be)
+            code = call.code() if hasattr(call, "code") else None
+            details = call.details() if hasattr(call, "details") else str(e)
             name = code.name if code is not None else "UNKNOWN"
             raise PodResourcesUnavailableError(f"List on {path} failed: {name}: {details}") from e
 

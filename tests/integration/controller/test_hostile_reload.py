@@ -77,7 +77,7 @@ def test_hostile_rules_files_are_refused_and_the_previous_rules_keep_scaling(
         swap(rules, hostile["billion-laughs"].content)
         wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 0.0, 10, "rules_valid 0 (last bomb)")
         prom.target.set("reload-web", 320)  # the previous rule must still act on new load: 4 -> 8
-        # a hang guard: the scale-up policy allows 100 % per 15 s after the first scale-up, on a loaded machine
+        # a hang guard: the policy allows 100 % per 15 s after the first scale-up, on a loaded machine
         wait_for(lambda: apiserver.replicas("web") == 8, 45, "the previous rules to scale 4 -> 8")
         sent = time.monotonic()
         code = stop_process(proc, timeout=10)

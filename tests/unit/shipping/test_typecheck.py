@@ -1,4 +1,5 @@
-"""mypy --strict stays clean on the engine and the NVML snapshots (named in pyproject.toml's [tool.mypy])."""
+"""mypy --strict stays clean on every production package (autoscaler, plumbing, fleet, exporter: named in
+pyproject.toml's [tool.mypy]), the generated gRPC stubs aside."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def mypy(tmp_path: Path, *targets: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.timeout(300)
-def test_engine_and_snapshots_are_strictly_typed(tmp_path: Path) -> None:
+def test_every_production_package_is_strictly_typed(tmp_path: Path) -> None:
     result = mypy(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success: no issues found" in result.stdout
