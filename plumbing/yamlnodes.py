@@ -21,7 +21,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from plumbing.problems import Problem
 from plumbing.yamlsafe import line_of
 
-__all__ = ["NULL_TAG", "NodeReader", "describe", "line_of"]
+__all__ = ["ANY_KEY", "NULL_TAG", "NodeReader", "describe", "line_of"]
 
 NULL_TAG = "tag:yaml.org,2002:null"
 T = TypeVar("T")
@@ -41,6 +41,16 @@ def describe(node: Node) -> str:
     return repr(text) if node.tag.endswith(":str") else text
 
 
+class _AnyKey(frozenset[str]):
+    """`known` for a mapping whose keys are names the user chooses (endpoints, users, headers)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+ANY_KEY: Collection[str] = _AnyKey()
+
+
 @dataclass
 class NodeReader:
     """Reads typed values from YAML nodes of one file, appending a Problem for each invalid value."""
@@ -55,9 +65,11 @@ class NodeReader:
         self.problems.append(Problem(self.path, line, where, message))
 
     def mapping(
-        self, node: Node, where: str, known: Collection[str], required: Collection[str] = ()
+        self, node: Node, where: str, known: Collection[str], required: Collection[str] = (),
+        unsupported: Collection[str] = (),
     ) -> dict[str, Node] | None:
-        """The keys of a mapping node; reports non-mappings, duplicate, unknown and missing keys."""
+        """The keys of a mapping node; reports non-mappings, duplicate, unknown and missing keys, and keys
+        the format has but this program refuses (`unsupported`)."""
         if not isinstance(node, MappingNode):  # the root's `where` is "": name it so the line reads well
             self.problem(line_of(node), where or "(top level)", f"expected a mapping (got {describe(node)})")
             return None
@@ -67,6 +79,9 @@ class NodeReader:
             key_where = f"{where}.{key}" if where else key
             if key in result:
                 self.problem(line_of(key_node), key_where, "duplicate key (each field may appear once)")
+                continue
+            if key in unsupported:
+                self.problem(line_of(key_node), key_where, "not supported by this server; remove it")
                 continue
             if key not in known:
                 hint = difflib.get_close_matches(key, list(known), n=1)

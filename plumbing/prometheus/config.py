@@ -20,7 +20,7 @@ from yaml.nodes import Node, ScalarNode
 
 from plumbing.problems import Problem
 from plumbing.prometheus.errors import PrometheusClientError
-from plumbing.yamlnodes import NodeReader, describe, line_of
+from plumbing.yamlnodes import ANY_KEY, NodeReader, describe, line_of
 from plumbing.yamlsafe import YamlFileError, compose_file
 
 DEFAULT_ENDPOINT = "default"
@@ -191,7 +191,7 @@ def load_prometheus_config(path: str | Path) -> PrometheusConfig:
     endpoints: dict[str, Endpoint] = {}
     top = reader.mapping(root, "", {"endpoints"}, required=("endpoints",))
     if top is not None and "endpoints" in top:
-        items = reader.mapping(top["endpoints"], "endpoints", _AnyKey())
+        items = reader.mapping(top["endpoints"], "endpoints", ANY_KEY)
         if items is not None and not items:
             reader.problem(line_of(top["endpoints"]), "endpoints", "expected at least one endpoint")
         for key, node in (items or {}).items():
@@ -206,13 +206,6 @@ def load_prometheus_config(path: str | Path) -> PrometheusConfig:
     if reader.problems:
         raise PrometheusConfigError(sorted(reader.problems, key=lambda p: p.line))
     return PrometheusConfig(name, endpoints)
-
-
-class _AnyKey(frozenset[str]):
-    """`known` for a mapping whose keys are names the user chooses."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
 
 
 @dataclass
@@ -353,7 +346,7 @@ def _tls(r: _Reader, node: Node, where: str) -> TlsConfig:
 
 
 def _headers(r: _Reader, node: Node, where: str) -> tuple[Header, ...]:
-    items = r.nodes.mapping(node, where, _AnyKey())
+    items = r.nodes.mapping(node, where, ANY_KEY)
     headers: list[Header] = []
     seen: set[str] = set()
     for name, value in (items or {}).items():

@@ -15,13 +15,14 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from plumbing.web.tls import TlsServerConfig, build_context
+from plumbing.yamlnodes import ANY_KEY, NodeReader
 from plumbing.yamlsafe import YamlFileError, YamlLimits, compose_file, line_of
 
 log = logging.getLogger(__name__)
@@ -63,45 +64,14 @@ class WebConfig:
     """Added to every answer."""
 
 
-@dataclass
-class _Reader:
-    path: str
-    problems: list[str] = field(default_factory=list)
+class _Reader(NodeReader):
+    """The shared reader, plus what a web config needs: messages at a node, and certificate files."""
 
-    def problem(self, node: Node, where: str, message: str) -> None:
-        self.problems.append(f"{self.path}:{line_of(node)}: {where}: {message}")
+    def at(self, node: Node, where: str, message: str) -> None:
+        self.problem(line_of(node), where, message)
 
-    def mapping(self, node: Node, where: str, known: tuple[str, ...] | None) -> dict[str, Node]:
-        """The mapping's keys; `known` None: any key (user names, header names)."""
-        if not isinstance(node, MappingNode):
-            self.problem(node, where, "expected a mapping")
-            return {}
-        out: dict[str, Node] = {}
-        for key, value in node.value:
-            name = str(key.value) if isinstance(key, ScalarNode) else "?"
-            here = f"{where}.{name}" if where else name
-            if name in out:
-                self.problem(key, here, "duplicate key")
-            elif name in _UNSUPPORTED.get(where, ()):
-                self.problem(key, here, "not supported by this server; remove it")
-            elif known is not None and name not in known:
-                self.problem(key, here, f"unknown key; expected one of {', '.join(known)}")
-            else:
-                out[name] = value
-        return out
-
-    def string(self, node: Node, where: str) -> str | None:
-        if not isinstance(node, ScalarNode) or not node.tag.endswith(":str") or not node.value:
-            self.problem(node, where, "expected a non-empty string")
-            return None
-        return str(node.value)
-
-    def choice(self, node: Node, where: str, choices: tuple[str, ...]) -> str | None:
-        value = self.string(node, where)
-        if value is not None and value not in choices:
-            self.problem(node, where, f"expected one of {', '.join(choices)} (got {value!r})")
-            return None
-        return value
+    def keys(self, node: Node, where: str, known: Collection[str] = ANY_KEY) -> dict[str, Node]:
+        return self.mapping(node, where, known, unsupported=_UNSUPPORTED.get(where, ())) or {}
 
     def file(self, node: Node, where: str, base: Path) -> Path | None:
         value = self.string(node, where)
@@ -109,7 +79,7 @@ class _Reader:
             return None
         path = base / value  # relative paths are relative to the web config file, as in the toolkit
         if not path.is_file():
-            self.problem(node, where, f"no such file: {value}")
+            self.at(node, where, f"no such file: {value}")
             return None
         return path
 
@@ -124,17 +94,17 @@ def load_web_config(path: str | Path) -> WebConfig:
     if root is None:
         return WebConfig(Path(path))  # an empty file: plain HTTP, no auth, as in the toolkit
     reader = _Reader(name)
-    top = reader.mapping(root, "", ("tls_server_config", "basic_auth_users", "http_server_config"))
+    top = reader.keys(root, "", ("tls_server_config", "basic_auth_users", "http_server_config"))
     base = Path(path).parent
     tls = _tls(reader, top["tls_server_config"], base) if "tls_server_config" in top else None
     users = _users(reader, top["basic_auth_users"]) if "basic_auth_users" in top else {}
     headers: dict[str, str] = {}
     if "http_server_config" in top:
-        server = reader.mapping(top["http_server_config"], "http_server_config", ("headers",))
+        server = reader.keys(top["http_server_config"], "http_server_config", ("headers",))
         if "headers" in server:
             headers = _headers(reader, server["headers"])
     if reader.problems:
-        raise WebConfigError("\n".join(reader.problems))
+        raise WebConfigError("\n".join(str(problem) for problem in reader.problems))
     config = WebConfig(Path(path), tls, users, headers)
     if tls is not None:
         try:
@@ -147,32 +117,32 @@ def load_web_config(path: str | Path) -> WebConfig:
 
 def _tls(reader: _Reader, node: Node, base: Path) -> TlsServerConfig | None:
     where = "tls_server_config"
-    keys = reader.mapping(node, where, ("cert_file", "key_file", "client_auth_type", "client_ca_file",
-                                        "min_version", "max_version"))
+    keys = reader.keys(node, where, ("cert_file", "key_file", "client_auth_type", "client_ca_file",
+                                     "min_version", "max_version"))
     for required in ("cert_file", "key_file"):
         if required not in keys and isinstance(node, MappingNode):
-            reader.problem(node, f"{where}.{required}", "required when tls_server_config is given")
+            reader.at(node, f"{where}.{required}", "required when tls_server_config is given")
     cert = reader.file(keys["cert_file"], f"{where}.cert_file", base) if "cert_file" in keys else None
     key = reader.file(keys["key_file"], f"{where}.key_file", base) if "key_file" in keys else None
     auth = "NoClientCert"
     if "client_auth_type" in keys:
         node_auth = keys["client_auth_type"]
         if isinstance(node_auth, ScalarNode) and node_auth.value in UNVERIFIED_CLIENT_AUTH:
-            reader.problem(node_auth, f"{where}.client_auth_type",
+            reader.at(node_auth, f"{where}.client_auth_type",
                            f"{node_auth.value} (a certificate taken without verifying it) is not supported; "
                            "use VerifyClientCertIfGiven or RequireAndVerifyClientCert")
         auth = reader.choice(node_auth, f"{where}.client_auth_type", CLIENT_AUTH_TYPES) or auth
     ca = reader.file(keys["client_ca_file"], f"{where}.client_ca_file", base) if "client_ca_file" in keys \
         else None
     if auth != "NoClientCert" and "client_ca_file" not in keys:
-        reader.problem(node, f"{where}.client_ca_file", f"required with client_auth_type {auth}")
+        reader.at(node, f"{where}.client_ca_file", f"required with client_auth_type {auth}")
     if auth == "NoClientCert" and "client_ca_file" in keys:
-        reader.problem(keys["client_ca_file"], f"{where}.client_ca_file",
+        reader.at(keys["client_ca_file"], f"{where}.client_ca_file",
                        "given without a client_auth_type that verifies client certificates")
     low, high = (reader.choice(keys[k], f"{where}.{k}", TLS_VERSIONS) if k in keys else None
                  for k in ("min_version", "max_version"))
     if low and high and TLS_VERSIONS.index(low) > TLS_VERSIONS.index(high):
-        reader.problem(keys["max_version"], f"{where}.max_version", f"{high} is older than min_version {low}")
+        reader.at(keys["max_version"], f"{where}.max_version", f"{high} is older than min_version {low}")
     if cert is None or key is None:
         return None
     return TlsServerConfig(cert, key, auth, ca, low or "TLS12", high)
@@ -180,13 +150,13 @@ def _tls(reader: _Reader, node: Node, base: Path) -> TlsServerConfig | None:
 
 def _users(reader: _Reader, node: Node) -> dict[str, bytes]:
     users: dict[str, bytes] = {}
-    for name, value in reader.mapping(node, "basic_auth_users", None).items():
+    for name, value in reader.keys(node, "basic_auth_users").items():
         where = f"basic_auth_users.{name}"
         if ":" in name or not name.isprintable():
-            reader.problem(value, where, "a user name cannot contain ':' or control characters")
+            reader.at(value, where, "a user name cannot contain ':' or control characters")
         hashed = reader.string(value, where)
         if hashed is not None and not _BCRYPT.match(hashed):
-            reader.problem(value, where, "expected a bcrypt hash ($2y$10$... from htpasswd -nBC 10 USER)")
+            reader.at(value, where, "expected a bcrypt hash ($2y$10$... from htpasswd -nBC 10 USER)")
         elif hashed is not None:
             users[name] = hashed.encode("ascii")
     return users
@@ -194,15 +164,15 @@ def _users(reader: _Reader, node: Node) -> dict[str, bytes]:
 
 def _headers(reader: _Reader, node: Node) -> dict[str, str]:
     headers: dict[str, str] = {}
-    for name, value in reader.mapping(node, "http_server_config.headers", None).items():
+    for name, value in reader.keys(node, "http_server_config.headers").items():
         where = f"http_server_config.headers.{name}"
         text = reader.string(value, where)
         if not _TOKEN.match(name):
-            reader.problem(value, where, "not a valid header name")
+            reader.at(value, where, "not a valid header name")
         elif name.lower() in RESERVED_HEADERS:
-            reader.problem(value, where, "set by the server itself; cannot be configured")
+            reader.at(value, where, "set by the server itself; cannot be configured")
         elif text is not None and not all(ch == "\t" or " " <= ch <= "~" for ch in text):
-            reader.problem(value, where, "a header value must be printable ASCII on one line")
+            reader.at(value, where, "a header value must be printable ASCII on one line")
         elif text is not None:
             headers[name] = text
     return headers

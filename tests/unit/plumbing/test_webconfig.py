@@ -27,7 +27,8 @@ TLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("tls_server_confg: {}\n", "web.yml:1: tls_server_confg: unknown key"),
+    ("tls_server_confg: {}\n", "web.yml:1: tls_server_confg: unknown field (expected one of: "
+     "basic_auth_users, http_server_config, tls_server_config); did you mean 'tls_server_config'?"),
     ("rate_limit: {interval: 1s}\n", "web.yml:1: rate_limit: not supported by this server"),
     (TLS + "  cipher_suites: [TLS_AES_128_GCM_SHA256]\n",
      "web.yml:4: tls_server_config.cipher_suites: not supp"),
