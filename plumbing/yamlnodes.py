@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import math
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from plumbing.problems import Problem
 from plumbing.yamlsafe import line_of
 
-__all__ = ["ANY_KEY", "NULL_TAG", "NodeReader", "describe", "line_of"]
+__all__ = ["ANY_KEY", "NULL_TAG", "NodeReader", "describe", "line_at", "line_of"]
 
 NULL_TAG = "tag:yaml.org,2002:null"
 T = TypeVar("T")
@@ -209,3 +210,26 @@ def _merged(node: MappingNode) -> list[tuple[Node, Node]]:
                         own_keys.add(name)
                         inherited.append((k, v))
     return own + inherited
+
+
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def line_at(root: Node | None, field: str) -> int:
+    """The line a field path (`gpus[0].processes[1].pid`) points at in a node tree: the node it names, or,
+    when part of the path is missing, the deepest node that is there (a missing key is reported at its
+    mapping). For readers that walk plain data and still owe the user a line number."""
+    node = root
+    line = line_of(root) if root is not None else 1
+    for match in _STEP.finditer(field):
+        key, index = match.groups()
+        if isinstance(node, MappingNode) and key is not None:
+            found = next((value for k, value in _merged(node) if str(k.value) == key), None)
+        elif isinstance(node, SequenceNode) and index is not None and int(index) < len(node.value):
+            found = node.value[int(index)]
+        else:
+            found = None
+        if found is None:
+            break
+        node, line = found, line_of(found)
+    return line

@@ -111,7 +111,11 @@ def compose(text: str, path: str, limits: YamlLimits = DEFAULT_LIMITS) -> Node |
 
 def load(text: str, path: str, limits: YamlLimits = DEFAULT_LIMITS) -> Any:
     """Plain Python data (safe types only) of a YAML text, after the same checks as `compose`."""
-    root = compose(text, path, limits)
+    return construct(compose(text, path, limits), path)
+
+
+def construct(root: Node | None, path: str) -> Any:
+    """Plain Python data (safe types only) of a node tree `compose` returned."""
     if root is None:
         return None
     constructor = yaml.constructor.SafeConstructor()

@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yaml.nodes import Node
+
 from exporter.errors import ConfigError
 from exporter.simulator.models import MAX_MIG_SLICES, MODELS, GpuModel, MigProfile
 from plumbing import yamlsafe
+from plumbing.problems import Problem
+from plumbing.yamlnodes import line_at
 
 GIB = 1024**3
 MIB = 1024**2
@@ -146,30 +150,35 @@ def load_sim_config(path: str | Path) -> SimConfig:
 
 def parse_sim_config(text: str, path: str) -> SimConfig:
     try:
-        data = yamlsafe.load(text, path, SIM_CONFIG_LIMITS)
+        root = yamlsafe.compose(text, path, SIM_CONFIG_LIMITS)
+        data = yamlsafe.construct(root, path)
     except yamlsafe.YamlFileError as exc:
         raise _file_error(exc) from exc
-    return _Parser(path).config(data)
+    return _Parser(path, root).config(data)
 
 
 def _file_error(exc: yamlsafe.YamlFileError) -> ConfigError:
-    where = f"line {exc.line}: " if exc.line else ""
-    return ConfigError(f"{exc.path}: {where}{exc.message}")
+    """The reader's own message, `file:line: message`, as every YAML file the processes read."""
+    return ConfigError(str(exc))
 
 
 class _Parser:
-    """Walks the YAML tree, collecting every problem as `file: field: expected ... (got ...)`."""
+    """Walks the YAML data, collecting every problem as `file:line: field: expected ... (got ...)`, the line
+    found in the node tree the data came from (plumbing.yamlnodes.line_at)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, root: Node | None) -> None:
         self.path = path
-        self.problems: list[str] = []
+        self.root = root
+        self.problems: list[Problem] = []
 
     def fail(self, field: str, message: str) -> None:
-        self.problems.append(f"{self.path}: {field}: {message}")
+        self.problems.append(Problem(self.path, line_at(self.root, field), field, message))
 
     def config(self, data: Any) -> SimConfig:
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{self.path}: top level: expected a mapping with 'gpus' (got {_kind(data)})")
+            line = line_at(self.root, "")
+            raise ConfigError(str(Problem(self.path, line, "(top level)",
+                                          f"expected a mapping with 'gpus' (got {_kind(data)})")))
         self.unknown(data, "", {"gpus", "faults", "seed", "pcie_latency_seconds"})
         gpus: list[SimGpuSpec] = []
         raw_gpus = data.get("gpus")
@@ -200,7 +209,8 @@ class _Parser:
         latency = self.number(data, "pcie_latency_seconds", "pcie_latency_seconds", 0.02, minimum=0,
                               maximum=MAX_PCIE_LATENCY_SECONDS)
         if self.problems:
-            raise ConfigError("; ".join(self.problems))
+            raise ConfigError("\n".join(str(problem) for problem in sorted(
+                self.problems, key=lambda problem: problem.line)))
         return SimConfig(tuple(gpus), tuple(faults), int(seed), float(latency))
 
     def group(self, raw: Any, field: str, first_index: int) -> list[SimGpuSpec]:

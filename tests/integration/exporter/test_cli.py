@@ -83,7 +83,7 @@ def test_bad_yaml_names_the_file_and_field(tmp_path: Path) -> None:
     config.write_text("gpus:\n  - {model: H100, count: 2, load: {pattern: zigzag}}\n")
     result = run("--simulate-config", str(config))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
-    assert f"{config}: gpus[0].load.pattern: expected one of constant" in result.stderr
+    assert f"{config}:2: gpus[0].load.pattern: expected one of constant" in result.stderr
     missing = run("status", "--simulate-config", str(tmp_path / "absent.yaml"))
     assert missing.returncode == 2 and "absent.yaml: cannot read" in missing.stderr
 
@@ -94,7 +94,7 @@ def test_non_utf8_config_is_one_line_exit_2(tmp_path: Path) -> None:
     for args in (["--simulate-config", str(config)], ["status", "--simulate-config", str(config)]):
         result = run(*args)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-        assert result.stderr.startswith(f"gpu-exporter: error: {config}: line 2: not UTF-8 text")
+        assert result.stderr.startswith(f"gpu-exporter: error: {config}:2: not UTF-8 text")
         assert "Traceback" not in result.stderr
 
 

@@ -172,7 +172,7 @@ def test_violation_time_accumulates_in_nanoseconds(sim: SimulatedNvml, clock: Fa
     ("gpus: [{}]\nfaults: [{type: xid, code: 79, link: 1}]", "faults[0].link: only for an nvlink_down"),
 ])
 def test_bad_model_features_name_the_field(text: str, expected: str) -> None:
-    with pytest.raises(ConfigError, match=r"^fleet\.yaml: ") as caught:
+    with pytest.raises(ConfigError, match=r"^fleet\.yaml:[1-9]\d*: ") as caught:
         parse_sim_config(text, "fleet.yaml")
     assert expected in str(caught.value)
 

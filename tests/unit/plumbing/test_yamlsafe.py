@@ -133,3 +133,14 @@ def test_values_that_cannot_be_constructed_are_errors_not_exceptions() -> None:
         load("a: 2024-13-45\n", "f")  # a timestamp by YAML's regex, no such date
     with pytest.raises(YamlFileError, match=r"^f:1: not valid YAML"):
         load("a: !!python/object:os.system x\n", "f")  # safe loading: no arbitrary tags
+
+
+def test_line_at_finds_the_node_a_field_path_names() -> None:
+    from plumbing.yamlnodes import line_at
+
+    root = compose("a: 1\ngpus:\n  - model: H100\n    processes:\n      - {pid: 7}\n      - {pid: 8}\n", "f")
+    assert line_at(root, "gpus[0].processes[1].pid") == 6
+    assert line_at(root, "gpus[0].model") == 3
+    assert line_at(root, "gpus[0].colour") == 3  # a missing key: its mapping, where it would be written
+    assert line_at(root, "gpus[5]") == 3  # a missing item: the list
+    assert line_at(root, "") == 1 and line_at(None, "gpus") == 1
