@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import pytest
 
@@ -25,6 +24,7 @@ from autoscaler.errors import (
 )
 from autoscaler.kube.scale import KubernetesScaleBackend, ScaleState
 from autoscaler.policy import TargetRef
+from tests.clock import ManualClock
 from tests.integration.controller.fake_api_resources import (
     INFERENCE_SERVICE,
     LEADER_WORKER_SET,
@@ -45,18 +45,10 @@ LLM = TargetRef("InferenceService", "ml", "llm", "example.com/v1")
 PAUSED = {"gpu-autoscaler.io/paused-replicas": "4"}
 
 
-@dataclass
-class Clock:
-    """The monotonic clock of the discovery cache, moved by the test."""
-
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def backend(api: FakeApiServer, clock: Clock | None = None) -> KubernetesScaleBackend:
-    return KubernetesScaleBackend(api.api_client(), request_timeout=2.0, monotonic=clock or Clock())
+def backend(api: FakeApiServer, clock: ManualClock | None = None) -> KubernetesScaleBackend:
+    return KubernetesScaleBackend(
+        api.api_client(), request_timeout=2.0, monotonic=clock or ManualClock(1000.0)
+    )
 
 
 def paths(api: FakeApiServer, method: str = "GET") -> list[str]:
@@ -191,7 +183,7 @@ def test_discovery_is_asked_once_per_api_version(apiserver: FakeApiServer) -> No
 
 
 def test_a_crd_installed_later_is_found_after_the_refresh_period(apiserver: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     b = backend(apiserver, clock)
     for _ in range(3):  # a rule syncing every interval: one discovery request per period, not per sync
         with pytest.raises(KindNotFoundError):
@@ -208,7 +200,7 @@ def test_a_crd_installed_later_is_found_after_the_refresh_period(apiserver: Fake
 
 
 def test_a_404_of_the_scale_refreshes_discovery_at_most_once_per_period(apiserver: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     apiserver.install(INFERENCE_SERVICE)
     b = backend(apiserver, clock)
     for _ in range(3):  # the object does not exist (yet): a 404 each time, discovery asked once
@@ -222,7 +214,7 @@ def test_a_404_of_the_scale_refreshes_discovery_at_most_once_per_period(apiserve
 
 
 def test_a_crd_reinstalled_under_another_plural_is_followed(apiserver: FakeApiServer) -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     apiserver.install(INFERENCE_SERVICE)
     apiserver.add("llm", 2, kind="inferenceservices")
     b = backend(apiserver, clock)

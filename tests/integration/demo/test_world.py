@@ -11,16 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.world import SimulatedWorld
+from tests.clock import ManualClock
 
 pytestmark = pytest.mark.integration
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -34,8 +27,8 @@ def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 
 @pytest.fixture
-def world() -> Iterator[tuple[SimulatedWorld, Clock]]:
-    clock = Clock()
+def world() -> Iterator[tuple[SimulatedWorld, ManualClock]]:
+    clock = ManualClock(100.0)
     deployment = SimulatedDeployment("demo", "inference", 2, clock,
                                      ClusterSettings(nodes=2, gpus_per_node=2, startup_delay_seconds=30))
     world = SimulatedWorld(deployment, requests_per_gpu_second=10.0, sweep_interval=0.0)
@@ -46,7 +39,8 @@ def world() -> Iterator[tuple[SimulatedWorld, Clock]]:
         world.stop()
 
 
-def test_gpus_carry_their_replica_and_its_share_of_the_load(world: tuple[SimulatedWorld, Clock]) -> None:
+def test_gpus_carry_their_replica_and_its_share_of_the_load(
+        world: tuple[SimulatedWorld, ManualClock]) -> None:
     sim, clock = world
     sim.deployment.scale_to(3)  # inference-0003 loads on node 1
     sim.drive(1.5, 0.0)
@@ -66,7 +60,7 @@ def test_gpus_carry_their_replica_and_its_share_of_the_load(world: tuple[Simulat
     assert util1["inference-0003"] == pytest.approx(0.5, abs=0.011)
 
 
-def test_the_service_counts_the_requests_it_receives(world: tuple[SimulatedWorld, Clock]) -> None:
+def test_the_service_counts_the_requests_it_receives(world: tuple[SimulatedWorld, ManualClock]) -> None:
     sim, _ = world
     sim.drive(2.0, 3.0)  # 2 GPUs of work at 10 req/s per GPU for 3 s
     sim.drive(5.0, 1.0)  # demand beyond capacity still arrives
@@ -77,7 +71,7 @@ def test_the_service_counts_the_requests_it_receives(world: tuple[SimulatedWorld
 
 
 def test_the_other_tenants_gpus_carry_its_pods_so_only_unheld_gpus_read_as_free(
-        world: tuple[SimulatedWorld, Clock]) -> None:
+        world: tuple[SimulatedWorld, ManualClock]) -> None:
     """What the capacity scenario's query counts: GPUs whose series have no pod label."""
     sim, _ = world
     sim.deployment.set_others(1)  # takes the highest free GPU: node 1's second

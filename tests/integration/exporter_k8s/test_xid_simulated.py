@@ -9,6 +9,7 @@ from exporter.health.xid import XidSettings, XidWatcher
 from exporter.nvml.adapter import NvmlAdapter
 from exporter.simulator.config import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
+from tests.clock import ManualClock as FakeClock
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -21,14 +22,6 @@ faults:
   - {type: xid, gpu: 1, at: 5, code: 79}
   - {type: xid, gpu: all, at: 10, code: 13}
 """
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_scheduled_and_injected_xids_are_counted_and_mark_gpus_down() -> None:

@@ -11,6 +11,7 @@ import pytest
 from autoscaler.config.rules import RuleSet, parse_rules
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.policy import TargetRef
+from tests.clock import ManualClock
 from tests.unit.controller.fakes import FakeBackend, FakeMetrics
 
 T0 = 1_700_000_000.0
@@ -54,19 +55,11 @@ def ref(name: str = "svc", kind: str = "Deployment") -> TargetRef:
     return TargetRef(kind, "ml", name)  # type: ignore[arg-type]
 
 
-class Clock:
-    """A settable clock that counts its reads (one `now` per sync)."""
+class Clock(ManualClock):
+    """The shared clock, started where the controller's tests start: T0."""
 
     def __init__(self, t: float = T0) -> None:
-        self.t = t
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
+        super().__init__(t)
 
 
 @pytest.fixture

@@ -7,19 +7,12 @@ import math
 import pytest
 
 from demo.cluster import ClusterSettings, SimulatedDeployment
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import ManualClock
 
 
 def make(replicas: int = 2, delay: float = 60.0, nodes: int = 1, per_node: int = 4,
-         loading: float = 0.0) -> tuple[SimulatedDeployment, Clock]:
-    clock = Clock()
+         loading: float = 0.0) -> tuple[SimulatedDeployment, ManualClock]:
+    clock = ManualClock(1_000.0)
     settings = ClusterSettings(nodes=nodes, gpus_per_node=per_node, startup_delay_seconds=delay,
                                loading_utilization=loading)
     return SimulatedDeployment("ns", "svc", replicas, clock, settings), clock

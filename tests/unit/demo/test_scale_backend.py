@@ -13,21 +13,14 @@ from autoscaler.policy import TargetRef
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
 from plumbing.prometheus.runner import QueryResult
+from tests.clock import ManualClock
 
 REF = TargetRef("Deployment", "demo", "inference")
 T0 = 1_700_000_000.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def backend_with(replicas: int = 2) -> tuple[InMemoryScaleBackend, SimulatedDeployment, Clock]:
-    clock = Clock()
+def backend_with(replicas: int = 2) -> tuple[InMemoryScaleBackend, SimulatedDeployment, ManualClock]:
+    clock = ManualClock(T0)
     deployment = SimulatedDeployment("demo", "inference", replicas, clock,
                                      ClusterSettings(startup_delay_seconds=30))
     backend = InMemoryScaleBackend()
@@ -138,7 +131,7 @@ def test_paused_annotation_freezes_the_simulated_deployment() -> None:
 
 
 def test_the_scale_has_a_selector_and_lists_the_pending_replicas_on_the_controllers_clock() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     deployment = SimulatedDeployment("demo", "inference", 2, clock, ClusterSettings(nodes=1, gpus_per_node=3))
     backend = InMemoryScaleBackend(to_controller_clock=lambda t: t + 1_000.0)
     backend.add(REF, deployment)
@@ -171,7 +164,7 @@ GUARDED = RULES + """\
 
 
 def test_the_real_controller_limits_a_scale_up_to_the_free_gpus_and_holds_while_pending() -> None:
-    clock = Clock()
+    clock = ManualClock(T0)
     deployment = SimulatedDeployment("demo", "inference", 2, clock, ClusterSettings(nodes=1, gpus_per_node=5))
     backend = InMemoryScaleBackend()
     backend.add(REF, deployment)

@@ -9,26 +9,14 @@ import pytest
 from exporter.nvml.adapter import NvmlAdapter
 from exporter.simulator.config import SimConfig, default_config, parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
+from tests.clock import ManualClock as FakeClock
 
 T0 = 1_000.0
 
 
-class FakeClock:
-    """A clock the test moves by hand: `clock.advance(30)`."""
-
-    def __init__(self, start: float = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(T0)
 
 
 SimFactory = Callable[..., tuple[SimulatedNvml, NvmlAdapter]]
