@@ -72,6 +72,18 @@ def assume_item(text: str) -> tuple[str | None, int]:
     return None, replica_count(text)
 
 
+def add_assume_argument(parser: argparse.ArgumentParser, needs: str) -> None:
+    """`--assume-replicas [RULE=]N` (repeatable), as `run` and `status` spell it; `needs` ends its help."""
+    parser.add_argument(
+        "--assume-replicas",
+        type=assume_item,
+        action="append",
+        metavar="[RULE=]N",
+        help=f"no cluster: assume N replicas for every rule, or for RULE (repeatable); {needs} "
+        "(docs/try-without-a-cluster.md)",
+    )
+
+
 def assumed_replicas(items: Sequence[tuple[str | None, int]]) -> AssumedReplicas:
     """The flags combined; the last plain N and the last RULE=N for a rule win, as repeated flags do."""
     default = None

@@ -22,7 +22,7 @@ from autoscaler.cli.args import DEFAULT_PROMETHEUS, add_cluster_arguments, add_n
 from autoscaler.cli.assumed import (
     AssumedReplicas,
     AssumedScaleBackend,
-    assume_item,
+    add_assume_argument,
     assumed_backend,
     assumed_replicas,
     decision_printer,
@@ -113,14 +113,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_cluster_arguments(p, rules_help="rules file (reloaded when it changes)")
     add_namespaces_argument(p)
-    p.add_argument(
-        "--assume-replicas",
-        type=assume_item,
-        action="append",
-        metavar="[RULE=]N",
-        help="no cluster: assume N replicas for every rule, or for RULE (repeatable); needs --dry-run; "
-        "prints each sync's decisions to stdout (docs/try-without-a-cluster.md)",
-    )
+    add_assume_argument(p, "needs --dry-run; prints each sync's decisions to stdout")
     p.add_argument(
         "--interval",
         type=parse_duration,

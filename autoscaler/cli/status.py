@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from autoscaler.cli.args import add_cluster_arguments, add_namespaces_argument, prometheus_config
-from autoscaler.cli.assumed import assume_item, assumed_backend, assumed_replicas
+from autoscaler.cli.assumed import add_assume_argument, assumed_backend, assumed_replicas
 from autoscaler.config.rules import load_rules
 from autoscaler.controller.loop import ControllerSettings, RuleOutcome
 from autoscaler.controller.wiring import wire
@@ -70,14 +70,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_cluster_arguments(p)
     add_namespaces_argument(p)
-    p.add_argument(
-        "--assume-replicas",
-        type=assume_item,
-        action="append",
-        metavar="[RULE=]N",
-        help="no cluster: assume N replicas for every rule, or for RULE (repeatable), as `run --dry-run "
-        "--assume-replicas` does (docs/try-without-a-cluster.md)",
-    )
+    add_assume_argument(p, "as `run --dry-run --assume-replicas` does")
     p.set_defaults(handler=main)
     return p
 
