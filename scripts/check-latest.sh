@@ -6,7 +6,7 @@
 # When it passes, scripts/lock.sh --upgrade moves the lock to those versions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh   # Debian packages, and the locked uv that resolves here
+bash scripts/setup.sh --for-tests   # Debian packages, and the locked uv that resolves here
 venv=.venv-latest
 python=$(.venv/bin/python -c 'import sys; print(sys.executable)')
 export UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-1} UV_PYTHON_DOWNLOADS=never

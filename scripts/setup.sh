@@ -3,7 +3,10 @@
 # set (requirements/all.txt, hash-pinned) installed into it by uv, then the project itself (editable).
 # Idempotent and quick on a second run: nothing is installed again until a lock file or pyproject.toml changes.
 # Every step that takes time says what it installs first. VENV=DIR sets another virtualenv (default .venv).
+# `setup.sh --for-tests` also installs the Debian packages only the suite needs (scripts/test.sh passes it).
 set -euo pipefail
+for_tests=false
+if [ "${1:-}" = --for-tests ]; then for_tests=true; fi
 cd "$(dirname "$0")/.."
 
 python=${PYTHON:-}
@@ -48,9 +51,11 @@ command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)          # the docs' examples
-command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)        # the docs test: loopback in a namespace
-command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)     # the image test: builds the Dockerfile
-command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)   # ... on a Debian base made here
+if $for_tests; then
+    command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the docs test: loopback in a namespace
+    command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)       # the image test builds the Dockerfile
+    command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)   # ... on a Debian base made here
+fi
 if ! uv_works && ! pip_works && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
     package=$(venv_package)
     if [ "$(id -u)" != 0 ]; then

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${VENV:-.venv}
 if [ -z "${VENV:-}" ]; then
-    bash scripts/setup.sh
+    bash scripts/setup.sh --for-tests
 fi
 "$venv/bin/ruff" check .
 exec "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-6}" --dist worksteal "$@"

@@ -109,12 +109,12 @@ class Machine:
         path.write_text(text)
         path.chmod(0o755)
 
-    def run(self, root: bool) -> subprocess.CompletedProcess[str]:
+    def run(self, root: bool, *args: str) -> subprocess.CompletedProcess[str]:
         env = {"PATH": str(self.bin), "FAKE_STATE": str(self.state), "FAKE_UID": "0" if root else "1000",
                "FAKE_VENV_PYTHON": FAKE_VENV_PYTHON.format(real=sys.executable), "HOME": str(self.state),
                "FAKE_UV": FAKE_UV.format(bash=BASH)}
-        return subprocess.run([BASH, "scripts/setup.sh"], cwd=self.project, env=env, capture_output=True,
-                              text=True, timeout=60, check=False)
+        return subprocess.run([BASH, "scripts/setup.sh", *args], cwd=self.project, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
 
     def log(self, name: str) -> list[str]:
         path = self.state / name
@@ -202,3 +202,16 @@ def test_a_venv_still_without_pip_after_venv_is_one_clear_error(machine: Machine
     result = machine.run(root=False)
     assert result.returncode == 2 and result.stderr.splitlines()[-1].startswith(
         "setup: .venv/bin/python cannot run pip even after 'python3.11 -m venv .venv'")
+
+
+def test_the_suites_own_debian_packages_only_for_the_suite(machine: Machine) -> None:
+    """The demo does not wait for buildah: the image and docs tests' packages come with --for-tests only."""
+    (machine.state / "ensurepip").touch()
+    for tool in ("ip", "buildah", "debootstrap"):
+        (machine.bin / tool).unlink()
+    assert machine.run(root=True).returncode == 0
+    assert machine.log("apt.log") == []  # the demo's packages are there: nothing to install
+    result = machine.run(True, "--for-tests")
+    assert result.returncode == 0, result.stderr
+    installed = machine.log("apt.log")[-1].split()
+    assert {"iproute2", "buildah", "debootstrap"} <= set(installed)
