@@ -73,7 +73,7 @@ def requirements() -> str | None:
     """Why the image cannot be built here (None: it can)."""
     missing = [tool for tool in ("buildah", "debootstrap") if shutil.which(tool) is None]
     if missing:
-        return f"{' and '.join(missing)} not installed (scripts/setup.sh installs them as root)"
+        return f"{' and '.join(missing)} not installed (scripts/setup.sh --for-tests installs them as root)"
     if os.geteuid() != 0:
         return "buildah --isolation chroot and debootstrap need root"
     return None
