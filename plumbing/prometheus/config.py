@@ -118,17 +118,21 @@ class PrometheusConfig:
 
 
 def redact_url(url: str) -> str:
-    """`url` with any password replaced by *** (the user name stays, it helps and is not a secret)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<invalid URL>"
-    if password is None:
+    """`url` with any password replaced by *** (the user name stays, it helps and is not a secret).
+
+    The user information is read as a browser reads it, without parsing the URL: everything between `://`
+    (or the start) and the last `@`. So a password holding `#`, `/`, `?`, `:` or `@`, which a URL parser
+    splits elsewhere, is hidden whole, and so is one in a URL that does not parse at all."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        scheme, rest = "", url
+    at = rest.rfind("@")
+    if at < 0:
         return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = urllib.parse.quote(parts.username or "", safe="")
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    user, colon, _password = rest[:at].partition(":")
+    if not colon:
+        return url
+    return f"{scheme}{separator}{user}:***@{rest[at + 1:]}"
 
 
 def _split_url(url: str) -> tuple[str, str | None, str | None, str | None]:
@@ -136,8 +140,9 @@ def _split_url(url: str) -> tuple[str, str | None, str | None, str | None]:
     try:
         parts = urllib.parse.urlsplit(url.strip())
         parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:
-        return url, None, None, f"not a valid URL ({exc})"
+    except ValueError:  # its message quotes the parts it split, a password's piece among them
+        return url, None, None, (f"not a valid URL ({redact_url(url)!r}: a port that is not a number, or a "
+                                 "password holding '/', '?' or '#', which must be percent-encoded)")
     if parts.scheme not in ("http", "https"):
         if "://" not in url:  # host:port reads as scheme 'host': say what to write instead
             shown = redact_url(f"http://{url.strip()}")  # user:password@host reads as scheme 'user' too
@@ -147,6 +152,10 @@ def _split_url(url: str) -> tuple[str, str | None, str | None, str | None]:
                                  f"{redact_url(url)!r})")
     if not parts.hostname:
         return url, None, None, f"expected a host name in the URL (got {redact_url(url)!r})"
+    if url.strip().partition("://")[2].count("@") != parts.netloc.count("@"):
+        # `user:pa/ss@host` parses as host `user` and a path holding the password: never send it anywhere
+        return url, None, None, (f"not a valid URL ({redact_url(url)!r}: an '@' after the host; a password "
+                                 "holding '/', '?' or '#' must be percent-encoded)")
     if parts.query or parts.fragment:
         return url, None, None, "expected no ?query or #fragment in the URL"
     netloc = parts.netloc.rsplit("@", 1)[-1]
@@ -317,9 +326,11 @@ def _authorization(r: _Reader, node: Node, where: str) -> Authorization | None:
     type_ = "Bearer"
     if "type" in fields:
         type_ = r.nodes.string(fields["type"], f"{where}.type") or "Bearer"
-        if not _HEADER_NAME_RE.match(type_) or type_.lower() == "basic":
-            r.problem(fields["type"], f"{where}.type",
-                      f"expected an auth scheme such as Bearer (got {type_!r}; for Basic use basic_auth)")
+        if type_.lower() == "basic":
+            r.problem(fields["type"], f"{where}.type", "for Basic use basic_auth")
+        elif not _HEADER_NAME_RE.match(type_):  # `Bearer <token>` pasted here: never repeat it
+            r.problem(fields["type"], f"{where}.type", "expected an auth scheme alone, such as Bearer (the "
+                      "value is not shown: it may hold the token, which belongs in credentials)")
     credentials = _secret(r, fields, "credentials", where, True, node)
     return Authorization(type_, credentials) if credentials is not None else None
 
