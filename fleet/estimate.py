@@ -23,6 +23,7 @@ from fleet.memory import (
     smallest_fit,
 )
 from fleet.units import format_bytes, parse_bytes, parse_count
+from plumbing.numbers import ascii_int
 
 HELP = "memory per GPU and GPU count to serve a model (weights, KV cache, activations, overhead)"
 DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
@@ -55,9 +56,10 @@ def _int(args: argparse.Namespace, name: str) -> int | None:
     text = getattr(args, name.replace("-", "_"))
     if text is None:
         return None
-    if not str(text).strip().isdigit() or not 1 <= int(text) <= MAX_INT:
+    value = ascii_int(str(text).strip())
+    if value is None or not 1 <= value <= MAX_INT:
         raise UsageError(f"--{name}: expected a whole number of at least 1 (got {str(text)[:40]!r})")
-    return int(text)
+    return value
 
 
 def _size(args: argparse.Namespace, name: str) -> int:

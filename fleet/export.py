@@ -23,6 +23,7 @@ from fleet.prom import FleetPrometheus
 from fleet.report import add_window_arguments
 from fleet.timeline import Window, merge, parse_span, parse_time
 from plumbing.cli import duration
+from plumbing.numbers import ascii_int
 
 HELP = "the per-GPU series behind the report, one row per GPU and step, as CSV or JSON on stdout"
 MAX_STEPS = 10_000
@@ -97,7 +98,8 @@ def rows(client: FleetPrometheus, window: Window, columns: Sequence[str]) -> Ite
 
 def _index(row: dict[str, object]) -> float:
     text = str(row.get("gpu", ""))
-    return float(text) if text.isdigit() else math.inf
+    index = ascii_int(text)
+    return math.inf if index is None else float(index)
 
 
 def write(records: Iterator[dict[str, object]], header: list[str], form: str, out: TextIO) -> None:

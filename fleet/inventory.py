@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from fleet.prom import FleetPrometheus, Sample
 from fleet.scoring import availability_score
+from plumbing.numbers import ascii_int
 
 QUERIES: dict[str, str] = {
     "info": "gpu_info",
@@ -127,7 +128,8 @@ def join(answers: Mapping[str, Iterable[Sample]]) -> list[Gpu]:
 
 
 def _index_order(index: str) -> tuple[int, str]:
-    return (int(index), "") if index.isdigit() else (1 << 30, index)
+    number = ascii_int(index)
+    return (number, "") if number is not None else (1 << 30, index)
 
 
 def gather(client: FleetPrometheus) -> list[Gpu]:

@@ -20,6 +20,7 @@ from types import TracebackType
 import requests
 
 from fleet.errors import PrometheusError, Unreachable
+from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import BadAnswer, decode_body, error_of
 from plumbing.prometheus.config import Endpoint
 from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
@@ -150,7 +151,8 @@ class FleetPrometheus:
 
     def _read(self, response: requests.Response) -> bytes:
         length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > self.max_body_bytes:
+        declared = ascii_int(length)
+        if declared is not None and declared > self.max_body_bytes:
             raise PrometheusError(f"the answer is larger than {self.max_body_bytes:,} bytes")
         chunks: list[bytes] = []
         size = 0

@@ -18,6 +18,7 @@ from fleet.inventory import gather
 from fleet.selection import Request, Selection, placement, select
 from fleet.table import as_json, render
 from fleet.units import parse_bytes
+from plumbing.numbers import ascii_int
 
 HELP = "choose the best free GPUs (availability score) and print a nodeSelector for them"
 MAX_GPUS = 4096
@@ -42,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def request_of(args: argparse.Namespace) -> Request:
     """The request the flags describe; UsageError naming the flag otherwise."""
     text = str(args.gpus)
-    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_GPUS:
+    count = ascii_int(text.strip())
+    if count is None or not 1 <= count <= MAX_GPUS:
         raise UsageError(f"--gpus: expected a whole number from 1 to {MAX_GPUS} (got {text[:40]!r})")
     memory = 0
     if args.min_free_memory is not None:
@@ -53,7 +55,7 @@ def request_of(args: argparse.Namespace) -> Request:
     model = args.model.strip() if args.model is not None else None
     if model == "":
         raise UsageError("--model: expected a model name such as H100 (got an empty string)")
-    return Request(int(text), memory, model, bool(args.same_node))
+    return Request(count, memory, model, bool(args.same_node))
 
 
 def report(selection: Selection, as_json_output: bool) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from fleet.inventory import Gpu
+from plumbing.numbers import ascii_int
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -88,7 +89,8 @@ def exclusion(gpu: Gpu, request: Request) -> Exclusion | None:
 
 
 def _rank(gpu: Gpu) -> tuple[float, str, int, str]:
-    index = int(gpu.index) if gpu.index.isdigit() else 1 << 30
+    index = ascii_int(gpu.index)
+    index = 1 << 30 if index is None else index
     return -(gpu.availability or 0.0), gpu.node, index, gpu.uuid
 
 

@@ -10,11 +10,12 @@ from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_NOT_FOUND, EXIT_OK
 from fleet.inventory import Gpu, gather, only
 from fleet.table import as_json, render
+from plumbing.numbers import ascii_int
 
 HELP = "every GPU of the cluster: utilization, memory, temperature, power, health, score, holder pods"
 
 SORT_KEYS: dict[str, Callable[[Gpu], object]] = {
-    "node": lambda g: (g.node, int(g.index) if g.index.isdigit() else 0),
+    "node": lambda g: (g.node, ascii_int(g.index) or 0),
     "model": lambda g: g.model,
     "utilization": lambda g: g.utilization,
     "memory": lambda g: g.memory_used,

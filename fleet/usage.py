@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from fleet.fetch import Inputs
 from fleet.timeline import Point, Window
+from plumbing.numbers import ascii_int
 
 UNALLOCATED = "(unallocated)"
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
@@ -40,9 +41,9 @@ def workload_of(pod: str) -> str:
     then, after either, a ReplicaSet's pod-template hash (`-7d9f8c6b5d`): `embed-7d9f8c6b5d-x7k2p` -> `embed`,
     `train-0` -> `train`, `batch-job-x7k2p` -> `batch-job`. A name without such suffixes is its own."""
     parts = pod.split("-")
-    if len(parts) > 1 and (parts[-1].isdigit() or _RANDOM.match(parts[-1])):
+    if len(parts) > 1 and (ascii_int(parts[-1]) is not None or _RANDOM.match(parts[-1])):
         parts.pop()
-        if len(parts) > 1 and _HASH.match(parts[-1]) and any(c.isdigit() for c in parts[-1]):
+        if len(parts) > 1 and _HASH.match(parts[-1]) and any(c in "0123456789" for c in parts[-1]):
             parts.pop()
     return "-".join(parts)
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Protocol
 
 from exporter.pods.podresources.mapping import DeviceHolder
+from plumbing.numbers import ascii_int
 
 DEFAULT_PROC_ROOT = "/proc"
 
@@ -351,13 +352,13 @@ def read_driver_minors(devices: Iterable[tuple[str, str]], proc_root: str | Path
         fields = {key.strip(): value.strip() for key, _, value in
                   (line.partition(":") for line in text.splitlines()) if value}
         minor = fields.get("Device Minor", "")
-        if not minor.isdecimal():
+        if ascii_int(minor) is None:
             continue
         uuid = by_bus.get(_bus_key(fields.get("Bus Location", info.parent.name)))
         if uuid is None and fields.get("GPU UUID") in uuids:
             uuid = fields["GPU UUID"]
         if uuid is not None:
-            found[int(minor)] = uuid
+            found[int(minor)] = uuid  # ASCII digits: checked above
     return found
 
 

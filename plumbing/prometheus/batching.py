@@ -26,6 +26,7 @@ from enum import Enum
 
 import promql_parser
 
+from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import BadAnswer, QueryResult, interpret_body, result_of
 from plumbing.prometheus.syntax import MAX_QUERY_CHARS, MAX_QUERY_NESTING, MAX_QUERY_OPERATORS, shape
 
@@ -180,10 +181,10 @@ def split_answer(body: object, batch: Batch) -> dict[str, QueryResult]:
         if not isinstance(metric, dict):
             raise BadAnswer("a series of a batch has no labels")
         index = metric.get(BATCH_LABEL)
-        valid = isinstance(index, str) and index.isascii() and index.isdigit()
-        if not valid or int(str(index)) >= len(groups):
+        position = ascii_int(index) if isinstance(index, str) else None
+        if position is None or position >= len(groups):
             raise BadAnswer(f"a series of a batch has no valid {BATCH_LABEL} label")
         labels = {k: v for k, v in metric.items() if k != BATCH_LABEL}
-        groups[int(str(index))].append({**entry, "metric": labels})
+        groups[position].append({**entry, "metric": labels})
     return {query: interpret_body({"status": "success", "data": {"resultType": "vector", "result": group}})
             for query, group in zip(batch.queries, groups, strict=True)}

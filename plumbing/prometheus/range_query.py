@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import requests
 
+from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import _FLOAT, MAX_SAMPLE_CHARS, BadAnswer, decode_body, error_of, result_of
 from plumbing.prometheus.errors import PrometheusClientError
 from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
@@ -105,7 +106,8 @@ def _get(session: EndpointSession, query: str, start: float, end: float, step: f
 def _read(response: requests.Response, limit: int, where: str) -> bytes:
     length = response.headers.get("Content-Length", "")
     too_big = f"the answer from {where} is larger than {limit:,} bytes"
-    if length.isdigit() and int(length) > limit:
+    declared = ascii_int(length)
+    if declared is not None and declared > limit:
         raise RangeQueryError(too_big)
     parts: list[bytes] = []
     size = 0

@@ -32,6 +32,7 @@ import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from tenacity.stop import stop_base
 
+from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import (
     BadAnswer,
     QueryErrorReason,
@@ -238,7 +239,8 @@ class PromQLRunner:
         """The body, at most `max_body_bytes`, read before the sync's deadline."""
         limit = self.settings.max_body_bytes
         length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > limit:
+        declared = ascii_int(length)
+        if declared is not None and declared > limit:
             raise _Failure(bad_answer(f"the body is larger than {limit:,} bytes"), retryable=False)
         chunks: list[bytes] = []
         size = 0

@@ -155,7 +155,11 @@ def _users(reader: _Reader, node: Node) -> dict[str, bytes]:
         if ":" in name or not name.isprintable():
             reader.at(value, where, "a user name cannot contain ':' or control characters")
         hashed = reader.string(value, where)
-        if hashed is not None and not _BCRYPT.match(hashed):
+        if hashed is not None and hashed != hashed.strip() and _BCRYPT.fullmatch(hashed.strip()):
+            # a YAML block scalar (`|`) keeps the line's end: the hash would match no password, silently
+            reader.at(value, where, "the hash ends (or starts) with a line break or spaces, so no password "
+                      "matches it; write it on one line, or use a block scalar with `|-`")
+        elif hashed is not None and not _BCRYPT.fullmatch(hashed):
             reader.at(value, where, "expected a bcrypt hash ($2y$10$... from htpasswd -nBC 10 USER)")
         elif hashed is not None:
             users[name] = hashed.encode("ascii")

@@ -3,10 +3,14 @@ bad file stops both CLIs with exit 2 before serving. Basic-auth parsing and its 
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import bcrypt
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exporter.cli import main as exporter_main
 from plumbing.web import WebConfigError, load_web_config
@@ -102,3 +106,18 @@ def test_a_success_is_cached_and_a_failure_never() -> None:
     other = {"alice": bcrypt.hashpw(b"pw", bcrypt.gensalt(4))}
     assert not auth.cached(other, "alice", "pw")  # a new hash in the file forgets the old success
     assert not auth.verify(users, "alice", "pw" + "x" * 80)  # beyond bcrypt's 72 bytes: refused
+
+
+@settings(max_examples=50, deadline=None)
+@given(padding=st.sampled_from(["\n", " ", "\t", "\r\n", "\n\n"]), before=st.booleans())
+def test_a_hash_with_a_line_break_or_spaces_is_refused_saying_so(padding: str, before: bool) -> None:
+    """Pasted as a YAML block (`|`), a hash ends in a newline: it would lock every user out without a word."""
+    good = "$2y$10$" + "a" * 53
+    hashed = padding + good if before else good + padding
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "web.yml"
+        path.write_text(yaml.safe_dump({"basic_auth_users": {"prometheus": hashed}}))
+        with pytest.raises(WebConfigError) as info:
+            load_web_config(path)
+    expected = "basic_auth_users.prometheus: the hash ends (or starts) with a line break or spaces"
+    assert expected in str(info.value)
