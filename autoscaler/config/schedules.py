@@ -11,10 +11,11 @@ is made on Unix timestamps, so a window of 36,000 s lasts 36,000 real seconds ev
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 from yaml.nodes import Node
@@ -63,12 +64,25 @@ def cron_problem(expression: str) -> str | None:
 
 
 def timezone_problem(name: str) -> str | None:
-    """Why `name` is not an IANA time zone this process knows (tzdata ships them), or None."""
+    """Why `name` is not an IANA time zone this process knows (tzdata ships them), or None.
+
+    Only a key of the time zone database is one: `Europe` (a directory of it), a path, 300 characters or an
+    empty name is refused here with the same message, never handed to ZoneInfo, which raises
+    IsADirectoryError or OSError on those."""
+    if name not in _known_zones():
+        shown = name if len(name) <= 64 else name[:61] + "..."
+        return f"unknown IANA time zone {shown!r} (e.g. UTC, Europe/Berlin, America/New_York)"
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        return f"unknown IANA time zone {name!r} (e.g. UTC, Europe/Berlin, America/New_York): {exc}"
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # listed but unreadable: a broken tzdata
+        return f"time zone {name!r} cannot be loaded: {exc}"
     return None
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    """Every key of the time zone database this process reads (the tzdata package, else the system's)."""
+    return frozenset(available_timezones())
 
 
 def window_start(schedule: Schedule, now: float) -> float:

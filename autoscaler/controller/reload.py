@@ -91,7 +91,13 @@ class RulesWatcher:
         try:
             if error is not None or raw is None:
                 raise error or RulesError([Problem(self.path, 0, "file", "cannot read the rules file")])
-            rules = parse_rules_bytes(raw, self.path)
+            try:
+                rules = parse_rules_bytes(raw, self.path)
+            except RulesError:
+                raise
+            except Exception as exc:  # a validator's bug: neither applied, nor a crash, nor silent
+                raise RulesError([Problem(self.path, 0, "file", f"cannot be validated "
+                                          f"({type(exc).__name__}: {exc})")]) from exc
         except RulesError as e:
             self.last_error = e
             self._set_valid(False)

@@ -7,11 +7,14 @@ import csv
 import io
 from datetime import datetime
 from pathlib import Path
+from zoneinfo import available_timezones
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.config.rules import parse_rules
-from autoscaler.config.schedules import apply_schedules, open_bounds
+from autoscaler.config.schedules import apply_schedules, open_bounds, timezone_problem
 from autoscaler.errors import RulesError
 from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
@@ -200,3 +203,20 @@ def test_simulate_rejects_a_bad_start(cli: Run, tmp_path: Path) -> None:
     result = cli("simulate", "--rules", "rules.yaml", "trace.csv", "--start", "monday")
     assert result.returncode == 2
     assert "--start: expected an ISO 8601 date-time" in result.stderr
+
+
+ZONE_CHARS = st.sampled_from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz/_+-.0123456789")
+
+
+@given(name=st.one_of(
+    st.text(ZONE_CHARS, max_size=80),
+    st.sampled_from(["Europe", "America", "Etc", "Etc/", "/etc/passwd", "../../etc/passwd", "a" * 300, "",
+                     "Europe//Berlin", "UTC/", "Europe/Berlin/", ".", "..", "posix", "right"])))
+@settings(max_examples=300, deadline=None)
+def test_a_time_zone_name_is_a_key_of_the_database_or_one_message(name: str) -> None:
+    """Whatever the name, the check answers (never IsADirectoryError, OSError or ValueError), and it accepts
+    exactly the database's keys."""
+    problem = timezone_problem(name)
+    assert (problem is None) == (name in available_timezones())
+    if problem is not None:
+        assert problem.startswith("unknown IANA time zone") and len(problem) < 200

@@ -111,3 +111,27 @@ def test_garbage_reverted_to_the_running_content_is_valid_again(tmp_path: Path) 
     path.write_text("rules: [ {{{ not yaml")
     assert not w.check()
     assert sink.valid == [False, True, False]  # the same garbage again is a new invalid change
+
+
+def test_any_exception_while_validating_keeps_the_previous_rules_in_one_log_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A validator's own bug (an OSError from the time zone database, say) is an invalid file: nothing
+    applied, rules_valid 0, one ERROR line without a traceback; a valid file afterwards is applied."""
+    path = tmp_path / "rules.yaml"
+    path.write_text(rules_yaml(rule("a")))
+    sink = Sink()
+    w = watcher(path, sink)
+
+    def broken(raw: bytes, name: str) -> RuleSet:
+        raise IsADirectoryError(21, "Is a directory", "zoneinfo/Europe")
+
+    monkeypatch.setattr("autoscaler.controller.reload.parse_rules_bytes", broken)
+    path.write_text(rules_yaml(rule("a"), rule("b")))
+    with caplog.at_level(logging.ERROR, logger="autoscaler.controller.reload"):
+        assert not w.check()
+    assert sink.applied == [] and sink.valid == [False]
+    [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert record.exc_info is None and "cannot be validated (IsADirectoryError" in record.getMessage()
+    monkeypatch.undo()
+    path.write_text(rules_yaml(rule("a"), rule("c")))
+    assert w.check() and sink.applied[-1].names == ("a", "c") and sink.valid == [False, True]
