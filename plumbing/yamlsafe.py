@@ -26,6 +26,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from plumbing.files import read_regular
+
 try:  # libyaml's parser is ~10x faster; PyYAML's wheels ship it, a source build may not
     from yaml import CSafeLoader as _FastLoader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
@@ -68,8 +70,7 @@ def read_bytes(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str 
     """The file's bytes, at most `limits.max_bytes` (never more is read, so a 50 GB file costs nothing)."""
     name = str(path)
     try:
-        with open(path, "rb") as stream:
-            raw = stream.read(limits.max_bytes + 1)
+        raw = read_regular(path, limits.max_bytes)
     except OSError as exc:
         raise YamlFileError(name, 0, f"cannot read the {what}: {exc.strerror or exc}") from exc
     if len(raw) > limits.max_bytes:

@@ -25,6 +25,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning, NameResolutionError
 from urllib3.util.retry import Retry
 
+from plumbing.files import read_regular
 from plumbing.prometheus.config import Endpoint, Secret
 from plumbing.prometheus.errors import PrometheusClientError
 
@@ -73,8 +74,7 @@ class WatchedFile:
             signature = (st.st_ino, st.st_size, st.st_mtime_ns)
             if signature == self._signature and self._error is None:
                 return
-            with open(self.path, "rb") as stream:
-                content = stream.read(self.max_bytes + 1)
+            content = read_regular(self.path, self.max_bytes)
         except OSError as exc:
             self._error = f"cannot read {self.what} {self.path}: {exc.strerror or type(exc).__name__}"
             self._signature = None

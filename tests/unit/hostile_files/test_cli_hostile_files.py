@@ -9,6 +9,7 @@ interpreter and import time are not the reader's work (and vary with the machine
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -169,3 +170,39 @@ def test_values_that_would_overflow_later_are_refused_when_read(command: str, te
     if line:
         assert f"{path}:{line}:" in result.output, result.output
     assert result.max_rss_mib < MAX_RSS_MIB
+
+
+SPECIAL_FILES = ("fifo", "directory", "character-device")
+"""What a path may name besides a regular file: each is refused at once, never read from or waited on."""
+
+
+def special_file(kind: str, directory: Path) -> Path:
+    if kind == "fifo":
+        path = directory / "named-pipe.yaml"
+        if not path.exists():
+            os.mkfifo(path)
+        return path
+    if kind == "directory":
+        return directory
+    return Path("/dev/zero")  # endless: a reader without a bound would never finish
+
+
+@pytest.mark.parametrize("kind", SPECIAL_FILES)
+@pytest.mark.parametrize("command", ["check", "exporter-config", "simulate-config", "prometheus-config",
+                                     "web-config"])
+def test_a_path_that_is_no_regular_file_is_one_message_at_once(command: str, kind: str,
+                                                                 workdir: Path) -> None:
+    path = special_file(kind, workdir)
+    result = run_measured(COMMANDS[command](path, workdir), workdir, HANG_SECONDS)
+    assert result.returncode == 2, result.output
+    assert "Traceback" not in result.output
+    assert "not a regular file" in result.output and str(path) in result.output, result.output
+
+
+@pytest.mark.parametrize("kind", SPECIAL_FILES)
+def test_a_trace_that_is_no_regular_file_is_one_message_at_once(kind: str, workdir: Path) -> None:
+    path = special_file(kind, workdir)
+    result = run_measured([AUTOSCALER, "simulate", str(workdir / "rules.yaml"), str(path)], workdir,
+                          HANG_SECONDS)
+    assert result.returncode == 2, result.output
+    assert "Traceback" not in result.output and str(path) in result.output, result.output
