@@ -21,7 +21,7 @@ import requests
 
 from fleet.errors import PrometheusError, Unreachable
 from plumbing.numbers import ascii_int
-from plumbing.prometheus.answer import BadAnswer, decode_body, error_of
+from plumbing.prometheus.answer import BadAnswer, auth_refusal, decode_body, error_of
 from plumbing.prometheus.config import Endpoint
 from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
 
@@ -131,16 +131,18 @@ class FleetPrometheus:
             failure = describe_failure(exc, self.endpoint)
             error = Unreachable if failure.unreachable or failure.timeout else PrometheusError
             raise error(failure.message) from exc
+        status = response.status_code
+        refused = auth_refusal(status, self.endpoint.name)
+        if refused is not None:  # judged before the body: an auth proxy's login page is no JSON
+            raise PrometheusError(refused)
         try:
             body = decode_body(raw)
         except BadAnswer as exc:
             raise _bad(query, str(exc)) from exc
-        status = response.status_code
         if not 200 <= status < 300:
             reported = error_of(body)
             detail = f"{reported[0]}: {reported[1]}" if reported else "not a Prometheus answer"
-            hint = {401: " (check the credentials)", 403: " (credentials not allowed to query)",
-                    404: " (no Prometheus API there: check the URL and its path prefix)"}.get(status, "")
+            hint = " (no Prometheus API there: check the URL and its path prefix)" if status == 404 else ""
             raise PrometheusError(f"HTTP {status} from {self.endpoint.display_url}{hint} for query "
                                   f"{_short(query)}: {detail}")
         if not isinstance(body, dict) or body.get("status") != "success" or not isinstance(body.get("data"),

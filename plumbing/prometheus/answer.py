@@ -189,3 +189,14 @@ def _type(value: object) -> str:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def auth_refusal(status: int, endpoint: str) -> str | None:
+    """What a 401 or 403 means, whatever its body (an auth proxy answers with a login page, not JSON):
+    the message for every client of the endpoint, or None for any other status."""
+    if status == 401:
+        return f"401 from Prometheus: check the credentials of endpoint {endpoint}"
+    if status == 403:
+        return (f"403 from Prometheus: endpoint {endpoint}'s credentials are not allowed to query "
+                "(RBAC, tenant)")
+    return None

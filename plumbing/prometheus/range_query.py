@@ -19,7 +19,15 @@ from dataclasses import dataclass
 import requests
 
 from plumbing.numbers import ascii_int
-from plumbing.prometheus.answer import _FLOAT, MAX_SAMPLE_CHARS, BadAnswer, decode_body, error_of, result_of
+from plumbing.prometheus.answer import (
+    _FLOAT,
+    MAX_SAMPLE_CHARS,
+    BadAnswer,
+    auth_refusal,
+    decode_body,
+    error_of,
+    result_of,
+)
 from plumbing.prometheus.errors import PrometheusClientError
 from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
 
@@ -94,6 +102,9 @@ def _get(session: EndpointSession, query: str, start: float, end: float, step: f
         raise RangeQueryError(describe_failure(exc, session.endpoint).message) from exc
     if 200 <= response.status_code < 300:
         return raw
+    refused = auth_refusal(response.status_code, session.endpoint.name)
+    if refused is not None:
+        raise RangeQueryError(refused)
     try:
         error = error_of(decode_body(raw))
     except BadAnswer:

@@ -37,6 +37,7 @@ from plumbing.prometheus.answer import (
     BadAnswer,
     QueryErrorReason,
     QueryResult,
+    auth_refusal,
     bad_answer,
     decode_body,
     error_of,
@@ -264,12 +265,9 @@ class PromQLRunner:
         if 300 <= status < 400:
             return failed(QueryErrorReason.HTTP_ERROR,
                           f"HTTP {status} from {where}: a redirect, not followed (follow_redirects is false)")
-        if status == 401:
-            return failed(QueryErrorReason.HTTP_ERROR,
-                          f"401 from Prometheus: check the credentials of endpoint {name}")
-        if status == 403:
-            return failed(QueryErrorReason.HTTP_ERROR, f"403 from Prometheus: endpoint {name}'s credentials "
-                          "are not allowed to query (RBAC, tenant)")
+        refused = auth_refusal(status, name)
+        if refused is not None:
+            return failed(QueryErrorReason.HTTP_ERROR, refused)
         if status == 404:
             return failed(QueryErrorReason.HTTP_ERROR, f"404 from {where}/api/v1/query: no Prometheus API "
                           "there (check the url and its path prefix)")

@@ -57,8 +57,10 @@ def test_a_hostile_answer_is_refused(body: object) -> None:
 
 
 def test_an_http_error_names_the_status() -> None:
-    with pytest.raises(PrometheusError, match=r"HTTP 401 from .* \(check the credentials\)"):
+    with pytest.raises(PrometheusError, match=r"^401 from Prometheus: check the credentials of endpoint "):
         vector({"status": "error", "errorType": "auth", "error": "no"}, status=401)
+    with pytest.raises(PrometheusError, match=r"HTTP 500 from .*: bad_data: no"):
+        vector({"status": "error", "errorType": "bad_data", "error": "no"}, status=500)
 
 
 def test_wait_retries_until_enough_and_stops_at_the_deadline() -> None:
