@@ -72,6 +72,12 @@ def _instant(text: str) -> float:
             f"expected an ISO 8601 date-time such as 2026-03-02T08:00:00+01:00 (got {text!r})") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
+    try:  # a trace's t is added to it: room for a year; 9999-12-31T23:00-05:00 overflows in UTC
+        year = moment.astimezone(UTC).year
+    except OverflowError:
+        year = 10_000
+    if not 1970 <= year <= 9998:
+        raise argparse.ArgumentTypeError(f"expected a date-time from 1970 to 9998 (got {text[:40]!r})")
     return moment.timestamp()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +45,12 @@ class ScheduleBounds:
     max_from: str | None
 
 
+_RANDOM_TOKEN = re.compile(r"[RrHh]")
+"""croniter's `R` (random) and `H` (hashed) fields; no month or day name starts with either letter."""
+MAX_SCHEDULES_PER_RULE = 32
+"""Windows of one rule: a week of hourly windows is 168 cron lines too many; every sync evaluates them all."""
+
+
 def cron_problem(expression: str) -> str | None:
     """Why `expression` is not a usable 5-field cron expression, or None.
 
@@ -54,6 +61,9 @@ def cron_problem(expression: str) -> str | None:
     if len(fields) != 5:
         return (f"expected a 5-field cron expression 'minute hour day-of-month month day-of-week', "
                 f"e.g. '0 9 * * 1-5' (got {len(fields)} field(s) in {expression!r})")
+    if any(_RANDOM_TOKEN.match(token) for field in fields for token in re.split(r"[,/\-]", field)):
+        return (f"{expression!r} has a random or hashed field (R, H): it would open at another time on every "
+                "run, so replays and the controller would disagree; write the minute and hour")
     try:
         croniter(expression, _PROBE).get_next(datetime)
     except CroniterBadDateError:
@@ -145,6 +155,10 @@ def parse_schedules(reader: NodeReader, node: Node, where: str, rule_max: int | 
     duration, and bounds that fit (a minimum above the rule's maxReplicas needs its own maxReplicas)."""
     items = reader.sequence(node, where)
     if items is None:
+        return ()
+    if len(items) > MAX_SCHEDULES_PER_RULE:
+        reader.problem(line_of(node), where, f"expected at most {MAX_SCHEDULES_PER_RULE} schedules per rule "
+                       f"(got {len(items)}); one cron line covers many windows ('0 9 * * 1-5')")
         return ()
     schedules: list[Schedule] = []
     for index, item in enumerate(items):

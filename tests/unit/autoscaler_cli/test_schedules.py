@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.config.rules import parse_rules
-from autoscaler.config.schedules import apply_schedules, open_bounds, timezone_problem
+from autoscaler.config.schedules import (
+    MAX_SCHEDULES_PER_RULE,
+    apply_schedules,
+    cron_problem,
+    open_bounds,
+    timezone_problem,
+)
 from autoscaler.errors import RulesError
 from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
@@ -220,3 +226,35 @@ def test_a_time_zone_name_is_a_key_of_the_database_or_one_message(name: str) -> 
     assert (problem is None) == (name in available_timezones())
     if problem is not None:
         assert problem.startswith("unknown IANA time zone") and len(problem) < 200
+
+
+@pytest.mark.parametrize("cron", ["R 9 * * *", "0 R * * *", "H 9 * * *", "H(0-29) 9 * * *", "0 9 * * R",
+                                  "*/5,R 9 * * *", "r 9 * * *"])
+def test_a_random_or_hashed_cron_field_is_refused(cron: str) -> None:
+    """croniter's R and H pick a time per run: the controller and a replay would open windows apart."""
+    problem = cron_problem(cron)
+    assert problem is not None and "random or hashed field" in problem
+
+
+@pytest.mark.parametrize("cron", ["0 9 * mar-apr mon-fri", "0 9 * * 1-5", "*/15 8-18 * * *", "0 0 L * *"])
+def test_deterministic_crons_stay_valid(cron: str) -> None:
+    assert cron_problem(cron) is None
+
+
+def test_the_schedules_of_a_rule_are_bounded() -> None:
+    item = "{cron: '0 9 * * *', durationSeconds: 60, minReplicas: 2}"
+    text = MINIMAL_WITH_SCHEDULES.format(items=", ".join([item] * (MAX_SCHEDULES_PER_RULE + 1)))
+    with pytest.raises(RulesError, match=f"expected at most {MAX_SCHEDULES_PER_RULE} schedules per rule"):
+        parse_rules(text, "rules.yaml")
+    assert parse_rules(MINIMAL_WITH_SCHEDULES.format(items=", ".join([item] * MAX_SCHEDULES_PER_RULE)),
+                       "rules.yaml").rules[0].schedules
+
+
+MINIMAL_WITH_SCHEDULES = """\
+rules:
+  - name: r
+    target: {{kind: Deployment, namespace: ml, name: svc}}
+    maxReplicas: 5
+    metrics: [{{name: u, query: 'avg(x)', type: Average, target: 1}}]
+    schedules: [{items}]
+"""

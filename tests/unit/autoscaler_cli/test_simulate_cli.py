@@ -218,3 +218,13 @@ def test_a_capacity_column_needs_a_guarded_rule(cli: Run, rules_file: Path, tmp_
     assert result.returncode == 2
     assert "trace.csv:1: capacity: a capacity column, but rule" in result.stderr
     assert "has no capacity guard" in result.stderr
+
+
+@pytest.mark.parametrize("start", ["0001-01-01T00:00:00", "1969-12-31T23:59:59Z", "9999-06-01T00:00:00",
+                                   "9999-12-31T23:00:00-05:00", "+275760-01-01"])
+def test_a_start_outside_1970_to_9998_is_one_message(cli: Run, rules_file: Path, tmp_path: Path,
+                                                    start: str) -> None:
+    trace = write(tmp_path, "trace.csv", HEADER + "0,90,100\n")
+    result = cli("simulate", str(rules_file), trace, "--start", start)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "--start" in result.stderr and result.stdout == ""
