@@ -152,7 +152,8 @@ def handle(
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         takes = f"; it takes: {', '.join(allowed)}" if allowed else "; it takes none"
-        return _error(400, f"{unknown[0]}: unknown query parameter{takes}", parameter=unknown[0])
+        name = unknown[0][:40] or "(a parameter with no name)"
+        return _error(400, f"{name}: unknown query parameter{takes}", parameter=unknown[0][:40])
     if len(parts) == 3:
         return 200, {"gpus": [gpu_json(gpu) for gpu in sorted(gpus, key=lambda g: g.index)]}
 
@@ -265,11 +266,11 @@ def _minutes(values: list[str] | None, maximum: float) -> tuple[float, str | Non
     try:
         minutes = float(values[0])
     except ValueError:
-        return 0.0, f"minutes: expected a positive number of minutes (got {values[0]!r})"
+        return 0.0, f"minutes: expected a positive number of minutes (got {values[0][:40]!r})"
     if not math.isfinite(minutes) or minutes <= 0:
-        return 0.0, f"minutes: expected a positive number of minutes (got {values[0]!r})"
+        return 0.0, f"minutes: expected a positive number of minutes (got {values[0][:40]!r})"
     if minutes > maximum:
-        return 0.0, f"minutes: at most {maximum:g} (the history kept) (got {values[0]!r})"
+        return 0.0, f"minutes: at most {maximum:g} (the history kept) (got {values[0][:40]!r})"
     return minutes, None
 
 

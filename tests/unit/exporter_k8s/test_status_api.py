@@ -6,6 +6,8 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exporter.health.history import GpuHistory, Sample
 from exporter.health.state import HealthState
@@ -268,3 +270,17 @@ def test_method_not_allowed_names_the_allowed_methods() -> None:
     status, body = call("/api/v1/gpus/0", method="POST")
     assert status == 405 and "GET" in body["error"] and "HEAD" in body["error"]
     assert ALLOWED_METHODS == ("GET", "HEAD")
+
+
+@settings(max_examples=300, deadline=None)
+@given(query=st.text(max_size=300), index=st.text(max_size=12))
+def test_any_trend_request_is_answered_and_every_400_is_json_naming_a_parameter(query: str,
+                                                                                 index: str) -> None:
+    """Whatever the query string and index (percent-escapes, other scripts' digits, huge numbers, empty
+    names), the answer is a status and a JSON object; a 400 names the parameter, briefly."""
+    status, body = call(f"/api/v1/gpus/{index or '0'}/trend", query)
+    assert status in (200, 400, 404), (status, body)
+    json.loads(encode(body))
+    if status == 400:
+        assert isinstance(body["parameter"], str) and len(body["parameter"]) <= 40, body
+        assert body["error"] and len(body["error"]) < 300, body
