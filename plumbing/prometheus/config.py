@@ -388,6 +388,9 @@ def _headers(r: _Reader, node: Node, where: str) -> tuple[Header, ...]:
         for text in values:
             if any(ord(c) < 32 or ord(c) == 127 for c in text):
                 r.problem(fields["values"], f"{at}.values", "a header value cannot hold control characters")
+            elif not text.isascii():
+                r.problem(fields["values"], f"{at}.values", "a header value must be ASCII (percent- or "
+                          "base64-encode it as the server expects)")
         if not (values or secrets or files):
             r.problem(value, at, "expected at least one of values, secrets, files")
             continue

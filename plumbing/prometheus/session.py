@@ -9,6 +9,7 @@ SNI and the name check, `min_version`, a client certificate) rebuilt when a cert
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import ssl
@@ -85,6 +86,15 @@ class WatchedFile:
         self._signature, self._content, self._error = signature, content, None
 
 
+def _header_value(text: str, field: str) -> str:
+    """`text` when an HTTP header can carry it as it is (printable ASCII); else CredentialError naming the
+    field, never the value, and never a UnicodeEncodeError from deep inside the HTTP client."""
+    if not all(" " <= ch <= "~" or ch == "\t" for ch in text):
+        raise CredentialError(f"{field}: a header value must be printable ASCII (it holds another character; "
+                              "percent- or base64-encode it as the server expects)")
+    return text
+
+
 def _text(content: bytes, what: str, path: str) -> str:
     """A secret from a file: UTF-8, surrounding whitespace dropped (as Prometheus does), no control chars."""
     try:
@@ -153,8 +163,8 @@ class _TlsAdapter(HTTPAdapter):
         elif self._ca is not None:
             content, _ = self._ca.read()
             try:
-                ctx.load_verify_locations(cadata=content.decode("ascii", errors="replace"))
-            except (ssl.SSLError, ValueError) as exc:
+                ctx.load_verify_locations(cadata=content.decode("ascii"))
+            except (ssl.SSLError, ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
                 raise CredentialError(f"tls_config.ca_file {self._ca.path} holds no PEM certificate") from exc
         else:
             ctx.load_default_certs()
@@ -218,13 +228,16 @@ class EndpointSession(requests.Session):
         headers: dict[str, str] = {}
         for name, values, secrets, files in self._headers:
             parts = [*values, *secrets, *(_text(f.read()[0], f.what, f.path) for f in files)]
-            headers[name] = ", ".join(parts)
+            headers[name] = _header_value(", ".join(parts), f"http_headers.{name}")
         if self._basic is not None:
             user, password = self._basic[0].get(), self._basic[1].get()
-            headers["Authorization"] = requests.auth._basic_auth_str(user, password)
+            # RFC 7617's charset=UTF-8: a user name or password beyond Latin-1 is sent, not a crash
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
         if self._authorization is not None:
             kind, credentials = self._authorization
-            headers["Authorization"] = f"{kind} {credentials.get()}"
+            value = f"{kind} {credentials.get()}"
+            headers["Authorization"] = _header_value(value, "authorization.credentials")
         return headers
 
     def get_api(self, path: str, params: dict[str, str], timeout: float) -> requests.Response:
