@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from exporter.cli import main as exporter_main
 from plumbing.web import WebConfigError, load_web_config
-from plumbing.web.auth import BasicAuth, credentials
+from plumbing.web.auth import BasicAuth, credentials, dummy_hash
 
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
 
@@ -121,3 +121,18 @@ def test_a_hash_with_a_line_break_or_spaces_is_refused_saying_so(padding: str, b
             load_web_config(path)
     expected = "basic_auth_users.prometheus: the hash ends (or starts) with a line break or spaces"
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("rounds", [4, 5, 6])
+def test_an_unknown_user_costs_what_a_known_one_does(rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dummy an unknown user is checked against has the configured hashes' cost, so timing tells no
+    name apart (a fixed cost-10 dummy answered 24 times slower than a cost-5 user)."""
+    users = {"prometheus": bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=rounds))}
+    checked: list[bytes] = []
+    real = bcrypt.checkpw
+    monkeypatch.setattr(bcrypt, "checkpw", lambda password, hashed: checked.append(hashed) or real(password,
+                                                                                                  hashed))
+    auth = BasicAuth()
+    assert not auth.verify(users, "nobody", "right") and not auth.verify(users, "prometheus", "wrong")
+    assert [hashed[:7] for hashed in checked] == [f"$2b${rounds:02d}$".encode(), users["prometheus"][:7]]
+    assert dummy_hash({}) == dummy_hash({"a": b"$2y$10$" + b"a" * 53})  # no users: bcrypt's default cost
