@@ -37,15 +37,22 @@ def parse_span(text: str, flag: str = "--since") -> float:
     return seconds
 
 
+LATEST_UNIX_SECONDS = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: the last instant a datetime, and Prometheus' API, can name."""
+
+
 def parse_time(text: str | None, now: float) -> float:
     """`--until`: unix seconds or an ISO 8601 time with a zone; None is `now`."""
     if text is None:
         return now
     try:
-        return float(text) if re.fullmatch(r"\d+(?:\.\d+)?", text.strip()) else _iso(text)
-    except ValueError as exc:
-        raise UsageError(f"--until: expected unix seconds or an ISO 8601 time like 2026-11-02T08:00:00Z "
-                         f"(got {text!r})") from exc
+        when = float(text) if re.fullmatch(r"[0-9]{1,12}(?:\.[0-9]{1,9})?", text.strip()) else _iso(text)
+        if not 0 <= when <= LATEST_UNIX_SECONDS:
+            raise ValueError("outside 1970-9999")
+        return when
+    except (ValueError, OverflowError) as exc:
+        raise UsageError("--until: expected unix seconds or an ISO 8601 time like 2026-11-02T08:00:00Z, "
+                         f"from 1970 to 9999 (got {text[:40]!r})") from exc
 
 
 def _iso(text: str) -> float:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from fleet.errors import UsageError
+from fleet.timeline import LATEST_UNIX_SECONDS, parse_time
 from fleet.units import format_bytes, parse_bytes, parse_count
 
 SIZES = {
@@ -42,3 +46,18 @@ def test_format_bytes() -> None:
     assert format_bytes(40 * 1024**3) == "40.0GiB"
     assert format_bytes(512 * 1024**2) == "512.0MiB"
     assert format_bytes(12) == "12B"
+
+
+@given(text=st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                      st.integers(min_value=-(10**30), max_value=10**30).map(str),
+                      st.text(max_size=40),
+                      st.integers(min_value=1, max_value=99999).map(lambda y: f"{y:04d}-01-01T00:00:00Z")))
+@settings(max_examples=300, deadline=None)
+def test_until_is_a_time_from_1970_to_9999_or_one_usage_error(text: str) -> None:
+    """--until of any text: a time Prometheus and datetime can name, or UsageError; never OverflowError."""
+    try:
+        when = parse_time(text, now=1_700_000_000.0)
+    except UsageError as exc:
+        assert str(exc).startswith("--until: expected unix seconds")
+    else:
+        assert 0 <= when <= LATEST_UNIX_SECONDS
