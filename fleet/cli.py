@@ -68,6 +68,10 @@ def main(argv: Sequence[str] | None = None, subcommands: Sequence[str] = SUBCOMM
     except BrokenPipeError:  # `gpu-fleet status | head`: the reader left, which is not an error
         silence_stdout()
         return 0
+    except OSError as exc:  # a full disk, a file that vanished under --out: one message, not a traceback
+        silence_stdout()  # what is left in stdout's buffer cannot be written either
+        where = f" {exc.filename}" if exc.filename else ""
+        return fail(args.prog, f"cannot write the output{where}: {exc.strerror or type(exc).__name__}")
     except KeyboardInterrupt:
         return 130
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,6 +61,18 @@ def number(text: str | None, flag: str, high: float = math.inf) -> float | None:
     return value
 
 
+def writable_dir(out: Path) -> None:
+    """`--out DIR`, made if missing, and proven writable by writing a file in it; UsageError otherwise."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".gpu-fleet-", delete=True):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out: cannot write into {out}: {exc.strerror or type(exc).__name__}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise UsageError(f"--format: expected one of {', '.join(FORMATS)} (got {args.format!r})")
@@ -69,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
                     number(args.price_per_kwh, "--price-per-kwh"))
     threshold = number(args.idle_below, "--idle-below", 1.0)
     window = report_window(parse_span(args.since), parse_time(args.until, time.time()))
+    if args.out:
+        writable_dir(Path(args.out))  # a bad --out is one message before minutes of queries, not after
     if args.format == "html":
         from fleet.render_html import _pyplot
 

@@ -4,8 +4,10 @@ one line and an exit status."""
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +73,29 @@ def test_a_url_without_its_scheme_is_named_once_with_what_to_write(
     err = capsys.readouterr().err
     assert err == expected + "\n"
     assert "secret" not in err
+
+
+@pytest.mark.parametrize("make", ["file", "unwritable"])
+def test_a_bad_out_is_one_message_before_any_query(make: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked before the queries (port 1 would answer 'cannot reach' if one were sent)."""
+    out = tmp_path / "out"
+    if make == "file":
+        out.write_text("a report of last week")
+        expected = f"--out: {out} is not a directory"
+    else:
+        out = Path("/proc/no-such-dir/out")  # /proc takes no new directories, even as root
+        expected = f"--out: cannot write into {out}"
+    assert cli.main(["report", "--since", "1h", "--out", str(out), "--prometheus", "http://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-fleet report: {expected}") and "cannot reach" not in err
+
+
+def test_a_full_disk_on_stdout_is_one_message() -> None:
+    """/dev/full: every write fails with ENOSPC, as a full disk does."""
+    gpu_fleet = str(Path(sys.executable).parent / "gpu-fleet")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([gpu_fleet, "estimate", "--params", "70B", "--dtype", "fp16"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == "gpu-fleet estimate: cannot write the output: No space left on device"
