@@ -9,6 +9,7 @@ last SIGABRT so a hung Python child prints its threads' stacks (run it with `-X 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import queue
 import re
@@ -16,7 +17,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -134,3 +136,18 @@ class LineProcess:
         if hung is not None:
             raise AssertionError(f"{hung}:\n{output}")
         return code, output
+
+
+@contextlib.contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (a free port) answering with `handler` in a thread, shut down on exit;
+    yields its base URL, `http://127.0.0.1:PORT`."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from demo.warmup import wait_for_scrapes
+from tests.support import http_server
 
 pytestmark = pytest.mark.integration
 
@@ -37,14 +38,8 @@ def prometheus() -> Iterator[tuple[str, list[int]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", answers
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(Handler) as url:
+        yield url, answers
 
 
 def test_each_change_in_scraped_targets_is_said(prometheus: tuple[str, list[int]]) -> None:

@@ -4,9 +4,8 @@ credentials, whatever the body, never "not valid JSON". A real HTTP server on 12
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +17,7 @@ from plumbing.prometheus.config import endpoint_from_url
 from plumbing.prometheus.range_query import RangeQueryError, RangeSettings, query_range
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from plumbing.prometheus.session import EndpointSession
+from tests.support import http_server
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +44,8 @@ def proxy() -> Iterator[tuple[str, type[Refusing]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", Refusing
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(Handler) as url:
+        yield url, Refusing
 
 
 EXPECTED = {401: "401 from Prometheus: check the credentials of endpoint default",

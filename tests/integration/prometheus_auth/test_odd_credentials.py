@@ -7,9 +7,8 @@ import base64
 import json
 import os
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from plumbing.prometheus.config import load_prometheus_config
 from plumbing.prometheus.errors import PrometheusClientError
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
+from tests.support import http_server
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +49,8 @@ def server() -> Iterator[tuple[str, list[dict[str, str]]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with http_server(Handler) as url:
+        yield url, seen
 
 
 def query(url: str, endpoint_yaml: str) -> QueryResult:
