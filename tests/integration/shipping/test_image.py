@@ -98,8 +98,8 @@ def base_image(buildah: Buildah, tmp_path_factory: pytest.TempPathFactory) -> st
     """A minimal Debian with Python, made once per test session (debootstrap, then imported)."""
     work = tmp_path_factory.mktemp("base")
     rootfs = work / "rootfs"
-    done = subprocess.run([*NICE, "debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm",
-                           str(rootfs)], capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run([*NICE, "debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}",
+                           "bookworm", str(rootfs)], capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, f"debootstrap failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
     archive = work / "rootfs.tar"
     with tarfile.open(archive, "w") as tar:
