@@ -54,6 +54,7 @@ from autoscaler.kube.answers import (
 )
 from autoscaler.kube.discovery import Discovery, ScalableResource
 from autoscaler.policy import TargetRef
+from plumbing import yamlsafe
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ def load_api_client(kubeconfig: str | None = None, request_retries: int = 0) -> 
     and a retried GET would multiply the time a slow API server costs.
     """
     configuration = client.Configuration()
+    if not (kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST")):
+        _check_kubeconfig_files(kubeconfig)
     try:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
@@ -144,6 +147,24 @@ def load_api_client(kubeconfig: str | None = None, request_retries: int = 0) -> 
     configuration.retries = request_retries
     configuration.connection_pool_maxsize = 32  # the controller's 16 concurrent calls, with room
     return client.ApiClient(configuration)
+
+
+KUBECONFIG_LIMITS = yamlsafe.YamlLimits(max_bytes=1024 * 1024)
+"""A kubeconfig of a few hundred contexts with embedded certificates fits in 1 MiB."""
+
+
+def _check_kubeconfig_files(kubeconfig: str | None) -> None:
+    """Read each kubeconfig file the client would read (--kubeconfig, else every path of $KUBECONFIG, else
+    ~/.kube/config) through the bounded reader first: a FIFO, a bomb or 10,000 nested brackets is one
+    KubeConfigError naming the file, never a hang or a traceback inside the client's own YAML loading."""
+    listed = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    for path in filter(None, listed.split(os.pathsep) if kubeconfig is None else [listed]):
+        if not os.path.lexists(path):
+            continue  # the client says it is missing, in its words and with its fallbacks
+        try:
+            yamlsafe.compose_file(path, KUBECONFIG_LIMITS, "kubeconfig")
+        except yamlsafe.YamlFileError as exc:
+            raise KubeConfigError(f"cannot load Kubernetes configuration from {exc}") from exc
 
 
 def _status_message(e: ApiException) -> tuple[str, str]:

@@ -1,5 +1,5 @@
-"""Every YAML file the CLIs read (rules, --config, --simulate-config, --prometheus-config, --web-config-file),
-fed hostile content through the real installed CLI as a child process.
+"""Every YAML file the CLIs read (rules, --config, --simulate-config, --prometheus-config, --web-config-file,
+--kubeconfig), fed hostile content through the real installed CLI as a child process.
 
 Each run must end with exit 2 and one message naming the file (and the line where there is one), no
 traceback, within 2 s of work and under 200 MiB peak memory (the documented bounds). The time bound is
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.kube.scale import KUBECONFIG_LIMITS
 from plumbing.web.webconfig import LIMITS as WEB_LIMITS
 from tests.unit.hostile_files.hostile import (
     AUTOSCALER,
@@ -41,18 +42,24 @@ COMMANDS: dict[str, Command] = {
                                        str(f)],
     "web-config": lambda f, d: [EXPORTER, "--simulate", "1", "--address", "127.0.0.1", "--port", "0",
                                 "--web-config-file", str(f)],
+    "kubeconfig": lambda f, d: [AUTOSCALER, "run", "--rules", str(d / "rules.yaml"), "--kubeconfig", str(f),
+                                "--dry-run", "--once"],
 }
 # A file with a smaller size limit than the YAML reader's default refuses a large hostile file by its size.
-MAX_BYTES = {"web-config": WEB_LIMITS.max_bytes}
+MAX_BYTES = {"web-config": WEB_LIMITS.max_bytes, "kubeconfig": KUBECONFIG_LIMITS.max_bytes}
 # The rules file has one reader (plumbing.yamlsafe + NodeReader) behind four commands: every hostile file
 # goes through `check`; the other three get the costliest few, which proves each command uses that reader.
 RULES_SUBSET = {"billion-laughs", "100000-brackets", "5000-digit-integer", "50-MB", "not-utf8"}
+# The kubeconfig is read by the Kubernetes client, after the same bounded reader: the bombs and the sizes.
+KUBECONFIG_SUBSET = {"billion-laughs", "recursive-alias", "100000-brackets", "300000-nodes", "50-MB",
+                     "not-utf8"}
 CASES = [
     pytest.param(command, hostile, id=f"{command}-{hostile.id}")
     for command in COMMANDS
     for hostile in YAML_HOSTILE
     if command in ("check", "exporter-config", "simulate-config", "prometheus-config", "web-config")
-    or hostile.id in RULES_SUBSET
+    or (command != "kubeconfig" and hostile.id in RULES_SUBSET)
+    or (command == "kubeconfig" and hostile.id in KUBECONFIG_SUBSET)
 ]
 
 
@@ -189,7 +196,7 @@ def special_file(kind: str, directory: Path) -> Path:
 
 @pytest.mark.parametrize("kind", SPECIAL_FILES)
 @pytest.mark.parametrize("command", ["check", "exporter-config", "simulate-config", "prometheus-config",
-                                     "web-config"])
+                                     "web-config", "kubeconfig"])
 def test_a_path_that_is_no_regular_file_is_one_message_at_once(command: str, kind: str,
                                                                  workdir: Path) -> None:
     path = special_file(kind, workdir)
