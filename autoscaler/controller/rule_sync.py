@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.controller.capacity_sync import GatheredCapacity, gather_capacity
@@ -245,13 +245,7 @@ class RuleSync:
         the cluster any more, and the next leader decides again."""
         rule = state.rule
         why = "shutting down" if self.stopping.is_set() else "lost leadership"
-        self.metrics.record_decision(
-            rule=rule,
-            current=plan.current,
-            desired=plan.replicas,
-            reason=plan.reason,
-            values={o.name: o.value for o in observations},
-        )
+        self._record_plan(rule, plan, observations)
         log_abandoned(rule, plan, observations, why, self.dry_run)
         return RuleOutcome(
             rule=rule,
@@ -298,13 +292,7 @@ class RuleSync:
     ) -> RuleOutcome:
         rule = state.rule
         state.history = state.history if patched else plan.history
-        self.metrics.record_decision(
-            rule=rule,
-            current=plan.current,
-            desired=plan.replicas,
-            reason=plan.reason,
-            values={o.name: o.value for o in observations},
-        )
+        self._record_plan(rule, plan, observations)
         self.metrics.rule_synced(rule, now)  # scale read, nothing failed to patch: a successful rule sync
         verb = "scaled" if patched else ("would scale" if plan.replicas != plan.current else "keep")
         log_decision(rule, plan, observations, verb, self.dry_run)
@@ -355,19 +343,18 @@ class RuleSync:
     ) -> RuleOutcome:
         rule = state.rule
         state.history = plan.history  # the recommendation counts, as in the HPA; no scale event happened
-        self.metrics.record_decision(
-            rule=rule,
-            current=plan.current,
-            desired=plan.replicas,
-            reason=plan.reason,
-            values={o.name: o.value for o in observations},
-        )
+        self._record_plan(rule, plan, observations)
         log_patch_failed(rule, plan, observations, error, error.reason_label, self.dry_run)
         failed = f"failed to scale {plan.current} -> {plan.replicas}: {error}"
         self._warn(state=state, reason=EventReason.FailedScale, message=failed, now=now)
         return RuleOutcome(rule=rule, current=plan.current, desired=plan.replicas, reason=plan.reason,
                            message=str(error), observations=observations, error=str(error),
                            schedule=plan.schedule)
+
+    def _record_plan(self, rule: Rule, plan: Plan, observations: Sequence[MetricObservation]) -> None:
+        """The decision a plan made, as gpu_autoscaler's decision metrics show it."""
+        self.metrics.record_decision(rule=rule, current=plan.current, desired=plan.replicas,
+                                     reason=plan.reason, values={o.name: o.value for o in observations})
 
     def _warn(self, state: RuleState, reason: EventReason, message: str, now: float,
               any_message: bool = False) -> None:
