@@ -178,6 +178,17 @@ def _levels(text: str) -> tuple[float, ...]:
     return levels
 
 
+def _trace_names(text: str) -> frozenset[str]:
+    """--traces: names of the benchmark's traces, comma-separated."""
+    names = frozenset(name.strip() for name in text.split(","))
+    known = {trace.name for trace in benchmark_traces()}
+    unknown = sorted(names - known)
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"no trace named {', '.join(unknown)} (traces: {', '.join(sorted(known))})")
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.autoscaling_quality", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--noisy-levels", type=_levels, default=(), metavar="L1,L2,...",
                         help="also replay the noisy trace around these mean loads (GPUs' worth) and print "
                              "the verdicts, e.g. 3,3.5,4.5")
+    parser.add_argument("--traces", type=_trace_names, default=None, metavar="NAME,...",
+                        help="replay only these traces (default all: "
+                             f"{', '.join(t.name for t in benchmark_traces())})")
     args = parser.parse_args(argv)
     if args.seeds < 0:
         parser.error(f"--seeds: expected a count >= 0 (got {args.seeds})")
@@ -206,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     settings = ReplaySettings(cluster=dataclasses.replace(ClusterSettings(),
                                                           startup_delay_seconds=args.startup_delay))
-    outcomes = run(configs, benchmark_traces(), settings)
+    traces = [t for t in benchmark_traces() if args.traces is None or t.name in args.traces]
+    outcomes = run(configs, traces, settings)
     print(f"Start-up delay {args.startup_delay:g} s, sync every {settings.sync_period_seconds:g} s, overload "
           f"line {settings.overload_line:.0%} of a GPU per ready replica; traces:")
     for outcome in outcomes:

@@ -22,7 +22,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from plumbing.problems import Problem
 from plumbing.yamlsafe import line_of
 
-__all__ = ["ANY_KEY", "NULL_TAG", "NodeReader", "describe", "line_at", "line_of"]
+__all__ = ["ANY_KEY", "NULL_TAG", "NodeReader", "describe", "line_at", "line_of", "node_at"]
 
 NULL_TAG = "tag:yaml.org,2002:null"
 T = TypeVar("T")
@@ -215,20 +215,33 @@ def _merged(node: MappingNode) -> list[tuple[Node, Node]]:
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
+def node_at(root: Node | None, field: str) -> Node | None:
+    """The node a field path (`gpus[0].processes[1].pid`) names in a node tree; None when part of it is
+    missing. For readers that walk constructed data and read each value through NodeReader."""
+    node = root
+    for match in _STEP.finditer(field):
+        found = _step(node, *match.groups())
+        if found is None:
+            return None
+        node = found
+    return node
+
+
+def _step(node: Node | None, key: str | None, index: str | None) -> Node | None:
+    if isinstance(node, MappingNode) and key is not None:
+        return next((value for k, value in _merged(node) if str(k.value) == key), None)
+    if isinstance(node, SequenceNode) and index is not None and int(index) < len(node.value):
+        return node.value[int(index)]  # type: ignore[no-any-return]
+    return None
+
+
 def line_at(root: Node | None, field: str) -> int:
-    """The line a field path (`gpus[0].processes[1].pid`) points at in a node tree: the node it names, or,
-    when part of the path is missing, the deepest node that is there (a missing key is reported at its
-    mapping). For readers that walk plain data and still owe the user a line number."""
+    """The line a field path points at in a node tree: the node it names, or, when part of the path is
+    missing, the deepest node that is there (a missing key is reported at its mapping)."""
     node = root
     line = line_of(root) if root is not None else 1
     for match in _STEP.finditer(field):
-        key, index = match.groups()
-        if isinstance(node, MappingNode) and key is not None:
-            found = next((value for k, value in _merged(node) if str(k.value) == key), None)
-        elif isinstance(node, SequenceNode) and index is not None and int(index) < len(node.value):
-            found = node.value[int(index)]
-        else:
-            found = None
+        found = _step(node, *match.groups())
         if found is None:
             break
         node, line = found, line_of(found)

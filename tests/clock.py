@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+T0 = 1_700_000_000.0
+"""A fixed wall-clock instant (2023-11-14T22:13:20Z) where the controller's tests start their clocks."""
+
 
 class ManualClock:
     """Returns `now` until the test moves it (`clock.advance(30)` or `clock.now = ...`); counts its reads, so

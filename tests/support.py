@@ -15,6 +15,7 @@ import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +24,12 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 T = TypeVar("T")
+
+CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
+"""The installed `gpu-autoscaler` console script of this virtualenv."""
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+"""Runs `gpu-autoscaler ARGS...` and returns the completed process (the `cli` fixture)."""
 
 
 def describe(condition: Callable[[], object]) -> str:

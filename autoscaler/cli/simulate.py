@@ -131,7 +131,7 @@ def replay_trace(rule: Rule, trace: Trace, replicas: int, start: float = 0.0) ->
 
     `trace_replay` computes them for the whole trace at once (a few µs per row) wherever it covers the rule;
     a rule with schedules or scale to zero, or a trace with a capacity column, goes through `replay` row by
-    row. Both give the same results (tests/unit/autoscaler_cli/test_trace_replay.py).
+    row. Both give the same results (tests/unit/autoscaler/planning/test_trace_replay.py).
     """
     if trace.capacity is None and covers(rule):
         times = [start + t for t in trace.times] if start else trace.times

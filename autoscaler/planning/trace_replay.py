@@ -14,7 +14,7 @@ computed:
 
 It covers every rule but those with schedules, scale to zero (minReplicas 0) or a capacity column in the
 trace (`covers`); `simulate` and `tune` replay those through `plan_replicas` row by row.
-tests/unit/autoscaler_cli/test_trace_replay.py checks both agree on random rules and traces.
+tests/unit/autoscaler/planning/test_trace_replay.py checks both agree on random rules and traces.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from exporter.errors import ConfigError
 from exporter.simulator.models import MAX_MIG_SLICES, MODELS, GpuModel, MigProfile
 from plumbing import yamlsafe
 from plumbing.problems import Problem
-from plumbing.yamlnodes import line_at
+from plumbing.yamlnodes import NodeReader, line_at, node_at
 
 GIB = 1024**3
 MIB = 1024**2
@@ -163,16 +163,19 @@ def _file_error(exc: yamlsafe.YamlFileError) -> ConfigError:
 
 
 class _Parser:
-    """Walks the YAML data, collecting every problem as `file:line: field: expected ... (got ...)`, the line
-    found in the node tree the data came from (plumbing.yamlnodes.line_at)."""
+    """Walks the YAML data for its structure (groups expand to GPUs, a fault's fields depend on its type)
+    and reads every value through the one config reader, plumbing.yamlnodes.NodeReader, from the node the
+    value came from: every problem is `file:line: field: expected ... (got ...)`, worded as in every other
+    file the processes read."""
 
     def __init__(self, path: str, root: Node | None) -> None:
         self.path = path
         self.root = root
-        self.problems: list[Problem] = []
+        self.reader = NodeReader(path)
+        self.problems: list[Problem] = self.reader.problems
 
     def fail(self, field: str, message: str) -> None:
-        self.problems.append(Problem(self.path, line_at(self.root, field), field, message))
+        self.reader.problem(line_at(self.root, field), field, message)
 
     def config(self, data: Any) -> SimConfig:
         if not isinstance(data, Mapping):
@@ -401,26 +404,24 @@ class _Parser:
 
     def number(self, raw: Mapping[str, Any], key: str, field: str, default: Any, *, integer: bool = False,
                minimum: float | None = None, maximum: float | None = None) -> Any:
-        if key not in raw or raw[key] is None:
+        """`raw[key]` read by NodeReader (a finite number or an integer, within the bounds), else `default`
+        (absent, null, or reported)."""
+        node = node_at(self.root, field)
+        if key not in raw or raw[key] is None or node is None:
             return default
-        value = raw[key]
-        ok = isinstance(value, int) if integer else isinstance(value, int | float)
-        if isinstance(value, bool) or not ok or (isinstance(value, float) and not math.isfinite(value)):
-            self.fail(field, f"expected {'an integer' if integer else 'a number'} (got {value!r})")
-            return default
-        if minimum is not None and value < minimum:
-            self.fail(field, f"expected >= {minimum} (got {value!r})")
-            return default
-        if maximum is not None and value > maximum:
-            self.fail(field, f"expected <= {maximum} (got {value!r})")
-            return default
-        return value
+        if integer:
+            low = None if minimum is None else int(minimum)
+            high = None if maximum is None else int(maximum)
+            value: float | None = self.reader.integer(node, field, low, high)
+        else:
+            value = self.reader.number(node, field, low=minimum, high=maximum)
+        return default if value is None else value
 
     def unknown(self, raw: Mapping[str, Any], field: str, allowed: set[str]) -> None:
-        for key in raw:
-            if key not in allowed:
-                where = f"{field}.{key}" if field else str(key)
-                self.fail(where, f"unknown field (expected one of {', '.join(sorted(allowed))})")
+        """Unknown and duplicate keys of the mapping at `field`, as NodeReader reports them."""
+        node = node_at(self.root, field)
+        if node is not None:
+            self.reader.mapping(node, field, known=allowed)
 
 
 def _kind(value: Any) -> str:

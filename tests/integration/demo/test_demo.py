@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from tests import REPO_ROOT
 from tests.support import LineProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO_ROOT
 FAST = ["--startup-delay", "3", "--interval", "1"]
 
 

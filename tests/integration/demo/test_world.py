@@ -3,27 +3,20 @@ the cluster model's utilization; the service endpoint counts the requests of the
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.world import SimulatedWorld
 from tests.clock import ManualClock
+from tests.scrape import Samples, fetch, samples
 
 pytestmark = pytest.mark.integration
 
 
-def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
-    return samples
+def scrape(port: int) -> Samples:
+    return samples(fetch(f"http://127.0.0.1:{port}/metrics", timeout=5))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from exporter.nvml.adapter import real_nvml
 from exporter.simulator.config import default_config, parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
+from tests.kubelet import kubelet, proc_root, socket_dir  # noqa: F401  (fixtures of every exporter test)
 
 SETTINGS = SourceSettings(min_interval=0.0, init_retry_interval=0.05, pcie_interval=0.05,
                           profiling_interval=0.05)

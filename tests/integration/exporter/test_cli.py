@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.exporter.conftest import get
-from tests.integration.exporter_process import run_exporter, start_exporter, stop_all
+from tests.processes import run_exporter, start_exporter, stop_all
 
 pytestmark = pytest.mark.integration
 

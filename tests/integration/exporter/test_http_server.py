@@ -8,13 +8,13 @@ import threading
 
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
 from demo.processes import promtool
 from exporter import metrics as m
 from exporter.serving.server import ExporterServer
 from exporter.source import SourceSettings
 from tests.integration.exporter.conftest import StartExporter, get
+from tests.scrape import samples as parse_samples
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -25,14 +25,6 @@ gpus:
   - {model: H100, mig: 2, processes: [{pid: 701, memory_gib: 4}]}
   - {model: V100}
 """
-
-
-def families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    result: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            result.setdefault(sample.name, []).append((sample.labels, sample.value))
-    return result
 
 
 def scrape(base: str) -> str:
@@ -46,8 +38,8 @@ def test_every_metric_of_the_contract_is_served_and_promtool_is_silent(start_exp
     wait_for(lambda: all(name in scrape(base) for name in (
         "gpu_pcie_tx_bytes_per_second", "gpu_mig_sm_active_ratio", "gpu_nvlink_up")), timeout=15)
     text = scrape(base)
-    samples = families(text)
-    # the pod families need GPU holders and the XID counter an XID: tests/integration/exporter_k8s has both
+    samples = parse_samples(text)
+    # the pod families need GPU holders and the XID counter an XID: the exporter/pods and /health tests
     needs_pods_or_xid = {m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_MEMORY_USED, m.XID_ERRORS}
     assert {spec.exposed_name for spec in m.ALL_METRICS if spec not in needs_pods_or_xid} <= set(samples)
     assert not {spec.exposed_name for spec in needs_pods_or_xid} & set(samples)
@@ -66,7 +58,7 @@ faults:
   - {type: not_supported, gpu: 2, calls: [nvmlDeviceGetPowerUsage]}
 """)
     text = scrape(base)
-    samples = families(text)
+    samples = parse_samples(text)
     assert {labels["gpu"]: value for labels, value in samples["gpu_up"]} == {"0": 1.0, "1": 0.0, "2": 1.0}
     assert [labels["gpu"] for labels, _ in samples["gpu_power_usage_watts"]] == ["0"]
     assert "gpu_fan_speed_ratio" not in samples
@@ -95,7 +87,7 @@ def test_without_nvml_library_serves_nvml_up_zero_and_stays_alive(start_exporter
     base, app, _ = start_exporter(real=True)  # this machine has no GPU driver: the real pynvml path
     if app.source.ready:  # pragma: no cover - only on a GPU machine
         return
-    samples = families(scrape(base))
+    samples = parse_samples(scrape(base))
     assert samples["gpu_exporter_nvml_up"] == [({}, 0.0)]
     assert "gpu_up" not in samples
     assert get(base + "/healthz")[0] == 200
@@ -108,20 +100,20 @@ def test_nvml_appearing_later_is_picked_up(start_exporter: StartExporter) -> Non
 gpus: [{model: H100, count: 2}]
 faults: [{type: nvml_unavailable, error: DriverNotLoaded, until: 1.0}]
 """)
-    assert families(scrape(base))["gpu_exporter_nvml_up"] == [({}, 0.0)]
-    wait_for(lambda: families(scrape(base))["gpu_exporter_nvml_up"] == [({}, 1.0)], timeout=15)
-    assert len(families(scrape(base))["gpu_up"]) == 2
+    assert parse_samples(scrape(base))["gpu_exporter_nvml_up"] == [({}, 0.0)]
+    wait_for(lambda: parse_samples(scrape(base))["gpu_exporter_nvml_up"] == [({}, 1.0)], timeout=15)
+    assert len(parse_samples(scrape(base))["gpu_up"]) == 2
 
 
 def test_gpu_lost_while_serving(start_exporter: StartExporter) -> None:
     base, _, sim = start_exporter(gpus=3)
-    assert [v for _, v in families(scrape(base))["gpu_up"]] == [1.0, 1.0, 1.0]
+    assert [v for _, v in parse_samples(scrape(base))["gpu_up"]] == [1.0, 1.0, 1.0]
     sim.set_lost(2, True)
-    samples = families(scrape(base))
+    samples = parse_samples(scrape(base))
     assert {labels["gpu"]: value for labels, value in samples["gpu_up"]} == {"0": 1.0, "1": 1.0, "2": 0.0}
     assert {labels["gpu"] for labels, _ in samples["gpu_utilization_ratio"]} == {"0", "1"}
     sim.set_lost(2, False)
-    assert [v for _, v in families(scrape(base))["gpu_up"]] == [1.0, 1.0, 1.0]
+    assert [v for _, v in parse_samples(scrape(base))["gpu_up"]] == [1.0, 1.0, 1.0]
 
 
 def test_concurrent_scrapes_are_all_complete(start_exporter: StartExporter) -> None:
@@ -144,7 +136,7 @@ def test_concurrent_scrapes_are_all_complete(start_exporter: StartExporter) -> N
         thread.join(60)
     assert not errors and len(bodies) == 60
     for body in bodies:
-        assert len(families(body)["gpu_up"]) == 8
+        assert len(parse_samples(body)["gpu_up"]) == 8
     assert app.source.sweeps == 1  # 60 scrapes inside the minimum interval share one NVML sweep
 
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from demo.processes import promtool
 from tests.integration.exporter.conftest import get
-from tests.integration.exporter_process import start_exporter, stop_all
+from tests.processes import start_exporter, stop_all
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import REPO_ROOT
+
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO_ROOT
 BASH = shutil.which("bash") or "/bin/bash"
 
 FAKE_PYTHON = """#!{real}

@@ -19,8 +19,8 @@ import pytest
 
 from demo.processes import ManagedProcess, running, start_prometheus
 from exporter.simulator.physics import gpu_uuid
-from tests.integration.exporter_k8s.conftest import GPU, KubeletServer, PodSpec
-from tests.integration.exporter_process import start_exporter, stop_all
+from tests.kubelet import GPU, KubeletServer, PodSpec
+from tests.processes import start_exporter, stop_all
 from tests.support import wait_for
 
 FLEET = str(Path(sys.executable).parent / "gpu-fleet")

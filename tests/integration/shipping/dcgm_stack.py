@@ -123,7 +123,7 @@ class DcgmStack:
 def _start_kubelet(stack: contextlib.ExitStack) -> list[str]:
     """A fake kubelet pod-resources server holding GPU 0 for HOLDER, as exporter flags."""
     from exporter.simulator.physics import gpu_uuid
-    from tests.integration.exporter_k8s.conftest import KubeletServer
+    from tests.kubelet import KubeletServer
 
     socket_dir = tempfile.mkdtemp(prefix="podres-", dir="/tmp")  # unix socket paths are short
     stack.callback(shutil.rmtree, socket_dir, ignore_errors=True)

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from demo.processes import free_port, running, start_alertmanager, start_prometheus, wait_http_ok
-from tests.integration.exporter_process import EXPORTER
+from tests.processes import EXPORTER
 from tests.support import wait_for
 from tests.unit.shipping.promql_names import RULE_FILES
 from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs

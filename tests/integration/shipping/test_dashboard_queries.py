@@ -105,7 +105,7 @@ def _popen(stack: contextlib.ExitStack, argv: list[str], log: Path) -> subproces
 def _start_kubelet(stack: contextlib.ExitStack) -> list[str]:
     """A fake kubelet pod-resources server holding holders(), as exporter flags."""
     assert "--pod-resources-socket" in cli_help("gpu-exporter"), "gpu-exporter lacks --pod-resources-socket"
-    from tests.integration.exporter_k8s.conftest import KubeletServer
+    from tests.kubelet import KubeletServer
 
     socket_dir = tempfile.mkdtemp(prefix="podres-", dir="/tmp")  # unix socket paths are short
     stack.callback(shutil.rmtree, socket_dir, ignore_errors=True)
@@ -119,7 +119,7 @@ def _start_kubelet(stack: contextlib.ExitStack) -> list[str]:
 def _start_autoscaler(stack: contextlib.ExitStack, work: Path, prometheus_url: str, port: int) -> None:
     """`gpu-autoscaler run --dry-run` against the controller tests' fake API server."""
     cli_help("gpu-autoscaler", "run")
-    from tests.integration.controller.fake_apiserver import FakeApiServer
+    from tests.fake_kube.apiserver import FakeApiServer
 
     apiserver = FakeApiServer().start()
     stack.callback(apiserver.stop)

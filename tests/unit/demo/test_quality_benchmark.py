@@ -14,8 +14,9 @@ from benchmarks import autoscaling_quality as bench
 from benchmarks import capacity_quality
 from demo.replay import KNOWN_METRICS, ReplaySettings
 from demo.traces import benchmark_traces
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO_ROOT
 
 
 @pytest.mark.parametrize("path", ["examples/gpu-inference-rules.yaml",
@@ -98,15 +99,14 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 def test_main_prints_the_table_and_writes_one_small_png_per_trace(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """The whole command once (the benchmark's cost: the other tests call its functions): the table, the
-    noisy levels' table, the capacity table and the plots."""
-    assert bench.main(["--images", str(tmp_path), "--noisy-levels", "3.6,4.4"]) == 0
+    """The whole command on one trace (the other tests check every trace's figures through its functions):
+    the table, the noisy levels' table, the capacity table and the plots."""
+    assert bench.main(["--images", str(tmp_path), "--traces", "burst", "--noisy-levels", "4.4"]) == 0
     out = capsys.readouterr().out
-    assert "| noisy | (c) recommended |" in out and "Target," in out
-    assert "| noisy (level 3.6) | 0.98x |" in out and "| noisy (level 4.4) |" in out
+    assert "| burst | (c) recommended |" in out and "Target," in out and "| noisy |" not in out
+    assert "| noisy (level 4.4) |" in out
     pngs = sorted(tmp_path.glob("*.png"))
-    assert [p.name for p in pngs] == [f"quality-{n}.png" for n in sorted(["steady", "daily", "burst", "ramp",
-                                                                          "noisy", "capacity"])]
+    assert [p.name for p in pngs] == ["quality-burst.png", "quality-capacity.png"]
     assert "| (c) recommended | on | " in out and "Pending replicas without the guard" in out
     for png in pngs:
         assert _png_size(png) == (900, 450)
@@ -131,6 +131,14 @@ def test_noisy_levels_back_the_readme_on_where_a_fixed_count_fits() -> None:
     a, c = misfits.results["a"].figures, misfits.results["c"].figures
     assert a.overloaded_minutes > 3 * c.overloaded_minutes
     assert a.gpu_hours / misfits.bounds["a"].gpu_hours > 1.05
+
+
+def test_an_unknown_trace_name_is_one_usage_message(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--no-plots", "--traces", "burst,bursty"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--traces" in err and "bursty" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("value", ["3,x", "0,4", ""])

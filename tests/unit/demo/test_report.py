@@ -13,8 +13,9 @@ from autoscaler.policy import MetricObservation
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.report import DemoRecorder
 from demo.scenarios import MONDAY_OPENING
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO_ROOT
 RULE = load_rules(ROOT / "demo" / "demo-rules.yaml").rules[0]
 
 

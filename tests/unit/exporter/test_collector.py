@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import metrics as m
 from exporter.collector import GpuCollector, PodRef, ScrapeContext
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
+from tests.scrape import Samples, collect
 
 T0 = 1_700_000_000.0
 
@@ -54,15 +54,8 @@ class FakeAttribution:
         return self._pids.get(pid)
 
 
-def scrape(collector: GpuCollector) -> dict[str, list[tuple[dict[str, str], float]]]:
-    registry = CollectorRegistry()
-    registry.register(collector)
-    text = generate_latest(registry).decode()
-    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
-    return samples
+def scrape(collector: GpuCollector) -> Samples:
+    return collect(collector)
 
 
 def test_every_per_gpu_series_carries_the_gpu_labels() -> None:

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from exporter import metrics as m
 from exporter.simulator.config import FAULT_TYPES, parse_sim_config
+from tests import REPO_ROOT
 
-DOCS = Path(__file__).resolve().parents[3] / "docs"
+DOCS = REPO_ROOT / "docs"
 
 
 def test_metrics_reference_lists_every_metric_with_its_type_and_help() -> None:

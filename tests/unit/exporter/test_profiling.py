@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pynvml
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.collector import GpuCollector, PodRef
 from exporter.health.metrics import HealthMetrics
@@ -15,6 +13,7 @@ from exporter.health.state import HealthState, StateCause, device_health
 from exporter.nvml.snapshots import NodeSnapshot
 from exporter.profiling import ProfilingMetrics
 from exporter.source import with_background
+from tests.scrape import Samples, collect
 from tests.unit.exporter.conftest import FakeClock, SimFactory
 
 FLEET = """
@@ -28,7 +27,6 @@ gpus:
     processes: [{pid: 40, memory_gib: 2}]
 """
 
-Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
 class Holders:
@@ -63,14 +61,8 @@ def sweep_with_background(make_sim: SimFactory, clock: FakeClock, yaml_text: str
 
 
 def scrape(snapshot: NodeSnapshot, held: dict[str, list[PodRef]] | None = None) -> Samples:
-    registry = CollectorRegistry()
-    registry.register(GpuCollector(Fixed(snapshot), "n1", Holders(held or {}),
-                                   [HealthMetrics(), ProfilingMetrics(), ReliabilityMetrics()]))
-    samples: Samples = {}
-    for family in text_string_to_metric_families(generate_latest(registry).decode()):
-        for sample in family.samples:
-            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
-    return samples
+    return collect(GpuCollector(Fixed(snapshot), "n1", Holders(held or {}),
+                                [HealthMetrics(), ProfilingMetrics(), ReliabilityMetrics()]))
 
 
 def by_gpu(samples: Samples, name: str) -> dict[str, float]:

@@ -7,11 +7,11 @@ import contextlib
 import io
 import re
 import shlex
-from pathlib import Path
 
 from fleet.cli import main
+from tests import REPO_ROOT
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "fleet.md"
+DOC = REPO_ROOT / "docs" / "fleet.md"
 EXAMPLE = re.compile(r"```text\n\$ (gpu-fleet estimate [^\n]*)\n(.*?)```", re.S)
 
 

@@ -4,7 +4,6 @@ checks digits another way (a `str.isdigit()` before `int()` raises on '²')."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -12,8 +11,9 @@ from hypothesis import strategies as st
 
 from fleet import cli as fleet_cli
 from plumbing.numbers import ascii_int
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO_ROOT
 UNICODE_DIGITS = st.text(st.characters(categories=["Nd", "No"]), min_size=1, max_size=8)
 
 

@@ -18,7 +18,7 @@ from plumbing.yamlsafe import (
     read_bytes,
     read_text,
 )
-from tests.unit.hostile_files.hostile import YAML_HOSTILE, Hostile
+from tests.hostile import YAML_HOSTILE, Hostile
 
 SMALL = YamlLimits(max_bytes=1000, max_depth=4, max_nodes=50, max_expanded_nodes=100, max_number_length=8)
 

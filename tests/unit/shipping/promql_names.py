@@ -14,8 +14,9 @@ import yaml
 
 import autoscaler.controller.metrics
 import exporter.metrics
+from tests import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO_ROOT
 RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yaml"))
 
 # Names fixed in docs/metrics.md that the rules and dashboards rely on; a test

@@ -5,7 +5,8 @@ every method of the official client's API classes the code references
 (`self._core.list_namespaced_pod`, ...) maps to an (API group, resource, verb) triple, following the client's
 naming (read=get, replace=update, ...). A target's own resource is found by API discovery, not through a
 generated method, so its calls are `target_calls` of the kinds the base grants (Deployment, StatefulSet);
-tests/integration/controller/test_scalable_targets.py checks those against the requests the backend sends.
+tests/integration/autoscaler/kube/test_scalable_targets.py checks those against the requests the backend
+sends.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def mypy(tmp_path: Path, *targets: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,53 @@
+"""What every test shares: the order the suite runs in.
+
+scripts/test.sh runs the suite on pytest-xdist workers with work stealing: each worker is handed a
+contiguous share of the collected list, in order, and an idle worker takes half of the rest of the busiest
+one's queue, from its end. Tests that take tens of seconds of wall time mostly wait (the image build, the
+demo's runs against real Prometheus): each goes to the head of a share, so they all start at once, the
+image build alone on the first worker, and the thousands of short tests fill the wait around them. Without
+workers (`-n 0`) they simply run first. Every other test keeps its collection order, so the tests of one
+module stay together and share their module and package fixtures.
+
+The shared helpers live beside this file, one module per concern (docs/development.md lists them).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+FIRST_MARKS = ("image", "slow")
+"""Marks of the tests placed at the heads of the workers' shares, in this order."""
+
+
+def _rank(item: pytest.Item) -> int:
+    for rank, mark in enumerate(FIRST_MARKS):
+        if item.get_closest_marker(mark) is not None:
+            return rank
+    return len(FIRST_MARKS)
+
+
+def _heads(count: int, workers: int, total: int) -> list[int]:
+    """Positions for `count` long tests in a list of `total` split into `workers` contiguous shares: the
+    first at the head of share 0, the others round the other shares' heads, then one deeper each time."""
+    share = max(1, total // workers)
+    others = max(1, workers - 1)
+    positions = [0]
+    for k in range(count - 1):
+        worker = 1 + k % others if workers > 1 else 0
+        depth = k // others + (1 if workers == 1 else 0)
+        positions.append(min(worker * share + depth, total - 1))
+    return positions[:count]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    long = sorted((item for item in items if _rank(item) < len(FIRST_MARKS)), key=_rank)
+    if not long:
+        return
+    rest = iter([item for item in items if _rank(item) == len(FIRST_MARKS)])
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    positions = _heads(len(long), workers, len(items))
+    if len(set(positions)) < len(long):  # more long tests than the shares hold: first, in order
+        items.sort(key=_rank)
+        return
+    placed = dict(zip(positions, long, strict=True))
+    items[:] = [placed[i] if i in placed else next(rest) for i in range(len(items))]

@@ -1,0 +1,166 @@
+"""The controller around the new stages: the capacity query and Pending replicas gathered each sync, the
+CapacityLimited Event and gauges, FailedGetCapacity, whenEmpty, scale to zero and the schedule gauges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from autoscaler.controller.loop import Controller
+from autoscaler.errors import KubeApiError
+from plumbing.prometheus.runner import QueryResult
+from tests.clock import T0, ManualClock
+from tests.rules import ref, rule, ruleset
+from tests.unit.autoscaler.controller.fakes import FakeBackend, FakeMetrics, sample
+
+MakeController = Callable[..., Controller]
+GUARDED = rule(max_replicas=20, extra="capacity: {query: 'free_gpus', gpusPerReplica: 2, "
+                                      "pendingGraceSeconds: 120}")
+
+
+def test_scale_up_limited_by_free_gpus_with_event_and_gauges(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    source.values.update({"q_util": 160, "free_gpus": 5})  # the HPA wants 8; 5 free GPUs fit 2 more
+    c = make_controller(ruleset(GUARDED))
+    report = c.sync_once()
+    assert backend.patches == [(ref(), 6)]
+    assert report.outcomes[0].reason == "CapacityLimited"
+    assert source.calls == [("free_gpus", "q_util")]  # the capacity query runs with the metrics
+    warnings = [e for e in backend.events if e[2] == "CapacityLimited"]
+    assert len(warnings) == 1 and warnings[0][1] == "Warning"
+    assert "5 free GPU(s), 2 per replica: 2 more replica(s) fit: 4 -> 6 (not 8)" in warnings[0][3]
+    assert sample(c, "gpu_autoscaler_capacity_limited", rule="svc") == 1
+    assert sample(c, "gpu_autoscaler_capacity_withheld_replicas", rule="svc") == 2
+    assert sample(c, "gpu_autoscaler_capacity_free_gpus", rule="svc") == 5
+    assert sample(c, "gpu_autoscaler_unschedulable_replicas", rule="svc") == 0
+    assert sample(c, "gpu_autoscaler_decision_reason", rule="svc", reason="CapacityLimited") == 1
+    assert backend.pending_calls == [(ref(), "app=svc")]  # the scale's selector
+
+
+def test_the_capacity_event_is_not_repeated_every_sync_while_the_cluster_stays_full(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: ManualClock
+) -> None:
+    backend.add(ref(), 4)
+    source.values.update({"q_util": 400, "free_gpus": 2})
+    c = make_controller(ruleset(GUARDED))
+    for free in (2, 2, 2, 0):  # each sync adds one replica, then none: different messages each time
+        source.values["free_gpus"] = free
+        c.sync_once()
+        clock.advance(15)
+    assert [e[2] for e in backend.events].count("CapacityLimited") == 1
+    clock.advance(300)
+    c.sync_once()
+    assert [e[2] for e in backend.events].count("CapacityLimited") == 2
+
+
+def test_replicas_stuck_pending_hold_the_scale_up(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    backend.pending[ref()] = (T0 - 600, T0 - 30)  # one stuck beyond the 120 s grace, one just created
+    source.values.update({"q_util": 160, "free_gpus": 100})
+    c = make_controller(ruleset(GUARDED))
+    report = c.sync_once()
+    assert backend.patches == []
+    assert report.outcomes[0].reason == "CapacityLimited"
+    assert "1 replica(s) Pending as unschedulable for more than 120s" in report.outcomes[0].message
+    assert sample(c, "gpu_autoscaler_unschedulable_replicas", rule="svc") == 2
+
+
+def test_a_failed_capacity_query_is_reported_and_limits_nothing(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    source.values.update({"q_util": 160, "free_gpus": QueryResult(None, "Timeout", "took too long")})
+    c = make_controller(ruleset(GUARDED))
+    report = c.sync_once()
+    assert backend.patches == [(ref(), 8)]  # the HPA decision goes ahead
+    assert report.outcomes[0].reason == "DesiredWithinRange"
+    failed = [e for e in backend.events if e[2] == "FailedGetCapacity"]
+    assert len(failed) == 1 and "capacity query failed: Timeout: took too long" in failed[0][3]
+    errors = sample(c, "gpu_autoscaler_query_errors_total", rule="svc", metric="capacity", reason="Timeout")
+    assert errors == 1
+    assert sample(c, "gpu_autoscaler_capacity_free_gpus", rule="svc") is None
+    assert sample(c, "gpu_autoscaler_capacity_limited", rule="svc") == 0
+
+
+def test_pending_pods_that_cannot_be_listed_are_reported_and_limit_nothing(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    backend.pending_errors[ref()] = KubeApiError("list pods: HTTP 403 Forbidden", status=403)
+    source.values.update({"q_util": 160, "free_gpus": 100})
+    c = make_controller(ruleset(GUARDED))
+    c.sync_once()
+    assert backend.patches == [(ref(), 8)]
+    failed = [e for e in backend.events if e[2] == "FailedGetCapacity"]
+    assert len(failed) == 1 and "cannot list the Pending pods of Deployment/ml/svc" in failed[0][3]
+    assert "403 Forbidden" in failed[0][3]
+    assert sample(c, "gpu_autoscaler_unschedulable_replicas", rule="svc") is None
+    assert sample(c, "gpu_autoscaler_scale_errors_total", rule="svc", reason="ApiError") == 1
+
+
+def test_rules_without_a_guard_never_list_pods_nor_show_capacity_gauges(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    source.values["q_util"] = 160
+    c = make_controller(ruleset(rule()))
+    c.sync_once()
+    assert backend.pending_calls == []
+    assert sample(c, "gpu_autoscaler_capacity_limited", rule="svc") is None
+    assert sample(c, "gpu_autoscaler_schedule_active", rule="svc") is None
+
+
+def test_when_empty_zero_reads_no_series_as_zero_and_scales_to_zero(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: ManualClock
+) -> None:
+    backend.add(ref(), 2)
+    zero = rule(min_replicas=0, extra="cooldownSeconds: 60", metrics="""
+    metrics:
+      - {name: rps, query: 'q_rps', type: Total, target: 10, activationTarget: 0.5, whenEmpty: zero}""")
+    c = make_controller(ruleset(zero))  # q_rps has no series: read as 0, so idle
+    first = c.sync_once()
+    assert first.outcomes[0].observations[0].value == 0.0
+    assert sample(c, "gpu_autoscaler_metric_up", rule="svc", metric="rps") == 1
+    assert sample(c, "gpu_autoscaler_query_errors_total", rule="svc", metric="rps", reason="NoSeries") is None
+    clock.advance(60)
+    report = c.sync_once()
+    assert backend.patches[-1] == (ref(), 0) and report.outcomes[0].reason == "ScaledToZero"
+    clock.advance(15)
+    source.values["q_rps"] = 3
+    report = c.sync_once()
+    assert backend.patches[-1] == (ref(), 1) and report.outcomes[0].reason == "Activated"
+
+
+def test_when_empty_fail_keeps_no_series_a_failed_metric(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 2)
+    c = make_controller(ruleset(rule()))
+    report = c.sync_once()
+    assert report.outcomes[0].reason == "MetricsFailed"
+    assert sample(c, "gpu_autoscaler_query_errors_total", rule="svc", metric="util", reason="NoSeries") == 1
+
+
+def test_schedule_gauges_show_the_window_and_the_bounds_in_effect(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: ManualClock
+) -> None:
+    backend.add(ref(), 2)
+    source.values["q_util"] = 80
+    scheduled = rule(min_replicas=2, max_replicas=10, extra="""
+    schedules:
+      - {cron: '0 9 * * *', timezone: UTC, durationSeconds: 3600, minReplicas: 5, maxReplicas: 8}""")
+    clock.t = 1_700_038_800.0 + 60  # 2023-11-15T09:01:00Z: the window is open
+    c = make_controller(ruleset(scheduled))
+    report = c.sync_once()
+    assert backend.patches == [(ref(), 5)] and report.outcomes[0].reason == "BelowMinReplicas"
+    assert sample(c, "gpu_autoscaler_schedule_active", rule="svc") == 1
+    assert sample(c, "gpu_autoscaler_min_replicas", rule="svc") == 5
+    assert sample(c, "gpu_autoscaler_max_replicas", rule="svc") == 8
+    clock.t += 3600
+    c.sync_once()
+    assert sample(c, "gpu_autoscaler_schedule_active", rule="svc") == 0
+    assert sample(c, "gpu_autoscaler_min_replicas", rule="svc") == 2
+    assert sample(c, "gpu_autoscaler_max_replicas", rule="svc") == 10

@@ -1,0 +1,84 @@
+"""Pieces of run/status that need no network: durations, the JSON log format, the status table."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from autoscaler.cli.run import RunOptions
+from autoscaler.cli.status import render
+from autoscaler.config.schedules import ScheduleBounds
+from autoscaler.controller.logfmt import JsonFormatter
+from autoscaler.controller.loop import RuleOutcome
+from autoscaler.policy import MetricObservation
+from tests.rules import rule, ruleset
+
+
+def test_query_budget_leaves_half_the_interval() -> None:
+    options = RunOptions(rules="r.yaml", interval=15.0)
+    assert options.query_budget == 7.5 and options.request_timeout == 3.75
+
+
+def test_json_formatter_puts_decision_fields_at_top_level() -> None:
+    record = logging.LogRecord(
+        "autoscaler.controller.loop", logging.INFO, __file__, 1, "rule %s: keep", ("a",), None
+    )
+    record.fields = {"rule": "a", "desired": 3, "metrics": {"util": None}}
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "rule a: keep" and line["level"] == "info"
+    assert (line["rule"], line["desired"], line["metrics"]) == ("a", 3, {"util": None})
+    assert line["time"].endswith("+00:00")
+
+
+def test_status_table() -> None:
+    rules = ruleset(rule("embed"), rule("kg"))
+    outcomes = [
+        RuleOutcome(
+            rule=rules.get("embed"),
+            current=3,
+            desired=5,
+            reason="ScaleUpLimit",
+            message="scale up 3 -> 5 limited by policy Pods 2/60s",
+            observations=(MetricObservation("util", 95.0),),
+            ok=True,
+        ),
+        RuleOutcome(
+            rule=rules.get("kg"),
+            current=None,
+            desired=None,
+            reason="FailedGetScale",
+            message='deployments.apps "kg" not found',
+            observations=(MetricObservation("util", None, "NoSeries: no series"),),
+            error="not found",
+        ),
+    ]
+    lines = render(outcomes).splitlines()
+    assert lines[0].split()[:4] == ["RULE", "TARGET", "CURRENT", "DESIRED"]
+    assert lines[1].split()[:6] == ["embed", "Deployment/ml/embed", "3", "5", "1-10", "util=95"]
+    assert lines[1].endswith("rate-limited (ScaleUpLimit): scale up 3 -> 5 limited by policy Pods 2/60s")
+    assert lines[2].split()[:4] == ["kg", "Deployment/ml/kg", "-", "-"]
+    assert "util=failed NoSeries (target 80)" in lines[2] and "cannot read scale (FailedGetScale)" in lines[2]
+    # columns line up
+    assert lines[1].index("Deployment") == lines[2].index("Deployment") == lines[0].index("TARGET")
+
+
+def test_status_shows_the_bounds_of_an_open_schedule() -> None:
+    rules = ruleset(rule("embed", min_replicas=2, max_replicas=10))
+    window = ScheduleBounds(5, 8, "schedules[0] ('0 9 * * 1-5' UTC, open since 2026-03-02T09:00:00+00:00)",
+                            "schedules[0]")
+    outcome = RuleOutcome(
+        rule=rules.get("embed"),
+        current=2,
+        desired=5,
+        reason="BelowMinReplicas",
+        message="current 2 is below minReplicas 5",
+        ok=True,
+        schedule=window,
+    )
+    header, row = render([outcome]).splitlines()
+    assert header.split()[4] == "BOUNDS"
+    assert row.split()[4:6] == ["5-8", "(schedule)"]
+    plain = RuleOutcome(
+        rule=rules.get("embed"), current=2, desired=2, reason="WithinTolerance", message="ok", ok=True
+    )
+    assert render([plain]).splitlines()[1].split()[4] == "2-10"
