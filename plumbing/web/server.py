@@ -12,7 +12,8 @@ The socket is bound and listening in the constructor, so a busy port fails befor
 and HEAD reach a route unless it answers every method itself (`any_method`); others get 405 with
 `Allow: GET, HEAD`. A request body up to `max_discarded_body` is read and dropped so keep-alive stays in
 step; a larger or chunked one is not read and the connection closes after the answer. With a web config,
-every answer carries its headers, and every path but the probes (`public` routes) asks for basic auth.
+every answer carries its headers, and every path but the probes (`public` routes) asks for basic auth,
+checked in a pool of its own behind a limit on failures per client (guard.py).
 Client disconnects, malformed requests and failed handshakes are logged at DEBUG, never as tracebacks.
 """
 
@@ -37,6 +38,7 @@ from aiohttp.web_request import BaseRequest
 from aiohttp.web_response import Response, StreamResponse
 
 from plumbing.web.auth import BasicAuth, credentials
+from plumbing.web.guard import AuthLimits, FailureLimiter
 from plumbing.web.tls import ReloadingTls
 from plumbing.web.webconfig import WebConfig, WebConfigFile
 
@@ -105,9 +107,11 @@ class ServerSettings:
     """TLS handshake."""
     backlog: int = 128
     workers: int = 4
-    """Threads for blocking handlers and bcrypt checks; never one per client."""
+    """Threads for blocking handlers; never one per client."""
     max_discarded_body: int = 64 * 1024
     name: str = "http"
+    auth: AuthLimits = field(default_factory=AuthLimits)
+    """Failed basic-auth attempts per client and the bcrypt checks' own pool (guard.py)."""
 
 
 class _DebugAccessLog(AbstractAccessLogger):
@@ -234,6 +238,10 @@ class HttpServer:
         self._auth = BasicAuth()
         self._sock = listen(address, port, settings.backlog)
         self._pool = ThreadPoolExecutor(settings.workers, thread_name_prefix=f"{settings.name}-worker")
+        self._verify_pool = ThreadPoolExecutor(settings.auth.verify_threads,
+                                               thread_name_prefix=f"{settings.name}-auth")
+        self._failures = FailureLimiter(settings.auth)
+        self._verifying = 0  # checks running or queued; read and written on the event loop only
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
@@ -297,6 +305,7 @@ class HttpServer:
             self._thread.join(10)
         self._thread = None
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._verify_pool.shutdown(wait=False, cancel_futures=True)
         self._sock.close()
 
     def _route(self, path: str) -> Route | None:
@@ -315,9 +324,11 @@ class HttpServer:
         path, _, query = request.raw_path.partition("?")
         route = self._route(path)
         needs_auth = config is not None and config.users and not (route is not None and route.public)
-        if needs_auth and config is not None and not await self._authorized(request, config.users):
-            extra["WWW-Authenticate"] = 'Basic realm="metrics", charset="UTF-8"'
-            return _response(Answer(401, b"unauthorized\n"), extra, keep_alive)
+        refused = await self._authorized(request, config.users) if needs_auth and config is not None else None
+        if refused is not None:
+            if refused.status == 401:
+                extra["WWW-Authenticate"] = 'Basic realm="metrics", charset="UTF-8"'
+            return _response(refused, extra, keep_alive)
         if route is None:
             answer = Answer(404, self._not_found)
         elif request.method not in ALLOWED_METHODS and not route.any_method:
@@ -349,14 +360,39 @@ class HttpServer:
                 return False
         return True
 
-    async def _authorized(self, request: BaseRequest, users: Mapping[str, bytes]) -> bool:
+    async def _authorized(self, request: BaseRequest, users: Mapping[str, bytes]) -> Answer | None:
+        """None when the request may pass; else the answer: 401, or 429 where a check would cost a bcrypt
+        hash the client is not allowed now (guard.py)."""
         given = credentials(request.headers.get("Authorization"))
         if given is None:
-            return False
+            return _UNAUTHORIZED
         if self._auth.cached(users, *given):
-            return True
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._auth.verify, users, *given)
+            return None
+        client = request.remote or ""
+        wait = self._failures.retry_after(client)
+        if wait is None and self._verifying >= self.settings.auth.max_pending:
+            wait = 1
+        if wait is not None:
+            await asyncio.sleep(self.settings.auth.refusal_delay_seconds)
+            return Answer(429, b"too many failed or pending authentication attempts; retry later\n",
+                          headers={"Retry-After": str(wait)})
+        self._verifying += 1
+        try:
+            loop = asyncio.get_running_loop()
+            ok = await loop.run_in_executor(self._verify_pool, self._auth.verify, users, *given)
+        finally:
+            self._verifying -= 1
+        if ok:
+            self._failures.forget(client)
+            return None
+        if self._failures.failed(client):
+            log.warning("%d failed basic-auth attempts from %s within %gs: its next attempts are answered "
+                        "429 until the oldest leaves that window", self.settings.auth.failures, client,
+                        self.settings.auth.window_seconds)
+        return _UNAUTHORIZED
+
+
+_UNAUTHORIZED = Answer(401, b"unauthorized\n")
 
 
 def _response(answer: Answer, extra: Mapping[str, str], keep_alive: bool) -> Response:
