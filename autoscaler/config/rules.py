@@ -14,7 +14,7 @@ from typing import cast
 
 from yaml.nodes import Node, ScalarNode
 
-from autoscaler.config.schedules import parse_schedules
+from autoscaler.config.schedules import MAX_SCHEDULES_PER_FILE, parse_schedules
 from autoscaler.config.targets import parse_target
 from autoscaler.errors import Problem, RulesError
 from autoscaler.policy.spec import (
@@ -145,6 +145,11 @@ def _parse_root(reader: NodeReader, root: Node) -> list[Rule]:
             seen[name] = line_of(node)
         if rule is not None:
             rules.append(rule)
+    windows = sum(len(rule.schedules) for rule in rules)
+    if windows > MAX_SCHEDULES_PER_FILE:
+        reader.problem(line_of(top["rules"]), "rules",
+                       f"expected at most {MAX_SCHEDULES_PER_FILE} schedules in one file (got {windows}): "
+                       "every sync evaluates them all; one cron line covers many windows ('0 9 * * 1-5')")
     return rules
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from autoscaler.config.rules import parse_rules
 from autoscaler.config.schedules import (
+    MAX_SCHEDULES_PER_FILE,
     MAX_SCHEDULES_PER_RULE,
     apply_schedules,
     cron_problem,
@@ -247,6 +248,42 @@ def test_the_schedules_of_a_rule_are_bounded() -> None:
         parse_rules(text, "rules.yaml")
     assert parse_rules(MINIMAL_WITH_SCHEDULES.format(items=", ".join([item] * MAX_SCHEDULES_PER_RULE)),
                        "rules.yaml").rules[0].schedules
+
+
+def rules_with_windows(per_rule: list[int]) -> str:
+    """One rule per entry, each with that many daily windows."""
+    item = "{cron: '0 9 * * *', durationSeconds: 60, minReplicas: 2}"
+    return "rules:\n" + "".join(
+        f"  - name: r{i}\n    target: {{kind: Deployment, namespace: ml, name: s{i}}}\n    maxReplicas: 5\n"
+        f"    metrics: [{{name: u, query: 'avg(x)', type: Average, target: 1}}]\n"
+        f"    schedules: [{', '.join([item] * count)}]\n" for i, count in enumerate(per_rule) if count)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=MAX_SCHEDULES_PER_RULE), min_size=1, max_size=20))
+def test_the_schedules_of_a_file_are_bounded_whatever_their_spread_over_rules(per_rule: list[int]) -> None:
+    """Up to 20 rules of up to 32 windows, scaled so the file holds the bound or one more: the bound and
+    below load, one more is one problem on the `rules:` line naming both counts."""
+    scale = MAX_SCHEDULES_PER_FILE / sum(per_rule)
+    counts = [min(MAX_SCHEDULES_PER_RULE, max(1, round(c * scale))) for c in per_rule]
+    total = sum(counts)
+    text = rules_with_windows(counts)
+    if total <= MAX_SCHEDULES_PER_FILE:
+        assert sum(len(r.schedules) for r in parse_rules(text, "rules.yaml").rules) == total
+    else:
+        with pytest.raises(RulesError) as refused:
+            parse_rules(text, "rules.yaml")
+        assert str(refused.value) == (
+            f"rules.yaml:2: rules: expected at most {MAX_SCHEDULES_PER_FILE} schedules in one file "
+            f"(got {total}): every sync evaluates them all; one cron line covers many windows "
+            "('0 9 * * 1-5')")
+
+
+def test_one_window_past_the_file_bound_is_refused() -> None:
+    counts = [MAX_SCHEDULES_PER_RULE] * (MAX_SCHEDULES_PER_FILE // MAX_SCHEDULES_PER_RULE) + [1]
+    with pytest.raises(RulesError, match=f"at most {MAX_SCHEDULES_PER_FILE} schedules in one file"):
+        parse_rules(rules_with_windows(counts), "rules.yaml")
+    assert parse_rules(rules_with_windows(counts[:-1]), "rules.yaml")
 
 
 MINIMAL_WITH_SCHEDULES = """\
