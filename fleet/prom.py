@@ -20,6 +20,7 @@ from types import TracebackType
 import requests
 
 from fleet.errors import PrometheusError, Unreachable
+from plumbing.deadline import Deadline
 from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import BadAnswer, auth_refusal, decode_body, error_of
 from plumbing.prometheus.config import Endpoint
@@ -121,13 +122,20 @@ class FleetPrometheus:
 
     def _get(self, path: str, params: dict[str, str], query: str) -> dict[str, object]:
         """The `data` object of a successful answer; PrometheusError (or Unreachable) otherwise."""
+        watch = Deadline(self.timeout)  # the whole exchange, however slowly the server sends it
         try:
-            response = self._session.get_api(path, params, self.timeout)
-            try:
-                raw = self._read(response)
-            finally:
-                response.close()
+            with watch:
+                response = self._session.get_api(path, params, self.timeout)
+                try:
+                    raw = self._read(response)
+                finally:
+                    response.close()
+            if watch.expired:  # cut in its headers, a response can look complete and empty
+                raise requests.Timeout("the exchange's deadline passed")
         except (requests.RequestException, OSError, CredentialError) as exc:
+            if watch.expired:
+                raise Unreachable(f"no complete answer from {self.endpoint.display_url} within "
+                                  f"{self.timeout:g} s") from exc
             failure = describe_failure(exc, self.endpoint)
             error = Unreachable if failure.unreachable or failure.timeout else PrometheusError
             raise error(failure.message) from exc

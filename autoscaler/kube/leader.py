@@ -20,11 +20,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from plumbing.deadline import Deadline
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _default_identity() -> str:
@@ -114,12 +118,18 @@ class LeaderElector:
     def _now(self) -> dt.datetime:
         return dt.datetime.fromtimestamp(self._wall(), dt.UTC)
 
+    def _bounded(self, call: Callable[..., T], *args: Any) -> T:
+        """One API call with a deadline on the whole exchange (plumbing/deadline.py)."""
+        timeout = self.settings.request_timeout
+        with Deadline(timeout):
+            return call(*args, _request_timeout=timeout)
+
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this replica holds the Lease afterwards."""
         s = self.settings
         attempt_started = self._monotonic()
         try:
-            lease = self._api.read_namespaced_lease(s.name, s.namespace, _request_timeout=s.request_timeout)
+            lease = self._bounded(self._api.read_namespaced_lease, s.name, s.namespace)
         except ApiException as e:
             if e.status == 404:
                 return self._create(attempt_started)
@@ -146,7 +156,7 @@ class LeaderElector:
         spec.renew_time = now
         lease.spec = spec
         try:
-            self._api.replace_namespaced_lease(s.name, s.namespace, lease, _request_timeout=s.request_timeout)
+            self._bounded(self._api.replace_namespaced_lease, s.name, s.namespace, lease)
         except Exception as e:  # 409: another replica won the race; anything else: retried next period
             log.info("cannot update lease %s/%s: %s", s.namespace, s.name, _short(e))
             return False
@@ -167,7 +177,7 @@ class LeaderElector:
             ),
         )
         try:
-            self._api.create_namespaced_lease(s.namespace, body, _request_timeout=s.request_timeout)
+            self._bounded(self._api.create_namespaced_lease, s.namespace, body)
         except Exception as e:  # 409: created by another replica meanwhile
             log.info("cannot create lease %s/%s: %s", s.namespace, s.name, _short(e))
             return False
@@ -181,13 +191,13 @@ class LeaderElector:
         self._renewed_at = None
         s = self.settings
         try:
-            lease = self._api.read_namespaced_lease(s.name, s.namespace, _request_timeout=s.request_timeout)
+            lease = self._bounded(self._api.read_namespaced_lease, s.name, s.namespace)
             if lease.spec is None or lease.spec.holder_identity != s.identity:
                 return
             lease.spec.holder_identity = None
             lease.spec.lease_duration_seconds = 1
             lease.spec.renew_time = self._now()
-            self._api.replace_namespaced_lease(s.name, s.namespace, lease, _request_timeout=s.request_timeout)
+            self._bounded(self._api.replace_namespaced_lease, s.name, s.namespace, lease)
         except Exception as e:  # best effort: the lease expires by itself
             log.info("cannot release lease %s/%s: %s", s.namespace, s.name, _short(e))
 

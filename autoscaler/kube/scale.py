@@ -54,7 +54,8 @@ from autoscaler.kube.answers import (
 )
 from autoscaler.kube.discovery import Discovery, ScalableResource
 from autoscaler.policy import TargetRef
-from plumbing import yamlsafe
+from plumbing import deadline, yamlsafe
+from plumbing.deadline import Deadline
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,9 @@ def load_api_client(kubeconfig: str | None = None, request_retries: int = 0) -> 
         raise KubeConfigError(f"cannot load Kubernetes configuration from {where}: {e}") from e
     configuration.retries = request_retries
     configuration.connection_pool_maxsize = 32  # the controller's 16 concurrent calls, with room
-    return client.ApiClient(configuration)
+    api_client = client.ApiClient(configuration)
+    deadline.install(api_client.rest_client.pool_manager)  # `_call` and `_send` bound each whole exchange
+    return api_client
 
 
 KUBECONFIG_LIMITS = yamlsafe.YamlLimits(max_bytes=1024 * 1024)
@@ -199,6 +202,11 @@ def translate(e: Exception, what: str) -> KubeError:
 _TRANSPORT_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
+def _timed_out(what: str, seconds: float | None) -> KubeTimeoutError:
+    return KubeTimeoutError(f"{what}: no complete answer within {seconds:g} s" if seconds else
+                            f"{what}: no complete answer in time")
+
+
 class KubernetesScaleBackend:
     """`ScaleBackend` on the official client: the scale subresource of any namespaced kind that has one.
 
@@ -226,20 +234,27 @@ class KubernetesScaleBackend:
         self.discovery = Discovery(self._discover, monotonic, discovery_refresh)
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        watch = Deadline(self._timeout)  # the whole exchange: an API server dripping bytes cannot outlast it
         try:
-            return fn(*args, _request_timeout=self._timeout, **kwargs)
-        except _TRANSPORT_ERRORS as e:
-            raise translate(e, what) from e
+            with watch:
+                return fn(*args, _request_timeout=self._timeout, **kwargs)
+        except _TRANSPORT_ERRORS as e:  # cut by this deadline or by one around it (`_send`'s)
+            cut = watch.expired or deadline.expired()
+            raise _timed_out(what, self._timeout) if cut else translate(e, what) from e
 
     def _send(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
         """The raw body of a 2xx answer, read whole so the connection goes back to the pool clean."""
-        response = self._call(what, fn, *args, _preload_content=False, **kwargs)
-        try:
-            raw = response.data
-        except _TRANSPORT_ERRORS as e:  # the body broke off after the headers
-            raise translate(e, what) from e
-        finally:
-            response.release_conn()
+        watch = Deadline(self._timeout)  # the call and its body together
+        with watch:
+            response = self._call(what, fn, *args, _preload_content=False, **kwargs)
+            try:
+                raw = response.data
+            except _TRANSPORT_ERRORS as e:  # the body broke off after the headers
+                raise _timed_out(what, self._timeout) if watch.expired else translate(e, what) from e
+            finally:
+                response.release_conn()
+        if watch.expired:  # cut in its headers, an answer can look complete and empty
+            raise _timed_out(what, self._timeout)
         return raw if isinstance(raw, bytes) else b""
 
     def _get(self, what: str, kind: str, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import requests
 
+from plumbing.deadline import Deadline
 from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import (
     _FLOAT,
@@ -92,13 +93,19 @@ def _get(session: EndpointSession, query: str, start: float, end: float, step: f
     where = session.endpoint.display_url
     params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
               "timeout": f"{settings.timeout:g}s"}
+    watch = Deadline(settings.timeout)  # the whole exchange, however slowly the server sends it
     try:
-        response = session.get_api("/api/v1/query_range", params, settings.timeout)
-        try:
-            raw = _read(response, settings.max_body_bytes, where)
-        finally:
-            response.close()
+        with watch:
+            response = session.get_api("/api/v1/query_range", params, settings.timeout)
+            try:
+                raw = _read(response, settings.max_body_bytes, where)
+            finally:
+                response.close()
+        if watch.expired:  # cut in its headers, a response can look complete and empty
+            raise requests.Timeout("the exchange's deadline passed")
     except (requests.RequestException, OSError, CredentialError) as exc:
+        if watch.expired:
+            raise RangeQueryError(f"no complete answer from {where} within {settings.timeout:g} s") from exc
         raise RangeQueryError(describe_failure(exc, session.endpoint).message) from exc
     if 200 <= response.status_code < 300:
         return raw

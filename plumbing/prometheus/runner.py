@@ -32,6 +32,7 @@ import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from tenacity.stop import stop_base
 
+from plumbing.deadline import Deadline
 from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import (
     BadAnswer,
@@ -224,13 +225,22 @@ class PromQLRunner:
             raise _failure(QueryErrorReason.TIMEOUT, "sync budget spent")
         with self._lock:
             self.requests_sent += 1
+        watch = Deadline(timeout)  # the whole exchange: a server dripping bytes cannot outlast it
         try:
-            response = send(timeout)
-            try:
-                return response.status_code, self._read_body(response, deadline)
-            finally:
-                response.close()
+            with watch:
+                response = send(timeout)
+                try:
+                    status, body = response.status_code, self._read_body(response, deadline)
+                finally:
+                    response.close()
+            if not watch.expired:  # cut in its headers, a response can look complete and empty
+                return status, body
+            raise requests.Timeout("the exchange's deadline passed")
         except (requests.RequestException, OSError, CredentialError) as e:
+            if watch.expired:
+                where = self.endpoint.display_url
+                raise _failure(QueryErrorReason.TIMEOUT,
+                               f"no complete answer from {where} within {timeout:.3g} s") from e
             failure = describe_failure(e, self.endpoint)
             reason = (QueryErrorReason.TIMEOUT if failure.timeout else
                       QueryErrorReason.UNREACHABLE if failure.unreachable else QueryErrorReason.HTTP_ERROR)

@@ -26,6 +26,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InsecureRequestWarning, NameResolutionError
 from urllib3.util.retry import Retry
 
+from plumbing import deadline
 from plumbing.files import read_regular
 from plumbing.prometheus.config import Endpoint, Secret
 from plumbing.prometheus.errors import PrometheusClientError
@@ -143,6 +144,13 @@ class _TlsAdapter(HTTPAdapter):
         self._context_key: tuple[object, ...] = ()
         if tls.insecure_skip_verify:  # the user asked for it; urllib3 would warn on every request
             warnings.filterwarnings("ignore", category=InsecureRequestWarning)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        deadline.install(self.poolmanager)  # every exchange of a `Deadline` is cut at its end
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        return deadline.install(super().proxy_manager_for(proxy, **proxy_kwargs))
 
     def context(self) -> ssl.SSLContext:
         files = [f for f in (self._ca, self._cert, self._key) if f is not None]

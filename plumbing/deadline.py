@@ -1,0 +1,118 @@
+"""An overall deadline on HTTP exchanges made through urllib3 (requests, the Kubernetes client).
+
+urllib3's read timeout bounds each read, not the exchange: a server that sends one byte a second, in its
+headers or its body, never trips it and holds the caller for as long as it likes. `Deadline` bounds the whole
+exchange: while one is armed in a thread, every connection that thread takes from a pool installed here is
+registered with it, and when it expires a watchdog shuts those sockets down, so the blocked read returns at
+once with an error the caller reports as no answer in time (`Deadline.expired` says which). Shutting a
+socket down, rather than closing it, is safe from another thread: the file descriptor stays the reader's.
+
+`install(pool_manager)` makes a PoolManager's pools register their connections; a connection taken while no
+deadline is armed is not watched. The watchdog is one daemon thread per armed deadline, ended when the
+deadline is left, so it never keeps a finished process alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from types import TracebackType
+from typing import Any
+
+from urllib3 import PoolManager
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+_armed = threading.local()
+logging.getLogger("urllib3.connection").setLevel(logging.ERROR)
+"""urllib3 logs a header it cannot parse (a cut or hostile answer) as a WARNING with a traceback; the caller
+reports the exchange's failure in one line instead."""
+_RECHECK_SECONDS = 0.2
+"""After expiry, connections taken later (a retry, a redirect) are cut as soon as they are registered; the
+watchdog also looks again this often, for one that was still connecting when the deadline passed."""
+
+
+class Deadline:
+    """`with Deadline(seconds):` around a request and the reading of its answer."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._connections: list[Any] = []
+        self._lock = threading.Lock()
+        self._left = threading.Event()
+        self._previous: Deadline | None = None
+
+    def __enter__(self) -> Deadline:
+        self._previous = getattr(_armed, "deadline", None)
+        _armed.deadline = self
+        threading.Thread(target=self._watch, name="http-deadline", daemon=True).start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        _armed.deadline = self._previous
+        self._left.set()
+
+    def adopt(self, connection: Any) -> None:
+        with self._lock:
+            self._connections.append(connection)
+            if self.expired:
+                _cut(connection)
+
+    def _watch(self) -> None:
+        if self._left.wait(self.seconds):
+            return
+        with self._lock:
+            self.expired = True
+        while True:
+            with self._lock:
+                for connection in self._connections:
+                    _cut(connection)
+            if self._left.wait(_RECHECK_SECONDS):
+                return
+
+
+def expired() -> bool:
+    """Whether a deadline armed in this thread (the innermost or one around it) has passed."""
+    deadline: Deadline | None = getattr(_armed, "deadline", None)
+    while deadline is not None:
+        if deadline.expired:
+            return True
+        deadline = deadline._previous
+    return False
+
+
+def _cut(connection: Any) -> None:
+    sock = getattr(connection, "sock", None)
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):  # already closed, or never connected
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _register(connection: Any) -> Any:
+    """Every deadline armed in this thread watches the connection: an outer one (a call and the reading
+    of its body) outlives an inner one (the call alone)."""
+    deadline: Deadline | None = getattr(_armed, "deadline", None)
+    while deadline is not None:
+        deadline.adopt(connection)
+        deadline = deadline._previous
+    return connection
+
+
+class _WatchedPool(HTTPConnectionPool):
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        return _register(super()._get_conn(timeout))
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        return _register(super()._get_conn(timeout))
+
+
+def install(pool_manager: PoolManager) -> PoolManager:
+    """Make `pool_manager`'s pools (those it creates from now on) register connections with deadlines."""
+    pool_manager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedHTTPSPool}
+    return pool_manager
