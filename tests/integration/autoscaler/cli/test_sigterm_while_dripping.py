@@ -1,0 +1,42 @@
+"""SIGTERM while a sync waits on a Prometheus that drips its answer (tests/drip.py): `gpu-autoscaler run`
+stops within a few seconds, its query failed at the query timeout (at most 5 s), with no traceback, and
+exits 0. The bound asserted is a hang guard: without the exchange's deadline the process waited as long as
+the server dripped."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.drip import dripping
+from tests.rules import minimal_rules
+from tests.support import CLI
+
+pytestmark = pytest.mark.integration
+
+HANG_GUARD = 15.0
+
+
+def test_sigterm_during_a_dripping_query_stops_the_controller(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(minimal_rules("a", query="up"))
+    with dripping(0, 0.5) as url:
+        process = subprocess.Popen(
+            [CLI, "run", "--rules", str(rules), "--prometheus", url, "--dry-run", "--assume-replicas", "2",
+             "--interval", "2m", "--metrics-port", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.0)  # the first sync's query is being dripped
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        try:
+            out, err = process.communicate(timeout=HANG_GUARD)
+        finally:
+            process.kill()
+        took = time.monotonic() - began
+    assert process.returncode == 0, err[-2000:]
+    assert "received SIGTERM" in err and "Traceback" not in err + out, err[-2000:]
+    assert took < HANG_GUARD
