@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 import threading
+import time
 from types import TracebackType
 from typing import Any
 
@@ -38,13 +40,21 @@ class Deadline:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.expired = False
+        self._end = math.inf
+        self._fired = False
         self._connections: list[Any] = []
         self._lock = threading.Lock()
         self._left = threading.Event()
         self._previous: Deadline | None = None
 
+    @property
+    def expired(self) -> bool:
+        """Whether the deadline has passed, by the clock: true as soon as any watchdog could have cut the
+        exchange, even before this one's thread has woken up (an inner deadline may cut first)."""
+        return self._fired or time.monotonic() >= self._end
+
     def __enter__(self) -> Deadline:
+        self._end = time.monotonic() + self.seconds
         self._previous = getattr(_armed, "deadline", None)
         _armed.deadline = self
         threading.Thread(target=self._watch, name="http-deadline", daemon=True).start()
@@ -58,14 +68,14 @@ class Deadline:
     def adopt(self, connection: Any) -> None:
         with self._lock:
             self._connections.append(connection)
-            if self.expired:
+            if self._fired:
                 _cut(connection)
 
     def _watch(self) -> None:
-        if self._left.wait(self.seconds):
+        if self._left.wait(max(0.0, self._end - time.monotonic())):
             return
         with self._lock:
-            self.expired = True
+            self._fired = True
         while True:
             with self._lock:
                 for connection in self._connections:
