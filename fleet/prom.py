@@ -10,12 +10,15 @@ any other shape is refused whole (`PrometheusError`), never read as numbers. NaN
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TypeVar
 
 import requests
 
@@ -27,7 +30,17 @@ from plumbing.prometheus.config import Endpoint
 from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
-"""Larger answers are refused: 64 MiB holds every per-GPU series of a cluster of tens of thousands of GPUs."""
+"""Larger range answers are refused: 64 MiB holds every per-GPU series of a cluster of tens of thousands of
+GPUs."""
+MAX_INSTANT_BYTES = 8 * 1024 * 1024
+"""An instant answer: one series per GPU is ~200 bytes, so 8 MiB holds 40,000 GPUs."""
+INSTANT_BUDGET_BYTES = 32 * 1024 * 1024
+"""All the answers of one `vectors()` call together (`status`' 11 queries: ~25,000 GPUs). Parsed, JSON takes
+~10 times its size; with one large answer parsed at a time (LARGE_ANSWER_BYTES) `status`, `select` and
+`wait` stay under 256 MiB whatever Prometheus sends (232 MiB at worst, tests/integration/fleet)."""
+LARGE_ANSWER_BYTES = 1024 * 1024
+"""Answers past this size are parsed one at a time; smaller ones concurrently."""
+T = TypeVar("T")
 MAX_SERIES = 200_000
 MAX_VALUE_CHARS = 400
 _FLOAT = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$|^[+-]?Inf$|^NaN$")
@@ -58,6 +71,7 @@ class FleetPrometheus:
         self.timeout = timeout
         self.max_body_bytes = max_body_bytes
         self._session = EndpointSession(endpoint)
+        self._one_large = threading.Lock()
 
     def __enter__(self) -> FleetPrometheus:
         return self
@@ -69,65 +83,42 @@ class FleetPrometheus:
     def close(self) -> None:
         self._session.close()
 
-    def vector(self, query: str, at: float | None = None) -> list[Sample]:
+    def vector(self, query: str, at: float | None = None, budget: _Budget | None = None) -> list[Sample]:
         """Every series `query` returns now (or at unix time `at`); raises PrometheusError."""
         params = {"query": query, "timeout": f"{self.timeout:.3f}"}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        data = self._get("/api/v1/query", params, query)
-        kind, result = data.get("resultType"), data.get("result")
-        if kind == "scalar":
-            value = _value(result, "result")
-            return [] if value is None else [Sample({}, value)]
-        if kind != "vector":
-            raise PrometheusError(f"query {_short(query)}: expected an instant vector, got {_short(kind)}")
-        samples: list[Sample] = []
-        for index, entry in enumerate(_entries(result, query)):
-            labels = _labels(entry, index, query)
-            value = _value(entry.get("value"), f"result[{index}].value", query)
-            if value is not None:
-                samples.append(Sample(labels, value))
-        return samples
+        return self._get("/api/v1/query", params, query, lambda data: _samples(data, query),
+                         budget or _Budget(MAX_INSTANT_BYTES), MAX_INSTANT_BYTES)
 
     def vectors(self, queries: Mapping[str, str]) -> dict[str, list[Sample]]:
-        """`vector()` of every query, concurrently, by the caller's key; the first failure is raised."""
+        """`vector()` of every query, concurrently, by the caller's key; the first failure is raised. Their
+        answers together are at most INSTANT_BUDGET_BYTES."""
         if not queries:
             return {}
+        budget = _Budget(INSTANT_BUDGET_BYTES)
         with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="promql") as pool:
-            futures = {key: pool.submit(self.vector, query) for key, query in queries.items()}
+            futures = {key: pool.submit(self.vector, query, None, budget) for key, query in queries.items()}
             return {key: future.result() for key, future in futures.items()}
 
     def matrix(self, query: str, start: float, end: float, step: float) -> list[Series]:
         """Every series of a range query over [start, end] every `step` seconds; raises PrometheusError."""
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
                   "timeout": f"{self.timeout:.3f}"}
-        data = self._get("/api/v1/query_range", params, query)
-        if data.get("resultType") != "matrix":
-            raise PrometheusError(f"query {_short(query)}: expected a range vector, got "
-                                  f"{_short(data.get('resultType'))}")
-        series: list[Series] = []
-        for index, entry in enumerate(_entries(data.get("result"), query)):
-            labels = _labels(entry, index, query)
-            values = entry.get("values")
-            if not isinstance(values, list):
-                raise _bad(query, f"result[{index}].values is not a list")
-            points = []
-            for p_index, point in enumerate(values):
-                where = f"result[{index}].values[{p_index}]"
-                value = _value(point, where, query)
-                if value is not None:
-                    points.append((float(point[0]), value))
-            series.append(Series(labels, tuple(points)))
-        return series
+        return self._get("/api/v1/query_range", params, query, lambda data: _series(data, query),
+                         _Budget(self.max_body_bytes), self.max_body_bytes)
 
-    def _get(self, path: str, params: dict[str, str], query: str) -> dict[str, object]:
-        """The `data` object of a successful answer; PrometheusError (or Unreachable) otherwise."""
+    def _get(self, path: str, params: dict[str, str], query: str, convert: Callable[[dict[str, object]], T],
+             budget: _Budget, limit: int) -> T:
+        """`convert` of the `data` object of a successful answer of at most `limit` bytes (charged to
+        `budget`); PrometheusError (or Unreachable) otherwise. An answer past LARGE_ANSWER_BYTES is decoded
+        and converted while holding `_one_large`, so concurrent queries never hold two parsed at once."""
         watch = Deadline(self.timeout)  # the whole exchange, however slowly the server sends it
         try:
             with watch:
                 response = self._session.get_api(path, params, self.timeout)
                 try:
-                    raw = self._read(response)
+                    raw = _read(response, limit, budget)
                 finally:
                     response.close()
             if watch.expired:  # cut in its headers, a response can look complete and empty
@@ -143,6 +134,10 @@ class FleetPrometheus:
         refused = auth_refusal(status, self.endpoint.name)
         if refused is not None:  # judged before the body: an auth proxy's login page is no JSON
             raise PrometheusError(refused)
+        with self._one_large if len(raw) > LARGE_ANSWER_BYTES else contextlib.nullcontext():
+            return convert(self._data(raw, status, query))
+
+    def _data(self, raw: bytes, status: int, query: str) -> dict[str, object]:
         try:
             body = decode_body(raw)
         except BadAnswer as exc:
@@ -159,19 +154,73 @@ class FleetPrometheus:
         data: dict[str, object] = body["data"]
         return data
 
-    def _read(self, response: requests.Response) -> bytes:
-        length = response.headers.get("Content-Length", "")
-        declared = ascii_int(length)
-        if declared is not None and declared > self.max_body_bytes:
-            raise PrometheusError(f"the answer is larger than {self.max_body_bytes:,} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_content(64 * 1024):
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise PrometheusError(f"the answer is larger than {self.max_body_bytes:,} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+
+class _Budget:
+    """Bytes the answers of one call may hold together, charged as they stream in (thread-safe)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def charge(self, size: int) -> None:
+        with self._lock:
+            self._used += size
+            over = self._used > self.limit
+        if over:
+            raise PrometheusError(f"the answers together are larger than {self.limit:,} bytes (narrow the "
+                                  "selection, e.g. --node or --namespace)")
+
+
+def _read(response: requests.Response, limit: int, budget: _Budget) -> bytes:
+    """The body, refused as soon as it passes `limit` (declared or streamed) or `budget`."""
+    declared = ascii_int(response.headers.get("Content-Length", ""))
+    if declared is not None and declared > limit:
+        raise PrometheusError(f"the answer is larger than {limit:,} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise PrometheusError(f"the answer is larger than {limit:,} bytes")
+        budget.charge(len(chunk))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _samples(data: dict[str, object], query: str) -> list[Sample]:
+    kind, result = data.get("resultType"), data.get("result")
+    if kind == "scalar":
+        value = _value(result, "result")
+        return [] if value is None else [Sample({}, value)]
+    if kind != "vector":
+        raise PrometheusError(f"query {_short(query)}: expected an instant vector, got {_short(kind)}")
+    samples: list[Sample] = []
+    for index, entry in enumerate(_entries(result, query)):
+        labels = _labels(entry, index, query)
+        value = _value(entry.get("value"), f"result[{index}].value", query)
+        if value is not None:
+            samples.append(Sample(labels, value))
+    return samples
+
+
+def _series(data: dict[str, object], query: str) -> list[Series]:
+    if data.get("resultType") != "matrix":
+        raise PrometheusError(f"query {_short(query)}: expected a range vector, got "
+                              f"{_short(data.get('resultType'))}")
+    series: list[Series] = []
+    for index, entry in enumerate(_entries(data.get("result"), query)):
+        labels = _labels(entry, index, query)
+        values = entry.get("values")
+        if not isinstance(values, list):
+            raise _bad(query, f"result[{index}].values is not a list")
+        points = []
+        for p_index, point in enumerate(values):
+            value = _value(point, f"result[{index}].values[{p_index}]", query)
+            if value is not None:
+                points.append((float(point[0]), value))
+        series.append(Series(labels, tuple(points)))
+    return series
 
 
 def _bad(query: str, message: str) -> PrometheusError:
