@@ -13,7 +13,7 @@ import argparse
 import os
 
 from fleet.errors import UsageError
-from fleet.prom import FleetPrometheus
+from fleet.prom import MAX_BODY_BYTES, FleetPrometheus
 from plumbing.cli import duration
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import DEFAULT_ENDPOINT, Endpoint
@@ -55,6 +55,6 @@ def endpoint(args: argparse.Namespace) -> Endpoint:
     return config.endpoints[name]
 
 
-def connect(args: argparse.Namespace) -> FleetPrometheus:
+def connect(args: argparse.Namespace, max_body_bytes: int = MAX_BODY_BYTES) -> FleetPrometheus:
     """A client for the endpoint the flags name (close it, or use it as a context manager)."""
-    return FleetPrometheus(endpoint(args), timeout=args.query_timeout)
+    return FleetPrometheus(endpoint(args), timeout=args.query_timeout, max_body_bytes=max_body_bytes)

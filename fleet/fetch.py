@@ -10,11 +10,12 @@ lost its lease keeps showing its last decision. A failover hands a rule's series
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet.prom import FleetPrometheus, Series
-from fleet.timeline import Point, Window, merge
+from fleet.timeline import POINT_BUDGET, Point, Window, merge
 
 NOT_THROTTLING = ("gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost")
 """Clock event reasons that are not throttling: an idle GPU, a setting, a synchronised boost."""
@@ -56,22 +57,45 @@ class Inputs:
     reasons: dict[tuple[str, str], list[tuple[float, str]]]
 
 
+GPUS_IN_WINDOW = "count(group by (node, uuid) (last_over_time(gpu_utilization_ratio[{seconds}s])))"
+"""How many GPUs had a utilization series at any time in the window: what the report's step is sized by."""
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""A report's range answer: MAX_POINTS_FACTOR * POINT_BUDGET points are ~10 MB of JSON; beyond, it is refused
+as it streams, before it is parsed (parsed, JSON takes ~10 times its size)."""
+MAX_POINTS_FACTOR = 4
+"""An answer may hold this many times the points the window and the counted GPUs allow (health, throttling
+and XID series are per reason and label; a fleet that grows during the window): beyond, it is refused."""
+
+
+def gpus_in_window(client: FleetPrometheus, since: float, end: float) -> int:
+    samples = client.vector(GPUS_IN_WINDOW.format(seconds=max(1, math.ceil(since))), at=end)
+    count = samples[0].value if samples else 0.0
+    return int(min(max(count, 0.0), 10_000_000))
+
+
 def fetch(client: FleetPrometheus, window: Window, progress: Progress) -> Inputs:
-    answers: dict[str, list[Series]] = {}
+    """Each answer merged into timelines as soon as it arrives, so one answer's series are held at a time."""
+    budget = POINT_BUDGET * MAX_POINTS_FACTOR
+    merged: dict[str, object] = {}
     for number, (name, query) in enumerate(QUERIES.items(), start=1):
         progress(f"query {number}/{len(QUERIES)}: {name} ({window.points:,} steps of {window.step:g}s)")
-        answers[name] = client.matrix(query, window.start, window.end, window.step)
-    return Inputs(
-        window=window,
-        utilization=merge(answers["utilization"], window.step),
-        energy=merge(answers["energy"], window.step),
-        health=merge(answers["health"], window.step, ("state",)),
-        throttling=merge(answers["throttling"], window.step, ("reason",)),
-        xid=merge(answers["xid"], window.step, ("xid",)),
-        replicas={rule: sorted(points.items()) for rule, points in _by_rule(answers["replicas"]).items()},
-        max_replicas=_by_rule(answers["max_replicas"]),
-        reasons=_reasons(answers["reasons"]),
-    )
+        series = client.matrix(query, window.start, window.end, window.step, max_points=budget)
+        merged[name] = _MERGES[name](series, window.step)
+        del series
+    return Inputs(window=window, **merged)  # type: ignore[arg-type]
+
+
+_MERGES: dict[str, Callable[[list[Series], float], object]] = {
+    "utilization": lambda series, step: merge(series, step),
+    "energy": lambda series, step: merge(series, step),
+    "health": lambda series, step: merge(series, step, ("state",)),
+    "throttling": lambda series, step: merge(series, step, ("reason",)),
+    "xid": lambda series, step: merge(series, step, ("xid",)),
+    "replicas": lambda series, _: {rule: sorted(points.items()) for rule, points in _by_rule(series).items()},
+    "max_replicas": lambda series, _: _by_rule(series),
+    "reasons": lambda series, _: _reasons(series),
+}
+"""Each query's series into the Inputs field of the same name."""
 
 
 def _rule(series: Series) -> tuple[str, str]:

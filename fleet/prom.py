@@ -101,11 +101,13 @@ class FleetPrometheus:
             futures = {key: pool.submit(self.vector, query, None, budget) for key, query in queries.items()}
             return {key: future.result() for key, future in futures.items()}
 
-    def matrix(self, query: str, start: float, end: float, step: float) -> list[Series]:
-        """Every series of a range query over [start, end] every `step` seconds; raises PrometheusError."""
+    def matrix(self, query: str, start: float, end: float, step: float,
+               max_points: int | None = None) -> list[Series]:
+        """Every series of a range query over [start, end] every `step` seconds, at most `max_points` points
+        in all; raises PrometheusError."""
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
                   "timeout": f"{self.timeout:.3f}"}
-        return self._get("/api/v1/query_range", params, query, lambda data: _series(data, query),
+        return self._get("/api/v1/query_range", params, query, lambda data: _series(data, query, max_points),
                          _Budget(self.max_body_bytes), self.max_body_bytes)
 
     def _get(self, path: str, params: dict[str, str], query: str, convert: Callable[[dict[str, object]], T],
@@ -204,16 +206,20 @@ def _samples(data: dict[str, object], query: str) -> list[Sample]:
     return samples
 
 
-def _series(data: dict[str, object], query: str) -> list[Series]:
+def _series(data: dict[str, object], query: str, max_points: int | None = None) -> list[Series]:
     if data.get("resultType") != "matrix":
         raise PrometheusError(f"query {_short(query)}: expected a range vector, got "
                               f"{_short(data.get('resultType'))}")
     series: list[Series] = []
+    total = 0
     for index, entry in enumerate(_entries(data.get("result"), query)):
         labels = _labels(entry, index, query)
         values = entry.get("values")
         if not isinstance(values, list):
             raise _bad(query, f"result[{index}].values is not a list")
+        total += len(values)
+        if max_points is not None and total > max_points:
+            raise _bad(query, f"more than {max_points:,} points in all")
         points = []
         for p_index, point in enumerate(values):
             value = _value(point, f"result[{index}].values[{p_index}]", query)

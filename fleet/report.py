@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
-from fleet.fetch import fetch
+from fleet.fetch import MAX_ANSWER_BYTES, fetch, gpus_in_window
 from fleet.render_json import render_json
 from fleet.render_md import render_md
 from fleet.timeline import parse_span, parse_time, report_window
@@ -93,7 +93,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"{args.prog}: {line}", file=sys.stderr, flush=True)
 
-    with connect(args) as client:
+    with connect(args, max_body_bytes=MAX_ANSWER_BYTES) as client:
+        gpus = gpus_in_window(client, window.seconds, window.end)
+        window = report_window(window.seconds, window.end, gpus)  # a larger fleet, a coarser step
+        progress(f"{gpus:,} GPUs in the window: one point every {window.step:g}s")
         inputs = fetch(client, window, progress)
     report = compute(inputs, 0.05 if threshold is None else threshold, prices)
     if args.format == "html":

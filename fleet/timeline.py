@@ -23,6 +23,9 @@ MIN_STEP = 60.0
 """Seconds: the exporter is scraped every 15-60 s, a finer step only repeats samples."""
 MAX_POINTS = 11_000
 """Prometheus' own limit of points per series in one range query."""
+POINT_BUDGET = 100_000
+"""Points of one report query, GPUs x steps: parsed, merged and kept, the 8 queries of a report then stay
+under 256 MiB whatever the fleet's size; a larger fleet gets a coarser step."""
 MAX_WINDOW = 400 * 86400.0
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
@@ -79,9 +82,10 @@ class Window:
         return self.end - self.start
 
 
-def report_window(since: float, end: float) -> Window:
-    """The report's window: step = max(60 s, since / 11,000), so it fits one range query per series."""
-    step = max(MIN_STEP, math.ceil(since / MAX_POINTS))
+def report_window(since: float, end: float, gpus: int = 1) -> Window:
+    """The report's window: step = max(60 s, since / 11,000, since * gpus / POINT_BUDGET), so it fits one
+    range query per series and a query of every GPU holds at most POINT_BUDGET points."""
+    step = max(MIN_STEP, math.ceil(since / MAX_POINTS), math.ceil(since * max(gpus, 1) / POINT_BUDGET))
     return Window(end - since, end, float(step))
 
 

@@ -1,13 +1,17 @@
-"""`gpu-fleet status` keeps its memory bounded whatever Prometheus sends: each instant answer is size-checked
-as it streams (8 MiB), the answers of one command together (32 MiB), and a large answer is parsed while no
-other is. Run as the installed command, its peak resident memory (tests/measure.py) stays under 256 MiB: an
-endless answer, answers that each fit but together do not, and a fleet of 25,000 GPUs that is served."""
+"""`gpu-fleet` keeps its memory bounded whatever Prometheus sends. `status`: each instant answer is
+size-checked as it streams (8 MiB), the answers of one command together (32 MiB), and a large answer is parsed
+while no other is. `report`: the step grows with the GPUs counted in the window, each answer may hold only
+the points that allows, and each is merged before the next is read. Run as the installed command, its peak
+resident memory (tests/measure.py) stays under 256 MiB: an endless answer, answers that each fit but
+together do not, a fleet of 25,000 GPUs, a week's report of 3,000 GPUs, and a Prometheus that undercounts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -75,6 +79,66 @@ def test_status_stays_under_256_mib(series: int | None, code: int, expected: str
     for url in serving(None if series is None else vector(series)):
         result = run_measured([FLEET, "status", "--prometheus", url, "--query-timeout", "60s"], tmp_path,
                               timeout=120)
+    assert result.returncode == code, result.output[-2000:]
+    assert expected in result.output and "Traceback" not in result.output, result.output[-2000:]
+    assert result.max_rss_mib < MAX_RSS_MIB, f"{result.max_rss_mib:.0f} MiB"
+
+
+def report_server(gpus_said: int, gpus_sent: int) -> Iterator[str]:
+    """A Prometheus that counts `gpus_said` GPUs and answers every range query with `gpus_sent` series at
+    every step asked for."""
+    answers: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            if self.path.startswith("/api/v1/query_range"):
+                start, end, step = (float(query[key][0]) for key in ("start", "end", "step"))
+                key = f"{start}:{end}:{step}"
+                if key not in answers:
+                    answers[key] = matrix(gpus_sent, start, step, int((end - start) // step) + 1)
+                body = answers[key]
+            else:
+                body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+                    {"metric": {}, "value": [1, str(gpus_said)]}]}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def matrix(series: int, start: float, step: float, points: int) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"node": f"node-{i // 8}", "uuid": f"GPU-{i:08d}", "gpu": str(i % 8)},
+         "values": [[start + k * step, "0.5"] for k in range(points)]} for i in range(series)]}}).encode()
+
+
+@pytest.mark.parametrize(("said", "sent", "code", "expected"), [
+    (3000, 3000, 0, "3,000 GPUs in the window"),
+    (10, 120, 2, "larger than 16,777,216 bytes"),  # undercounted: refused as it streams, never parsed
+    (10, 50, 2, "more than 400,000 points in all"),  # undercounted, within the bytes: refused by its points
+], ids=["3000-gpus-a-week", "undercounted-bytes", "undercounted-points"])
+def test_a_weeks_report_stays_under_256_mib(said: int, sent: int, code: int, expected: str,
+                                            tmp_path: Path) -> None:
+    for url in report_server(said, sent):
+        result = run_measured([FLEET, "report", "--prometheus", url, "--since", "7d", "--query-timeout",
+                               "60s", "--out", str(tmp_path / "out")], tmp_path, timeout=300)
     assert result.returncode == code, result.output[-2000:]
     assert expected in result.output and "Traceback" not in result.output, result.output[-2000:]
     assert result.max_rss_mib < MAX_RSS_MIB, f"{result.max_rss_mib:.0f} MiB"
