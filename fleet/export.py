@@ -19,6 +19,7 @@ from typing import TextIO
 
 from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
+from fleet.fetch import MAX_ANSWER_BYTES, gpus_in_window
 from fleet.prom import FleetPrometheus
 from fleet.report import add_window_arguments
 from fleet.timeline import Window, merge, parse_span, parse_time
@@ -29,6 +30,9 @@ HELP = "the per-GPU series behind the report, one row per GPU and step, as CSV o
 MAX_STEPS = 10_000
 """At most this many steps per export (a week every 60 s is 10,081: use --step 2m); rows = steps x GPUs."""
 CHUNK_STEPS = 720
+ROWS_PER_CHUNK = 50_000
+"""Rows (GPUs x steps) held at once: a chunk's steps shrink as the fleet grows, so an export stays under
+256 MiB of memory whatever the fleet."""
 SERIES: dict[str, str] = {
     "utilization": "gpu_utilization_ratio",
     "memory_used_bytes": "gpu_memory_used_bytes",
@@ -71,20 +75,27 @@ def run(args: argparse.Namespace) -> int:
     if window.points > MAX_STEPS:
         raise UsageError(f"--since {args.since} every {args.step:g}s is {window.points:,} steps, more than "
                          f"{MAX_STEPS:,}: shorten --since or lengthen --step")
-    with connect(args) as client:
-        write(rows(client, window, columns), ["time", *LABELS, *columns], args.format,
-              sys.stdout)
+    with connect(args, max_body_bytes=MAX_ANSWER_BYTES) as client:
+        steps = chunk_steps(gpus_in_window(client, since, end))
+        write(rows(client, window, columns, steps), ["time", *LABELS, *columns], args.format, sys.stdout)
     return 0
 
 
-def rows(client: FleetPrometheus, window: Window, columns: Sequence[str]) -> Iterator[dict[str, object]]:
-    """Every row of the window, chunk after chunk."""
-    for first in range(0, window.points, CHUNK_STEPS):
+def chunk_steps(gpus: int) -> int:
+    """Steps per range query: at most CHUNK_STEPS, and at most ROWS_PER_CHUNK rows of all GPUs."""
+    return max(1, min(CHUNK_STEPS, ROWS_PER_CHUNK // max(gpus, 1)))
+
+
+def rows(client: FleetPrometheus, window: Window, columns: Sequence[str],
+         steps: int = CHUNK_STEPS) -> Iterator[dict[str, object]]:
+    """Every row of the window, chunk after chunk of `steps` steps; an answer of more than 4 times the rows
+    a chunk should hold (a Prometheus that undercounts) is refused."""
+    for first in range(0, window.points, steps):
         start = window.start + first * window.step
-        end = min(window.end, start + (CHUNK_STEPS - 1) * window.step)
+        end = min(window.end, start + (steps - 1) * window.step)
         table: dict[tuple[float, str, str], dict[str, object]] = {}
         for column in columns:
-            series = client.matrix(SERIES[column], start, end, window.step)
+            series = client.matrix(SERIES[column], start, end, window.step, max_points=4 * ROWS_PER_CHUNK)
             for (node, uuid, *_), points in merge(series, window.step).items():
                 for point in points:
                     row = table.get((point.t, node, uuid))

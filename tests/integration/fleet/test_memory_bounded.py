@@ -142,3 +142,13 @@ def test_a_weeks_report_stays_under_256_mib(said: int, sent: int, code: int, exp
     assert result.returncode == code, result.output[-2000:]
     assert expected in result.output and "Traceback" not in result.output, result.output[-2000:]
     assert result.max_rss_mib < MAX_RSS_MIB, f"{result.max_rss_mib:.0f} MiB"
+
+
+def test_an_export_of_4000_gpus_stays_under_256_mib(tmp_path: Path) -> None:
+    """Two hours every minute of 4,000 GPUs (484,000 rows): the chunks shrink to ROWS_PER_CHUNK rows."""
+    for url in report_server(4000, 4000):
+        result = run_measured([FLEET, "export", "--prometheus", url, "--since", "2h", "--step", "60s",
+                               "--series", "utilization", "--query-timeout", "60s"], tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("\n") == 1 + 4000 * 121
+    assert result.max_rss_mib < MAX_RSS_MIB, f"{result.max_rss_mib:.0f} MiB"
