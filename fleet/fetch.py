@@ -1,11 +1,12 @@
 """The queries behind `gpu-fleet report`: one range query per series over the whole window, each answer
 validated by `fleet.prom`, merged into one timeline per GPU (`fleet.timeline.merge`).
 
-Eight queries, whatever the size of the fleet. Filters are applied in PromQL (`== 1`, the throttling
-reasons) so the answers carry only what the report counts. The autoscaler's series are read from the replica
-that holds the leader lease at each step (`LEADER`, as the shipped alert rules read them): a replica that
-lost its lease keeps showing its last decision. A failover hands a rule's series to another replica (another
-`instance`), so a rule's timeline is the union of its series.
+Eight queries, whatever the size of the fleet, after one instant query that counts its GPUs: the step grows
+with them (`fleet.timeline.report_window`), so the report's memory does not. Filters are applied in PromQL
+(`== 1`, the throttling reasons) so the answers carry only what the report counts. The autoscaler's series
+are read from the replica that holds the leader lease at each step (`LEADER`, as the shipped alert rules
+read them): a replica that lost its lease keeps showing its last decision. A failover hands a rule's series
+to another replica (another `instance`), so a rule's timeline is the union of its series.
 """
 
 from __future__ import annotations
