@@ -24,6 +24,7 @@ RULE_FILES = (
     ROOT / "rules" / "gpu-autoscaler-recording.rules.yaml",
     ROOT / "rules" / "gpu-autoscaler-alerts.rules.yaml",
     ROOT / "rules" / "gpu-dcgm-compat.rules.yaml",
+    ROOT / "rules" / "llm-serving-recording.rules.yaml",
 )
 OUTPUT = ROOT / "manifests" / "overlays" / "prometheus-operator" / "prometheusrule.yaml"
 NAME = "gpu-autoscaler"

@@ -48,6 +48,18 @@ PROFILING_EXPORTER_NAMES = frozenset({
     "gpu_mig_tensor_active_ratio", "gpu_mig_dram_active_ratio",
 })
 
+# The LLM inference servers' own series, read by rules/llm-serving-recording.rules.yaml: names as vLLM,
+# SGLang, TGI and Triton document them (docs/llm-signals.md lists each; test_rules.py checks the page names
+# them all). Histograms by their _bucket series.
+LLM_SERVER_NAMES = frozenset({
+    "vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket",
+    "sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage",
+    "sglang:time_to_first_token_seconds_bucket",
+    "tgi_queue_size", "tgi_batch_current_size",
+    "nv_inference_pending_request_count",
+})
+
 _KEYWORDS = frozenset({
     "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "offset", "bool",
     "inf", "nan", "atan2",
@@ -94,4 +106,4 @@ def recorded_names() -> set[str]:
 
 def known_names() -> set[str]:
     return (exporter_names() | autoscaler_names() | recorded_names() | PROMETHEUS_NAMES
-            | KUBE_STATE_METRICS_NAMES | PROFILING_EXPORTER_NAMES)
+            | KUBE_STATE_METRICS_NAMES | PROFILING_EXPORTER_NAMES | LLM_SERVER_NAMES)

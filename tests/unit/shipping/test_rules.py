@@ -20,6 +20,7 @@ from demo.processes import promtool
 from tests.unit.shipping.markdown import github_anchor
 from tests.unit.shipping.promql_names import (
     CONTRACT_EXPORTER_NAMES,
+    LLM_SERVER_NAMES,
     ROOT,
     RULE_FILES,
     exporter_names,
@@ -239,3 +240,9 @@ def test_every_dcgm_series_is_pinned_by_a_promtool_test() -> None:
     tested = {case["expr"] for group in yaml.safe_load(DCGM_TEST_FILE.read_text())["tests"]
               for case in group["promql_expr_test"]}
     assert {rule["record"] for rule in dcgm_rules()} - tested == set()
+
+
+def test_the_llm_signals_page_names_every_server_series_the_rules_read() -> None:
+    page = (ROOT / "docs" / "llm-signals.md").read_text()
+    for name in LLM_SERVER_NAMES:
+        assert f"`{name.removesuffix('_bucket')}" in page, name
