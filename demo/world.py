@@ -9,7 +9,9 @@ holding it (an `Attribution` answered from the cluster model, where a cluster ha
 pod-resources API), so a rule selects its GPUs with `pod=~"<name>-.*"` exactly as in a cluster.
 
 The service itself exposes `service_requests_total{namespace,service}` (requests it received) on a third
-endpoint, as an inference server or its gateway would; demand-based rules query its rate.
+endpoint, as an inference server or its gateway would; demand-based rules query its rate. It also answers
+as an LLM server would (demo/llm_server.py): vLLM's queue, batch, KV-cache and time-to-first-token series per
+ready replica, from a queue that fills when the load outgrows the ready replicas.
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from demo.cluster import OTHER_NAMESPACE, OTHER_WORKLOAD, ClusterSnapshot, SimulatedDeployment
+from demo.llm_server import SERVED_NAMES as LLM_NAMES
+from demo.llm_server import LlmQueue, LlmServerCollector
 from exporter.app import ExporterApp
 from exporter.collector import PodRef
 from exporter.metrics import ALL_METRICS
@@ -40,7 +46,8 @@ FIRST_PID = 40_000
 CONTAINER = "server"
 """The container name of every replica's pod (the `container` label of its GPU's series)."""
 REQUESTS_METRIC = "service_requests_total"
-SERVED_METRICS: frozenset[str] = frozenset({*(spec.exposed_name for spec in ALL_METRICS), REQUESTS_METRIC})
+SERVED_METRICS: frozenset[str] = frozenset({*(spec.exposed_name for spec in ALL_METRICS), REQUESTS_METRIC,
+                                           *LLM_NAMES})
 """Every series name the demo serves: the exporter's and the service's (Prometheus adds `up`, `scrape_*`)."""
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _NAMES = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -49,6 +56,15 @@ _NAMES = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 def served_names_in(query: str) -> list[str]:
     """The series names the demo serves that a PromQL query mentions (string literals left out)."""
     return sorted({n for n in _NAMES.findall(_STRINGS.sub(" ", query)) if n in SERVED_METRICS})
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # every scrape is not news
+        pass
 
 
 @dataclass(frozen=True)
@@ -116,8 +132,10 @@ class SimulatedWorld:
         self._uuids = [gpu_uuid(n + 1, i)
                        for n in range(settings.nodes) for i in range(settings.gpus_per_node)]
         self._counter = _RequestCounter(deployment.namespace, deployment.name)  # service = Deployment
+        self.llm = LlmServerCollector(LlmQueue(capacity=requests_per_gpu_second), deployment.namespace)
         self._registry = CollectorRegistry()
         self._registry.register(self._counter)
+        self._registry.register(self.llm)
         self._service_server: WSGIServer | None = None
         self.exporter_ports: list[int] = []
         self.service_port = 0
@@ -126,7 +144,15 @@ class SimulatedWorld:
     def start(self) -> None:
         for node in self.nodes:
             self.exporter_ports.append(node.exporter.start("127.0.0.1", 0).port)
-        server, _thread = start_http_server(0, addr="127.0.0.1", registry=self._registry)
+        app = make_wsgi_app(self._registry)
+
+        def text_format(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            # Prometheus asks for OpenMetrics first, in which prometheus_client writes vllm:* as vllm_*:
+            # the classic text format keeps vLLM's names as vLLM serves them.
+            return app({k: v for k, v in environ.items() if k != "HTTP_ACCEPT"}, start_response)
+
+        server = make_server("127.0.0.1", 0, text_format, _ThreadingServer, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, name="demo-service", daemon=True).start()
         self._service_server = server
         self.service_port = int(server.server_address[1])
 
@@ -173,6 +199,8 @@ class SimulatedWorld:
         for attribution, uuids, pids in zip(self.attributions, by_uuid, by_pid, strict=True):
             attribution.by_uuid, attribution.by_pid = uuids, pids  # swapped whole: scrapes see one state
         self._counter.add(load * self.requests_per_gpu_second * elapsed_seconds)  # received, served or not
+        serving = sorted({gpu.replica for gpu in snapshot.gpus if gpu.replica is not None and gpu.serving})
+        self.llm.update(load * self.requests_per_gpu_second, serving, elapsed_seconds)
         return snapshot
 
     def scrape_targets(self) -> dict[str, list[str]]:
@@ -193,5 +221,8 @@ class SimulatedWorld:
             f'gpu_*), with namespace="{namespace}", pod="{name}-0001", "{name}-0002", ... (select them with '
             f'pod=~"{name}-.*"), container="{CONTAINER}", node={nodes};',
             f'  - {REQUESTS_METRIC}{{namespace="{namespace}", service="{name}"}}, the requests the service '
-            "receives (a counter: query its rate()).",
+            "receives (a counter: query its rate());",
+            "  - vLLM's vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc and "
+            f'the vllm:time_to_first_token_seconds histogram, per ready replica (namespace="{namespace}", '
+            f'pod=~"{name}-.*").',
         ])

@@ -83,3 +83,22 @@ def test_the_other_tenants_gpus_carry_its_pods_so_only_unheld_gpus_read_as_free(
             for port in sim.exporter_ports for labels, _ in scrape(port)["gpu_utilization_ratio"]}
     assert pods == {"inference-0001", "inference-0002", "inference-0003", "trainer-0001"}
     assert len(sim.deployment.unschedulable_since()) == 1
+
+
+def test_the_service_answers_as_an_llm_server_with_a_queue_per_ready_replica(
+        world: tuple[SimulatedWorld, ManualClock]) -> None:
+    """Two ready replicas serve 20 requests a second; 30 a second for 5 s leave 50 waiting, 25 each, their
+    batches and KV caches full; a loading replica serves none of it and has no series yet."""
+    sim, clock = world
+    sim.deployment.scale_to(3)  # inference-0003 loads for 30 s
+    sim.drive(3.0, 5.0)
+    served = scrape(sim.service_port)
+    waiting = {labels["pod"]: value for labels, value in served["vllm:num_requests_waiting"]}
+    assert waiting == {"inference-0001": pytest.approx(25.0), "inference-0002": pytest.approx(25.0)}
+    assert all(value == 1.0 for _, value in served["vllm:kv_cache_usage_perc"])
+    assert {labels["namespace"] for labels, _ in served["vllm:num_requests_running"]} == {"demo"}
+    clock.now += 30  # the third replica is ready: 30 a second are served, 10 more than arrive: it drains
+    sim.drive(2.0, 10.0)
+    drained = scrape(sim.service_port)
+    assert {value for _, value in drained["vllm:num_requests_waiting"]} == {0.0}
+    assert len(drained["vllm:time_to_first_token_seconds_count"]) == 3

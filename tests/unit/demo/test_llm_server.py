@@ -1,0 +1,71 @@
+"""The demo's emulated LLM server: a queue that fills when the load outgrows the ready replicas and drains at
+their spare capacity, a batch and KV cache that fill with the load, a time to first token that grows with the
+queue; exposed under vLLM's names with histograms that only grow."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.config.rules import load_rules
+from demo.llm_server import KV_CACHE, RUNNING, TTFT, WAITING, LlmQueue, LlmServerCollector
+from demo.world import served_names_in
+from tests import REPO_ROOT
+from tests.scrape import collect
+
+CAPACITY = 10.0  # requests a second per replica
+
+steps = st.lists(st.tuples(st.floats(min_value=0, max_value=200, allow_nan=False),
+                           st.integers(min_value=0, max_value=8),
+                           st.floats(min_value=0.1, max_value=30, allow_nan=False)), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps)
+def test_the_queue_is_what_arrived_beyond_what_the_ready_replicas_could_serve(
+        sequence: list[tuple[float, int, float]]) -> None:
+    queue = LlmQueue(capacity=CAPACITY)
+    expected = 0.0
+    for arrivals, ready, seconds in sequence:
+        ttft = queue.step(arrivals, ready, seconds)
+        expected = max(0.0, expected + (arrivals - CAPACITY * ready) * seconds)  # a fluid queue
+        assert queue.waiting == pytest.approx(expected, rel=1e-9, abs=1e-6)
+        assert 0.0 <= queue.kv_cache_usage <= 1.0
+        assert queue.running_per_replica <= queue.batch_size + 1e-9
+        assert ttft >= queue.prefill_seconds
+
+
+def test_a_saturated_replica_fills_its_batch_and_queues_and_a_second_one_drains_the_queue() -> None:
+    queue = LlmQueue(capacity=CAPACITY)
+    calm = queue.step(5.0, 1, 10.0)
+    assert (queue.waiting, queue.kv_cache_usage) == (0.0, pytest.approx(0.5))
+    busy = queue.step(15.0, 1, 10.0)  # 5 requests a second too many for 10 s
+    assert queue.waiting == pytest.approx(50.0) and queue.kv_cache_usage == 1.0
+    assert busy > calm
+    queue.step(15.0, 2, 10.0)  # 5 spare a second drain 50 in 10 s
+    assert queue.waiting == pytest.approx(0.0, abs=1e-9)
+
+
+def test_each_ready_replica_serves_vllms_series_and_its_histogram_only_grows() -> None:
+    collector = LlmServerCollector(LlmQueue(capacity=CAPACITY), "ml")
+    collector.update(30.0, ["svc-0001", "svc-0002"], 10.0)  # 10 requests a second too many
+    first = collect(collector)
+    assert {labels["pod"]: value for labels, value in first[WAITING]} == {"svc-0001": 50.0, "svc-0002": 50.0}
+    assert all(value == 1.0 for _, value in first[KV_CACHE])
+    assert all(value == CAPACITY * 2.0 for _, value in first[RUNNING])
+    collector.update(30.0, ["svc-0001", "svc-0002", "svc-0003"], 10.0)
+    second = collect(collector)
+    assert {labels["pod"] for labels, _ in second[WAITING]} == {"svc-0001", "svc-0002", "svc-0003"}
+    counts = {labels["pod"]: value for labels, value in second[f"{TTFT}_count"]}
+    before = {labels["pod"]: value for labels, value in first[f"{TTFT}_count"]}
+    assert all(counts[pod] >= before[pod] for pod in before)  # a counter never goes back
+    assert counts["svc-0003"] == pytest.approx(100.0)  # a third of the step's 300 requests
+
+
+def test_the_llm_demo_rules_read_only_series_the_demo_serves() -> None:
+    """demo/llm-rules.yaml scales the demo's service on its queue and KV cache: every metric names a series
+    the emulated server exposes, so the demo runs it (rather than exiting with nothing to demo)."""
+    rules = load_rules(REPO_ROOT / "demo" / "llm-rules.yaml")
+    [rule] = rules.rules
+    assert [served_names_in(metric.query) for metric in rule.metrics] == [[WAITING], [KV_CACHE]]
