@@ -2,11 +2,12 @@
 run, checked by running it, not by reading the Dockerfile.
 
 No image registry is reachable here, so the base the Dockerfile's PYTHON_IMAGE names is made with Debian's
-debootstrap (a minimal Debian with python3, python3-venv and python-is-python3), imported into buildah, and
-passed as `--build-arg PYTHON_IMAGE=...`. buildah builds as root without a daemon (`--isolation chroot`, `vfs`
-storage under the test's temporary directory, so nothing of the machine's own storage is touched). Where the
-machine reaches the package index through a proxy with its own certificate authority, the build gets the
-host's trust store, mounted read-only, and pip is told where it is (PIP_CERT): verification stays on.
+debootstrap (a minimal Debian with python3, python3-venv and python-is-python3) written into a scratch
+buildah container and committed, and passed as `--build-arg PYTHON_IMAGE=...`. buildah builds as root without
+a daemon (`--isolation chroot`, `vfs` storage under the test's temporary directory, so nothing of the
+machine's own storage is touched). Where the machine reaches the package index through a proxy with its own
+certificate authority, the build gets the host's trust store, mounted read-only, and pip is told where it is
+(PIP_CERT): verification stays on.
 
 Then the image is run: `gpu-exporter --simulate 2` answers /metrics with the contract metrics as uid 65532,
 `gpu-autoscaler check` passes on a shipped example, `gpu-fleet --help` works, and the final stage holds no
@@ -18,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tarfile
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -94,22 +94,17 @@ def buildah(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buildah]:
 
 
 @pytest.fixture(scope="session")
-def base_image(buildah: Buildah, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A minimal Debian with Python, made once per test session (debootstrap, then imported)."""
-    work = tmp_path_factory.mktemp("base")
-    rootfs = work / "rootfs"
-    done = subprocess.run([*NICE, "debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}",
-                           "bookworm", str(rootfs)], capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, f"debootstrap failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-    archive = work / "rootfs.tar"
-    with tarfile.open(archive, "w") as tar:
-        tar.add(rootfs, arcname=".")
-    shutil.rmtree(rootfs)
+def base_image(buildah: Buildah) -> str:
+    """A minimal Debian with Python, made once per test session: debootstrap writes straight into a scratch
+    container's mounted root (no tar of it to make and unpack again), then it is committed."""
     container = buildah.run("from", "scratch")
-    buildah.run("add", container, str(archive), "/")
+    rootfs = buildah.run("mount", container)
+    done = subprocess.run([*NICE, "debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}",
+                           "bookworm", rootfs], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"debootstrap failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    buildah.run("umount", container)
     buildah.run("config", "--env", f"PATH={BASE_PATH}", container)
     buildah.run("commit", "--quiet", "--rm", container, "localhost/gpu-autoscaler-test-base:bookworm")
-    archive.unlink()
     return "localhost/gpu-autoscaler-test-base:bookworm"
 
 
