@@ -140,16 +140,21 @@ class FleetPrometheus:
             return convert(self._data(raw, status, query))
 
     def _data(self, raw: bytes, status: int, query: str) -> dict[str, object]:
+        if not 200 <= status < 300:  # judged before the body, which need not be JSON ("Service Unavailable")
+            try:
+                reported = error_of(decode_body(raw))
+            except BadAnswer:
+                reported = None
+            detail = f"{reported[0]}: {reported[1]}" if reported else "not a Prometheus answer"
+            hint = " (no Prometheus API there: check the URL and its path prefix)" if status == 404 else ""
+            # a Prometheus still starting (503) or a proxy without its upstream (502, 504): not there yet
+            error = Unreachable if status in (502, 503, 504) else PrometheusError
+            raise error(f"HTTP {status} from {self.endpoint.display_url}{hint} for query {_short(query)}: "
+                        f"{detail}")
         try:
             body = decode_body(raw)
         except BadAnswer as exc:
             raise _bad(query, str(exc)) from exc
-        if not 200 <= status < 300:
-            reported = error_of(body)
-            detail = f"{reported[0]}: {reported[1]}" if reported else "not a Prometheus answer"
-            hint = " (no Prometheus API there: check the URL and its path prefix)" if status == 404 else ""
-            raise PrometheusError(f"HTTP {status} from {self.endpoint.display_url}{hint} for query "
-                                  f"{_short(query)}: {detail}")
         if not isinstance(body, dict) or body.get("status") != "success" or not isinstance(body.get("data"),
                                                                                           dict):
             raise _bad(query, 'expected {"status": "success", "data": {...}}')

@@ -10,15 +10,15 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests.measure import run_measured
+from tests.support import http_server
 
 pytestmark = pytest.mark.integration
 
@@ -32,6 +32,7 @@ def vector(series: int) -> bytes:
         for i in range(series)]}}).encode()
 
 
+@contextlib.contextmanager
 def serving(body: bytes | None) -> Iterator[str]:
     """Every query answered with `body`; None: an endless answer without Content-Length."""
 
@@ -58,16 +59,8 @@ def serving(body: bytes | None) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with http_server(Handler) as url:
+        yield url
 
 
 @pytest.mark.parametrize(("series", "code", "expected"), [
@@ -76,7 +69,7 @@ def serving(body: bytes | None) -> Iterator[str]:
     (25_000, 0, "node-3124"),
 ], ids=["endless", "each-fits-not-together", "25000-gpus"])
 def test_status_stays_under_256_mib(series: int | None, code: int, expected: str, tmp_path: Path) -> None:
-    for url in serving(None if series is None else vector(series)):
+    with serving(None if series is None else vector(series)) as url:
         result = run_measured([FLEET, "status", "--prometheus", url, "--query-timeout", "60s"], tmp_path,
                               timeout=120)
     assert result.returncode == code, result.output[-2000:]
@@ -84,6 +77,7 @@ def test_status_stays_under_256_mib(series: int | None, code: int, expected: str
     assert result.max_rss_mib < MAX_RSS_MIB, f"{result.max_rss_mib:.0f} MiB"
 
 
+@contextlib.contextmanager
 def report_server(gpus_said: int, gpus_sent: int) -> Iterator[str]:
     """A Prometheus that counts `gpus_said` GPUs and answers every range query with `gpus_sent` series at
     every step asked for."""
@@ -111,16 +105,8 @@ def report_server(gpus_said: int, gpus_sent: int) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with http_server(Handler) as url:
+        yield url
 
 
 def matrix(series: int, start: float, step: float, points: int) -> bytes:
@@ -136,7 +122,7 @@ def matrix(series: int, start: float, step: float, points: int) -> bytes:
 ], ids=["3000-gpus-a-week", "undercounted-bytes", "undercounted-points"])
 def test_a_weeks_report_stays_under_256_mib(said: int, sent: int, code: int, expected: str,
                                             tmp_path: Path) -> None:
-    for url in report_server(said, sent):
+    with report_server(said, sent) as url:
         result = run_measured([FLEET, "report", "--prometheus", url, "--since", "7d", "--query-timeout",
                                "60s", "--out", str(tmp_path / "out")], tmp_path, timeout=300)
     assert result.returncode == code, result.output[-2000:]
@@ -146,7 +132,7 @@ def test_a_weeks_report_stays_under_256_mib(said: int, sent: int, code: int, exp
 
 def test_an_export_of_4000_gpus_stays_under_256_mib(tmp_path: Path) -> None:
     """Two hours every minute of 4,000 GPUs (484,000 rows): the chunks shrink to ROWS_PER_CHUNK rows."""
-    for url in report_server(4000, 4000):
+    with report_server(4000, 4000) as url:
         result = run_measured([FLEET, "export", "--prometheus", url, "--since", "2h", "--step", "60s",
                                "--series", "utilization", "--query-timeout", "60s"], tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -102,7 +102,7 @@ rules:
     maxReplicas: 4
     metrics:
       - name: queue
-        query: sum(vllm:num_requests_waiting{{namespace="llm"}})
+        query: sum(tgi_queue_size{{namespace="llm"}})
         type: Total
         target: 5
       - name: gpu

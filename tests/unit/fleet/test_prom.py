@@ -63,6 +63,15 @@ def test_an_http_error_names_the_status() -> None:
         vector({"status": "error", "errorType": "bad_data", "error": "no"}, status=500)
 
 
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_a_prometheus_not_there_yet_is_unreachable_whatever_its_body(status: int) -> None:
+    """A Prometheus still starting answers 503 "Service Unavailable" (not JSON); a proxy without its
+    upstream 502 or 504: `wait` keeps waiting on them, as on a refused connection, not calling them
+    malformed."""
+    with pytest.raises(Unreachable, match=f"HTTP {status} from"):
+        vector(b"Service Unavailable", status=status)
+
+
 def test_wait_retries_until_enough_and_stops_at_the_deadline() -> None:
     clock = [0.0]
     lines: list[str] = []
