@@ -8,13 +8,16 @@ once with an error the caller reports as no answer in time (`Deadline.expired` s
 socket down, rather than closing it, is safe from another thread: the file descriptor stays the reader's.
 
 `install(pool_manager)` makes a PoolManager's pools register their connections; a connection taken while no
-deadline is armed is not watched. The watchdog is one daemon thread per armed deadline, ended when the
-deadline is left, so it never keeps a finished process alive.
+deadline is armed is not watched. One watchdog thread serves every deadline of the process (a heap of their
+ends: a sync of a thousand Kubernetes calls starts no thread per call); it is a daemon, so it never keeps a
+finished process alive.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import logging
 import math
 import socket
@@ -42,46 +45,86 @@ class Deadline:
         self.seconds = seconds
         self._end = math.inf
         self._fired = False
+        self._left = False
         self._connections: list[Any] = []
         self._lock = threading.Lock()
-        self._left = threading.Event()
         self._previous: Deadline | None = None
 
     @property
     def expired(self) -> bool:
         """Whether the deadline has passed, by the clock: true as soon as any watchdog could have cut the
-        exchange, even before this one's thread has woken up (an inner deadline may cut first)."""
+        exchange, even before the watchdog has come to this one (an inner deadline may cut first)."""
         return self._fired or time.monotonic() >= self._end
 
     def __enter__(self) -> Deadline:
         self._end = time.monotonic() + self.seconds
         self._previous = getattr(_armed, "deadline", None)
         _armed.deadline = self
-        threading.Thread(target=self._watch, name="http-deadline", daemon=True).start()
+        _WATCHDOG.watch(self, self._end)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         _armed.deadline = self._previous
-        self._left.set()
+        with self._lock:
+            self._left = True
+            self._connections.clear()
 
     def adopt(self, connection: Any) -> None:
         with self._lock:
+            if self._left:
+                return
             self._connections.append(connection)
             if self._fired:
                 _cut(connection)
 
-    def _watch(self) -> None:
-        if self._left.wait(max(0.0, self._end - time.monotonic())):
-            return
+    def fire(self) -> bool:
+        """Cut every connection of the exchange; False once it has been left (nothing more to watch)."""
         with self._lock:
+            if self._left:
+                return False
             self._fired = True
+            for connection in self._connections:
+                _cut(connection)
+            return True
+
+
+class _Watchdog:
+    """One daemon thread firing deadlines at their ends, then again every _RECHECK_SECONDS until they are
+    left (for a connection that was still connecting at the end)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: Deadline, at: float) -> None:
+        with self._wake:
+            heapq.heappush(self._heap, (at, next(self._order), deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="http-deadlines", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
         while True:
-            with self._lock:
-                for connection in self._connections:
-                    _cut(connection)
-            if self._left.wait(_RECHECK_SECONDS):
-                return
+            due: list[Deadline] = []
+            with self._wake:
+                while self._heap and (self._heap[0][2]._left or self._heap[0][0] <= time.monotonic()):
+                    _, _, deadline = heapq.heappop(self._heap)
+                    if not deadline._left:
+                        due.append(deadline)
+                wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                if not due:
+                    self._wake.wait(wait)
+                    continue
+            for deadline in due:
+                if deadline.fire():
+                    self.watch(deadline, time.monotonic() + _RECHECK_SECONDS)
+
+
+_WATCHDOG = _Watchdog()
 
 
 def expired() -> bool:
