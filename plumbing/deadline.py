@@ -33,6 +33,9 @@ _armed = threading.local()
 logging.getLogger("urllib3.connection").setLevel(logging.ERROR)
 """urllib3 logs a header it cannot parse (a cut or hostile answer) as a WARNING with a traceback; the caller
 reports the exchange's failure in one line instead."""
+MIN_EXCHANGE_SECONDS = 1.0
+"""The least a whole exchange is given where a client's per-read timeout is shorter (the controller's
+Kubernetes calls at intervals under 4 s): connecting, sending and reading on a loaded machine, not a read."""
 _RECHECK_SECONDS = 0.2
 """After expiry, connections taken later (a retry, a redirect) are cut as soon as they are registered; the
 watchdog also looks again this often, for one that was still connecting when the deadline passed."""

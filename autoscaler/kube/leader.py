@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from plumbing.deadline import Deadline
+from plumbing.deadline import MIN_EXCHANGE_SECONDS, Deadline
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -121,7 +121,7 @@ class LeaderElector:
     def _bounded(self, call: Callable[..., T], *args: Any) -> T:
         """One API call with a deadline on the whole exchange (plumbing/deadline.py)."""
         timeout = self.settings.request_timeout
-        with Deadline(timeout):
+        with Deadline(max(timeout, MIN_EXCHANGE_SECONDS)):
             return call(*args, _request_timeout=timeout)
 
     def try_acquire_or_renew(self) -> bool:

@@ -55,7 +55,7 @@ from autoscaler.kube.answers import (
 from autoscaler.kube.discovery import Discovery, ScalableResource
 from autoscaler.policy import TargetRef
 from plumbing import deadline, yamlsafe
-from plumbing.deadline import Deadline
+from plumbing.deadline import MIN_EXCHANGE_SECONDS, Deadline
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +227,7 @@ class KubernetesScaleBackend:
         self._api = api_client
         self._core = client.CoreV1Api(api_client)
         self._timeout = request_timeout
+        self._exchange_seconds = max(request_timeout, MIN_EXCHANGE_SECONDS)
         self._clock = clock
         self._instance = instance or os.environ.get("HOSTNAME", COMPONENT)
         self._versions: dict[TargetRef, str | None] = {}
@@ -234,27 +235,27 @@ class KubernetesScaleBackend:
         self.discovery = Discovery(self._discover, monotonic, discovery_refresh)
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        watch = Deadline(self._timeout)  # the whole exchange: an API server dripping bytes cannot outlast it
+        watch = Deadline(self._exchange_seconds)  # the whole exchange: dripped bytes cannot outlast it
         try:
             with watch:
                 return fn(*args, _request_timeout=self._timeout, **kwargs)
         except _TRANSPORT_ERRORS as e:  # cut by this deadline or by one around it (`_send`'s)
             cut = watch.expired or deadline.expired()
-            raise _timed_out(what, self._timeout) if cut else translate(e, what) from e
+            raise _timed_out(what, self._exchange_seconds) if cut else translate(e, what) from e
 
     def _send(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
         """The raw body of a 2xx answer, read whole so the connection goes back to the pool clean."""
-        watch = Deadline(self._timeout)  # the call and its body together
+        watch = Deadline(self._exchange_seconds)  # the call and its body together
         with watch:
             response = self._call(what, fn, *args, _preload_content=False, **kwargs)
             try:
                 raw = response.data
             except _TRANSPORT_ERRORS as e:  # the body broke off after the headers
-                raise _timed_out(what, self._timeout) if watch.expired else translate(e, what) from e
+                raise _timed_out(what, self._exchange_seconds) if watch.expired else translate(e, what) from e
             finally:
                 response.release_conn()
         if watch.expired:  # cut in its headers, an answer can look complete and empty
-            raise _timed_out(what, self._timeout)
+            raise _timed_out(what, self._exchange_seconds)
         return raw if isinstance(raw, bytes) else b""
 
     def _get(self, what: str, kind: str, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
