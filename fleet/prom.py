@@ -23,11 +23,16 @@ from typing import TypeVar
 import requests
 
 from fleet.errors import PrometheusError, Unreachable
-from plumbing.deadline import Deadline
-from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import BadAnswer, auth_refusal, decode_body, error_of
 from plumbing.prometheus.config import Endpoint
-from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
+from plumbing.prometheus.session import (
+    CredentialError,
+    EndpointSession,
+    ExchangeTimedOut,
+    bounded_exchange,
+    describe_failure,
+    read_capped,
+)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """Larger range answers are refused: 64 MiB holds every per-GPU series of a cluster of tens of thousands of
@@ -115,24 +120,16 @@ class FleetPrometheus:
         """`convert` of the `data` object of a successful answer of at most `limit` bytes (charged to
         `budget`); PrometheusError (or Unreachable) otherwise. An answer past LARGE_ANSWER_BYTES is decoded
         and converted while holding `_one_large`, so concurrent queries never hold two parsed at once."""
-        watch = Deadline(self.timeout)  # the whole exchange, however slowly the server sends it
         try:
-            with watch:
-                response = self._session.get_api(path, params, self.timeout)
-                try:
-                    raw = _read(response, limit, budget)
-                finally:
-                    response.close()
-            if watch.expired:  # cut in its headers, a response can look complete and empty
-                raise requests.Timeout("the exchange's deadline passed")
+            status, raw = bounded_exchange(lambda: self._session.get_api(path, params, self.timeout),
+                                           lambda response: _read(response, limit, budget), self.timeout,
+                                           self.endpoint.display_url)
+        except ExchangeTimedOut as exc:  # however slowly the server sends it
+            raise Unreachable(str(exc)) from exc
         except (requests.RequestException, OSError, CredentialError) as exc:
-            if watch.expired:
-                raise Unreachable(f"no complete answer from {self.endpoint.display_url} within "
-                                  f"{self.timeout:g} s") from exc
             failure = describe_failure(exc, self.endpoint)
             error = Unreachable if failure.unreachable or failure.timeout else PrometheusError
             raise error(failure.message) from exc
-        status = response.status_code
         refused = auth_refusal(status, self.endpoint.name)
         if refused is not None:  # judged before the body: an auth proxy's login page is no JSON
             raise PrometheusError(refused)
@@ -181,18 +178,8 @@ class _Budget:
 
 def _read(response: requests.Response, limit: int, budget: _Budget) -> bytes:
     """The body, refused as soon as it passes `limit` (declared or streamed) or `budget`."""
-    declared = ascii_int(response.headers.get("Content-Length", ""))
-    if declared is not None and declared > limit:
-        raise PrometheusError(f"the answer is larger than {limit:,} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(64 * 1024):
-        size += len(chunk)
-        if size > limit:
-            raise PrometheusError(f"the answer is larger than {limit:,} bytes")
-        budget.charge(len(chunk))
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return read_capped(response, limit,
+                       lambda: PrometheusError(f"the answer is larger than {limit:,} bytes"), budget.charge)
 
 
 def _samples(data: dict[str, object], query: str) -> list[Sample]:

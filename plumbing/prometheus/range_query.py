@@ -18,8 +18,6 @@ from dataclasses import dataclass
 
 import requests
 
-from plumbing.deadline import Deadline
-from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import (
     _FLOAT,
     MAX_SAMPLE_CHARS,
@@ -30,7 +28,14 @@ from plumbing.prometheus.answer import (
     result_of,
 )
 from plumbing.prometheus.errors import PrometheusClientError
-from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
+from plumbing.prometheus.session import (
+    CredentialError,
+    EndpointSession,
+    ExchangeTimedOut,
+    bounded_exchange,
+    describe_failure,
+    read_capped,
+)
 
 
 class RangeQueryError(PrometheusClientError):
@@ -93,23 +98,17 @@ def _get(session: EndpointSession, query: str, start: float, end: float, step: f
     where = session.endpoint.display_url
     params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
               "timeout": f"{settings.timeout:g}s"}
-    watch = Deadline(settings.timeout)  # the whole exchange, however slowly the server sends it
     try:
-        with watch:
-            response = session.get_api("/api/v1/query_range", params, settings.timeout)
-            try:
-                raw = _read(response, settings.max_body_bytes, where)
-            finally:
-                response.close()
-        if watch.expired:  # cut in its headers, a response can look complete and empty
-            raise requests.Timeout("the exchange's deadline passed")
+        status, raw = bounded_exchange(
+            lambda: session.get_api("/api/v1/query_range", params, settings.timeout),
+            lambda response: _read(response, settings.max_body_bytes, where), settings.timeout, where)
+    except ExchangeTimedOut as exc:  # however slowly the server sends it
+        raise RangeQueryError(str(exc)) from exc
     except (requests.RequestException, OSError, CredentialError) as exc:
-        if watch.expired:
-            raise RangeQueryError(f"no complete answer from {where} within {settings.timeout:g} s") from exc
         raise RangeQueryError(describe_failure(exc, session.endpoint).message) from exc
-    if 200 <= response.status_code < 300:
+    if 200 <= status < 300:
         return raw
-    refused = auth_refusal(response.status_code, session.endpoint.name)
+    refused = auth_refusal(status, session.endpoint.name)
     if refused is not None:
         raise RangeQueryError(refused)
     try:
@@ -118,23 +117,12 @@ def _get(session: EndpointSession, query: str, start: float, end: float, step: f
         error = None
     detail = error[1] if error else "not a Prometheus answer"
     raise RangeQueryError(
-        f"HTTP {response.status_code} from {where}/api/v1/query_range for {query!r}: {detail}")
+        f"HTTP {status} from {where}/api/v1/query_range for {query!r}: {detail}")
 
 
 def _read(response: requests.Response, limit: int, where: str) -> bytes:
-    length = response.headers.get("Content-Length", "")
-    too_big = f"the answer from {where} is larger than {limit:,} bytes"
-    declared = ascii_int(length)
-    if declared is not None and declared > limit:
-        raise RangeQueryError(too_big)
-    parts: list[bytes] = []
-    size = 0
-    for chunk in response.iter_content(64 * 1024):
-        size += len(chunk)
-        if size > limit:
-            raise RangeQueryError(too_big)
-        parts.append(chunk)
-    return b"".join(parts)
+    return read_capped(response, limit,
+                       lambda: RangeQueryError(f"the answer from {where} is larger than {limit:,} bytes"))
 
 
 def parse_matrix(body: object, start: float, end: float) -> dict[float, float | None]:

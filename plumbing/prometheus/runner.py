@@ -32,8 +32,6 @@ import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from tenacity.stop import stop_base
 
-from plumbing.deadline import Deadline
-from plumbing.numbers import ascii_int
 from plumbing.prometheus.answer import (
     BadAnswer,
     QueryErrorReason,
@@ -47,7 +45,14 @@ from plumbing.prometheus.answer import (
 )
 from plumbing.prometheus.batching import Batch, Form, plan, split_answer
 from plumbing.prometheus.config import Endpoint, PrometheusConfig, endpoint_from_url
-from plumbing.prometheus.session import CredentialError, EndpointSession, describe_failure
+from plumbing.prometheus.session import (
+    CredentialError,
+    EndpointSession,
+    ExchangeTimedOut,
+    bounded_exchange,
+    describe_failure,
+    read_capped,
+)
 
 __all__ = ["MetricsSource", "PromQLRunner", "PromQLSettings", "QueryErrorReason", "QueryResult", "interpret",
            "runners"]
@@ -225,22 +230,13 @@ class PromQLRunner:
             raise _failure(QueryErrorReason.TIMEOUT, "sync budget spent")
         with self._lock:
             self.requests_sent += 1
-        watch = Deadline(timeout)  # the whole exchange: a server dripping bytes cannot outlast it
         try:
-            with watch:
-                response = send(timeout)
-                try:
-                    status, body = response.status_code, self._read_body(response, deadline)
-                finally:
-                    response.close()
-            if not watch.expired:  # cut in its headers, a response can look complete and empty
-                return status, body
-            raise requests.Timeout("the exchange's deadline passed")
+            return bounded_exchange(lambda: send(timeout),
+                                    lambda response: self._read_body(response, deadline),
+                                    timeout, self.endpoint.display_url)
+        except ExchangeTimedOut as e:  # a server dripping bytes cannot outlast the query's timeout
+            raise _failure(QueryErrorReason.TIMEOUT, str(e)) from e
         except (requests.RequestException, OSError, CredentialError) as e:
-            if watch.expired:
-                where = self.endpoint.display_url
-                raise _failure(QueryErrorReason.TIMEOUT,
-                               f"no complete answer from {where} within {timeout:.3g} s") from e
             failure = describe_failure(e, self.endpoint)
             reason = (QueryErrorReason.TIMEOUT if failure.timeout else
                       QueryErrorReason.UNREACHABLE if failure.unreachable else QueryErrorReason.HTTP_ERROR)
@@ -249,20 +245,13 @@ class PromQLRunner:
     def _read_body(self, response: requests.Response, deadline: float) -> bytes:
         """The body, at most `max_body_bytes`, read before the sync's deadline."""
         limit = self.settings.max_body_bytes
-        length = response.headers.get("Content-Length", "")
-        declared = ascii_int(length)
-        if declared is not None and declared > limit:
-            raise _Failure(bad_answer(f"the body is larger than {limit:,} bytes"), retryable=False)
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_content(64 * 1024):
-            size += len(chunk)
-            if size > limit:
-                raise _Failure(bad_answer(f"the body is larger than {limit:,} bytes"), retryable=False)
+
+        def in_time(_size: int) -> None:
             if self._monotonic() > deadline:
                 raise _failure(QueryErrorReason.TIMEOUT, "the answer was still arriving at the sync deadline")
-            chunks.append(chunk)
-        return b"".join(chunks)
+
+        return read_capped(response, limit, lambda: _Failure(
+            bad_answer(f"the body is larger than {limit:,} bytes"), retryable=False), in_time)
 
     def _judge(self, status: int, raw: bytes) -> QueryResult:
         """The query's result from the HTTP status and body; raises _Failure for the retryable ones."""

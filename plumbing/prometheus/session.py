@@ -28,6 +28,7 @@ from urllib3.util.retry import Retry
 
 from plumbing import deadline
 from plumbing.files import read_regular
+from plumbing.numbers import ascii_int
 from plumbing.prometheus.config import Endpoint, Secret
 from plumbing.prometheus.errors import PrometheusClientError
 
@@ -264,6 +265,51 @@ class EndpointSession(requests.Session):
     def rebuild_proxies(self, prepared_request: requests.PreparedRequest, proxies: Any) -> dict[str, str]:
         """The configured proxy for redirects too, never the environment's (trust_env is off)."""
         return dict(self.proxies)
+
+
+def read_capped(response: requests.Response, limit: int, too_large: Callable[[], Exception],
+                each_chunk: Callable[[int], None] | None = None) -> bytes:
+    """The body of a streamed response, `too_large()` raised as soon as it passes `limit` bytes, declared or
+    streamed; `each_chunk` sees each chunk's size as it arrives (a budget, a deadline) and may raise."""
+    declared = ascii_int(response.headers.get("Content-Length", ""))
+    if declared is not None and declared > limit:
+        raise too_large()
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise too_large()
+        if each_chunk is not None:
+            each_chunk(len(chunk))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class ExchangeTimedOut(requests.Timeout):
+    """The whole exchange, headers and body, outlasted its deadline (plumbing/deadline.py)."""
+
+
+def bounded_exchange(send: Callable[[], requests.Response], read: Callable[[requests.Response], bytes],
+                     seconds: float, where: str) -> tuple[int, bytes]:
+    """(status, body) of `send()`, its body read by `read`, the whole of it within `seconds`: past them the
+    socket is shut down and ExchangeTimedOut raised, never a truncated answer read as complete. Every other
+    failure is raised as it is, for the caller to word."""
+    watch = deadline.Deadline(seconds)
+    try:
+        with watch:
+            response = send()
+            try:
+                status, body = response.status_code, read(response)
+            finally:
+                response.close()
+    except (requests.RequestException, OSError) as exc:
+        if watch.expired:
+            raise ExchangeTimedOut(f"no complete answer from {where} within {seconds:.3g} s") from exc
+        raise
+    if watch.expired:  # cut in its headers, a response can look complete and empty
+        raise ExchangeTimedOut(f"no complete answer from {where} within {seconds:.3g} s")
+    return status, body
 
 
 @dataclass(frozen=True)

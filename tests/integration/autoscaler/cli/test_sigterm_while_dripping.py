@@ -6,7 +6,6 @@ the server dripped."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from tests.drip import dripping
 from tests.rules import minimal_rules
-from tests.support import CLI
+from tests.support import CLI, LineProcess
 
 pytestmark = pytest.mark.integration
 
@@ -25,18 +24,14 @@ def test_sigterm_during_a_dripping_query_stops_the_controller(tmp_path: Path) ->
     rules = tmp_path / "rules.yaml"
     rules.write_text(minimal_rules("a", query="up"))
     with dripping(0, 0.5) as url:
-        process = subprocess.Popen(
-            [CLI, "run", "--rules", str(rules), "--prometheus", url, "--dry-run", "--assume-replicas", "2",
-             "--interval", "2m", "--metrics-port", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.0)  # the first sync's query is being dripped
+        process = LineProcess([CLI, "run", "--rules", str(rules), "--prometheus", url, "--dry-run",
+                               "--assume-replicas", "2", "--interval", "2m", "--metrics-port", "0"])
+        process.wait_for_line("gpu-autoscaler running", timeout=30)  # its handlers are in place
+        time.sleep(1.0)  # the first sync's query is being dripped
         began = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        try:
-            out, err = process.communicate(timeout=HANG_GUARD)
-        finally:
-            process.kill()
+        process.proc.send_signal(signal.SIGTERM)
+        code, output = process.finish(timeout=HANG_GUARD)
         took = time.monotonic() - began
-    assert process.returncode == 0, err[-2000:]
-    assert "received SIGTERM" in err and "Traceback" not in err + out, err[-2000:]
+    assert code == 0, output[-2000:]
+    assert "received SIGTERM" in output and "Traceback" not in output, output[-2000:]
     assert took < HANG_GUARD
