@@ -54,7 +54,7 @@ command -v curl >/dev/null 2>&1 || need_apt+=(curl)          # the docs' example
 if $for_tests; then
     command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the docs test: loopback in a namespace
     command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)       # the image test builds the Dockerfile
-    command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)   # ... on a Debian base made here
+    command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)     # ... on a Debian base made here
 fi
 if ! uv_works && ! pip_works && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
     package=$(venv_package)

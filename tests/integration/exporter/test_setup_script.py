@@ -103,7 +103,7 @@ class Machine:
         self.script("apt-get", FAKE_APT.format(bash=BASH))
         self.script("id", f'#!{BASH}\necho "$FAKE_UID"\n')
         for tool in ("prometheus", "promtool", "prometheus-alertmanager", "curl", "ip", "buildah",
-                     "debootstrap"):
+                     "mmdebstrap"):
             self.script(tool, f"#!{BASH}\n")
 
     def script(self, name: str, text: str) -> None:
@@ -209,11 +209,11 @@ def test_a_venv_still_without_pip_after_venv_is_one_clear_error(machine: Machine
 def test_the_suites_own_debian_packages_only_for_the_suite(machine: Machine) -> None:
     """The demo does not wait for buildah: the image and docs tests' packages come with --for-tests only."""
     (machine.state / "ensurepip").touch()
-    for tool in ("ip", "buildah", "debootstrap"):
+    for tool in ("ip", "buildah", "mmdebstrap"):
         (machine.bin / tool).unlink()
     assert machine.run(root=True).returncode == 0
     assert machine.log("apt.log") == []  # the demo's packages are there: nothing to install
     result = machine.run(True, "--for-tests")
     assert result.returncode == 0, result.stderr
     installed = machine.log("apt.log")[-1].split()
-    assert {"iproute2", "buildah", "debootstrap"} <= set(installed)
+    assert {"iproute2", "buildah", "mmdebstrap"} <= set(installed)
