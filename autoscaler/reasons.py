@@ -28,11 +28,14 @@ class SyncReason(StrEnum):
 OutcomeReason = Reason | SyncReason
 """The reason of one rule's outcome: the `status` WHY column, the decision log line and the metric label."""
 
+_LATER = (Reason.PanicScaleUp, Reason.PanicHold)
+"""Engine reasons added after the sync reasons were published: they come after them."""
 DECISION_REASONS: tuple[OutcomeReason, ...] = (
-    *Reason, SyncReason.FailedGetScale, SyncReason.Error, SyncReason.UnknownEndpoint,
+    *(r for r in Reason if r not in _LATER), SyncReason.FailedGetScale, SyncReason.Error,
+    SyncReason.UnknownEndpoint, *_LATER,
 )
-"""Every reason gpu_autoscaler_decision_reason pre-declares (0 or 1), in this order; an abandoned rule records
-no decision."""
+"""Every reason gpu_autoscaler_decision_reason pre-declares (0 or 1), in this order (a new one is appended, so
+the published order never changes); an abandoned rule records no decision."""
 
 
 class EventReason(StrEnum):

@@ -48,6 +48,8 @@ WHY: dict[OutcomeReason, str] = {
     Reason.Idle: "idle at zero",
     Reason.ScaledToZero: "scaled to zero",
     Reason.CapacityLimited: "capacity-limited",
+    Reason.PanicScaleUp: "panic scale-up",
+    Reason.PanicHold: "panic hold",
     Reason.Paused: "paused",
     Reason.PausedReplicas: "paused",
     Reason.Fallback: "fallback",

@@ -9,12 +9,14 @@ from plumbing.prometheus.syntax import syntax_error
 
 
 def syntax_problems(ruleset: RuleSet) -> list[Problem]:
-    """One Problem per metric or capacity query that does not parse (`file:line: metric NAME: ...`); each
-    query once."""
+    """One Problem per metric, panic-window or capacity query that does not parse (`file:line: metric NAME:
+    ...`); each query once."""
     results: dict[str, str | None] = {}
     problems: list[Problem] = []
     for rule in ruleset.rules:
         queries = [(metric.line, f"metric {metric.name}", metric.query) for metric in rule.metrics]
+        queries += [(metric.line, f"metric {metric.name} over the panic window", metric.panic_query)
+                    for metric in rule.metrics if metric.panic_query]
         if rule.capacity is not None:
             queries.append((rule.capacity.line, "capacity.query", rule.capacity.query))
         for line, field, query in queries:

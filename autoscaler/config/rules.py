@@ -14,6 +14,7 @@ from typing import cast
 
 from yaml.nodes import Node, ScalarNode
 
+from autoscaler.config.panic import parse_panic, with_panic_queries
 from autoscaler.config.schedules import MAX_SCHEDULES_PER_FILE, parse_schedules
 from autoscaler.config.targets import parse_target
 from autoscaler.errors import Problem, RulesError
@@ -212,8 +213,9 @@ def _parse_rule(
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
-    rule = Rule(name, target, min_replicas, max_replicas, metrics, behavior, fallback, line_of(node),
-                prometheus, schedules, cooldown, capacity, batch=batch is not False)
+    rule = Rule(name, target, min_replicas, max_replicas, with_panic_queries(metrics, behavior.panic),
+                behavior, fallback, line_of(node), prometheus, schedules, cooldown, capacity,
+                batch=batch is not False)
     return rule, name, target_at
 
 
@@ -321,7 +323,7 @@ def _parse_metrics(reader: NodeReader, node: Node, where: str) -> tuple[MetricSp
 
 
 def _parse_behavior(reader: NodeReader, node: Node, where: str) -> Behavior:
-    fields = reader.mapping(node, where, {"scaleUp", "scaleDown"})
+    fields = reader.mapping(node, where, {"scaleUp", "scaleDown", "panic"})
     if fields is None:
         return DEFAULT_BEHAVIOR
     up = DEFAULT_SCALE_UP
@@ -330,7 +332,8 @@ def _parse_behavior(reader: NodeReader, node: Node, where: str) -> Behavior:
         up = _parse_scaling_rules(reader, fields["scaleUp"], f"{where}.scaleUp", DEFAULT_SCALE_UP)
     if "scaleDown" in fields:
         down = _parse_scaling_rules(reader, fields["scaleDown"], f"{where}.scaleDown", DEFAULT_SCALE_DOWN)
-    return Behavior(up, down)
+    panic = parse_panic(reader, fields["panic"], f"{where}.panic") if "panic" in fields else None
+    return Behavior(up, down, panic)
 
 
 _SCALING_FIELDS = {"stabilizationWindowSeconds", "selectPolicy", "tolerance", "policies"}

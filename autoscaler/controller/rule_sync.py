@@ -262,7 +262,12 @@ class RuleSync:
         seen = observe(metric, results.get((rule.prometheus, metric.query)))
         if seen.failed is not None:
             self.metrics.query_error(rule, metric.name, QueryErrorReason(seen.failed))
-        return seen.observation
+        if not metric.panic_query or seen.observation.value is None:
+            return seen.observation
+        short = observe(metric, results.get((rule.prometheus, metric.panic_query)))
+        if short.failed is not None:  # panic reads the metric's own value instead; counted, not fatal
+            self.metrics.query_error(rule, f"{metric.name}:panic", QueryErrorReason(short.failed))
+        return dataclasses.replace(seen.observation, panic_value=short.observation.value)
 
     def _report_guards(
         self, state: RuleState, plan: Plan, capacity: GatheredCapacity | None, now: float

@@ -40,7 +40,8 @@ class EndpointSources:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, rules: Iterable[Rule]) -> dict[QueryKey, QueryResult]:
-        """Every distinct query of `rules` (metrics and capacity) whose endpoint exists, once per endpoint."""
+        """Every distinct query of `rules` (metrics, their panic windows, capacity) whose endpoint exists,
+        once per endpoint."""
         wanted: dict[str, set[str]] = {}
         alone: dict[str, set[str]] = {}
         """Queries of rules that opted out of batching (`batch: false`), per endpoint."""
@@ -48,6 +49,7 @@ class EndpointSources:
             if rule.prometheus in self._sources:
                 queries = wanted.setdefault(rule.prometheus, set())
                 mine = {m.query for m in rule.metrics}
+                mine.update(m.panic_query for m in rule.metrics if m.panic_query)
                 if rule.capacity is not None:
                     mine.add(rule.capacity.query)
                 queries.update(mine)

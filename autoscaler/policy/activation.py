@@ -73,6 +73,7 @@ def scale_to_zero(rule: Rule, current: int, observations: Sequence[MetricObserva
             longest_up_period=history.longest_up_period,
             longest_down_period=history.longest_down_period,
             last_active=last_active,
+            panic=history.panic,
         )
     return _stage(rule, current, seen, now - last_active), history
 

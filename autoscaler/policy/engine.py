@@ -3,16 +3,19 @@
 Order, as the Kubernetes HPA controller (reconcileAutoscaler + normalizeDesiredReplicasWithBehaviors):
 first sight -> out-of-bounds correction -> metric proposals -> stabilization -> min/max bounds and the
 policies of the direction of change (the tighter wins; at equality the bound) -> history pruned (`prune`).
-The reason reported is that of the last stage that changed the count.
+The reason reported is that of the last stage that changed the count. With `behavior.panic` a burst is
+met past the scale-up window (`panic`); without it, this is the HPA.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.bounds import clamp_to_bounds, correct_out_of_bounds
 from autoscaler.policy.history import first_sight, prune
+from autoscaler.policy.panic import PanicStep, panic_proposals, panic_step, with_peak
 from autoscaler.policy.proposal import combine, propose_all
 from autoscaler.policy.rate import limit_rate
 from autoscaler.policy.stabilization import stabilize
@@ -21,6 +24,7 @@ from autoscaler.policy.types import (
     Decision,
     MetricObservation,
     MetricProposal,
+    PanicState,
     Reason,
     Recommendation,
     RuleHistory,
@@ -28,7 +32,7 @@ from autoscaler.policy.types import (
 )
 
 if TYPE_CHECKING:
-    from autoscaler.policy.spec import Rule
+    from autoscaler.policy.spec import Panic, Rule
 
 _HOLD = (Reason.MetricsFailed, Reason.MetricsPartiallyFailed)
 
@@ -64,7 +68,52 @@ def decide(rule: Rule, current: int, observations: Sequence[MetricObservation], 
             proposals=proposals,
             history=prune(history, behavior, now),
         )
+    if behavior.panic is not None:
+        short = panic_proposals(rule.metrics, observations, current, behavior.scale_up.tolerance,
+                                behavior.scale_down.tolerance)
+        step = panic_step(behavior.panic, behavior.scale_down.stabilization_window_seconds, short, current,
+                          history.panic, now)
+        if step.state is not None:
+            return _panicking(rule, behavior.panic, step.state, current=current, proposed=proposed,
+                              proposals=proposals, step=step, history=history, now=now)
+        if history.panic is not None:
+            history = dataclasses.replace(history, panic=None)
     return _normalize(rule, current, proposed, proposals, history, now)
+
+
+def _panicking(rule: Rule, panic: Panic, state: PanicState, *, current: int, proposed: Stage,
+               proposals: tuple[MetricProposal, ...], step: PanicStep, history: RuleHistory, now: float,
+               ) -> Decision:
+    """A panicking sync: up to the largest of the panic proposal, the HPA's raw desired count and the panic's
+    peak, past the scale-up window, bounds and policies applied; never down. The HPA's raw desired count is
+    still the recommendation recorded, so the HPA resumes unchanged when the panic ends."""
+    history = dataclasses.replace(
+        history, recommendations=(*history.recommendations, Recommendation(now, proposed.replicas)))
+    wanted = max(proposed.replicas, step.proposed or 0, state.peak)
+    replicas, limit = current, ""
+    if wanted != current:
+        limited = bound_and_limit(rule, current, wanted, history, now)
+        replicas = max(limited.replicas, current)
+        if replicas != wanted:
+            limit = f" ({limited.message})"
+    cause = step.cause
+    why = (f"{cause.name} over {panic.window_seconds}s is {100 * (cause.ratio or 0.0):.0f}% of its target "
+           f"(threshold {panic.threshold_percent:g}%)" if cause is not None
+           else f"last above {panic.threshold_percent:g}% {now - state.last_cause:g}s ago")
+    if replicas > current:
+        reason, message = Reason.PanicScaleUp, f"panic: {why}: {current} -> {replicas}{limit}"
+    else:
+        reason, message = Reason.PanicHold, f"panic: {why}: holding {current}{limit}"
+    history = dataclasses.replace(history, panic=with_peak(state, replicas))
+    return Decision(
+        current=current,
+        desired_raw=max(proposed.replicas, step.proposed or 0),
+        replicas=replicas,
+        reason=reason,
+        message=message,
+        proposals=proposals,
+        history=prune(history, rule.behavior, now),
+    )
 
 
 def decide_desired(rule: Rule, current: int, desired: int, message: str, history: RuleHistory,
@@ -105,6 +154,7 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
         longest_up_period=history.longest_up_period,
         longest_down_period=history.longest_down_period,
         last_active=history.last_active,
+        panic=history.panic,
     )
 
     outcome = proposed

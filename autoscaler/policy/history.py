@@ -36,6 +36,7 @@ def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
         longest_up_period=history.longest_up_period,
         longest_down_period=history.longest_down_period,
         last_active=history.last_active,
+        panic=history.panic,
     )
 
 
@@ -63,4 +64,5 @@ def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
         longest_up_period=up,
         longest_down_period=down,
         last_active=history.last_active,
+        panic=history.panic,
     )

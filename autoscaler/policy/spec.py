@@ -52,12 +52,35 @@ class ScalingRules:
         return max((p.period_seconds for p in self.policies), default=0)
 
 
+DEFAULT_PANIC_WINDOW_SECONDS = 30
+"""Knative's panic window is 6 s (10% of its 60 s stable window) over per-second samples; over Prometheus'
+scrapes a rate needs two samples, so 30 s is the shortest window that works at the common 15 s interval."""
+DEFAULT_PANIC_THRESHOLD_PERCENT = 200.0  # Knative's panic-threshold-percentage
+
+
+@dataclass(frozen=True, slots=True)
+class Panic:
+    """Knative's panic mode: when some metric over the short `window_seconds` is at `threshold_percent` of its
+    target or more, the rule scales up to that short window's proposal at once (no scale-up stabilization;
+    bounds and policies still apply) and never scales down until the threshold has not been crossed for a
+    scale-down stabilization window (at least `window_seconds`)."""
+
+    window_seconds: int = DEFAULT_PANIC_WINDOW_SECONDS
+    threshold_percent: float = DEFAULT_PANIC_THRESHOLD_PERCENT
+
+    def leave_after(self, scale_down_window_seconds: int) -> int:
+        """How long without cause ends a panic."""
+        return max(scale_down_window_seconds, self.window_seconds)
+
+
 @dataclass(frozen=True, slots=True)
 class Behavior:
-    """The HPA `behavior` block: how fast each direction may move and how long it waits."""
+    """The HPA `behavior` block: how fast each direction may move and how long it waits; `panic` (None: off,
+    the HPA exactly) is the one addition."""
 
     scale_up: ScalingRules
     scale_down: ScalingRules
+    panic: Panic | None = None
 
 
 DEFAULT_SCALE_UP = ScalingRules(0, "Max", DEFAULT_TOLERANCE, (ScalingPolicy("Pods", 4, 15),
@@ -86,6 +109,9 @@ class MetricSpec:
     when_empty: WhenEmpty = "fail"
     """What an empty query result is: a failed metric (the default), or 0 (a series that only exists while
     there is traffic, as KEDA's ignoreNullValues)."""
+    panic_query: str = ""
+    """With `behavior.panic`: the query over the panic window (its range selectors shortened); "" when the
+    query has no range to shorten, so its value is already its short-window value."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,9 @@ class Reason(StrEnum):
     Idle = "Idle"  # at 0, every metric at or below its activation target: stay at 0
     ScaledToZero = "ScaledToZero"  # every metric at or below its activation target for cooldownSeconds: -> 0
     CapacityLimited = "CapacityLimited"  # the scale-up was limited or held by free GPUs or Pending replicas
+    # Beyond the HPA: panic mode (Knative's semantics).
+    PanicScaleUp = "PanicScaleUp"  # panicking: scaled up to the panic window's proposal at once
+    PanicHold = "PanicHold"  # panicking: the count is held, never scaled down
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,17 @@ class MetricObservation:
     name: str
     value: float | None
     error: str | None = None
+    panic_value: float | None = None
+    """The metric over the panic window (`MetricSpec.panic_query`); None: `value` is also that."""
+
+
+@dataclass(frozen=True, slots=True)
+class PanicState:
+    """A rule in panic: since when, the last sync that crossed the threshold, the most replicas decided."""
+
+    since: float
+    last_cause: float
+    peak: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +118,8 @@ class RuleHistory:
     last_active: float | None = None
     """Scale to zero: when some metric was last above its activation target (or the rule was first seen),
     the start of the cooldown (KEDA's lastActiveTime). None until a rule that may go to zero is synced."""
+    panic: PanicState | None = None
+    """Set while the rule panics (`behavior.panic`); None otherwise."""
 
     def with_scale(self, now: float, from_replicas: int, to_replicas: int) -> RuleHistory:
         """This history plus the event of a change that WAS applied; unchanged when from == to.
@@ -124,6 +140,7 @@ class RuleHistory:
                 longest_up_period=self.longest_up_period,
                 longest_down_period=self.longest_down_period,
                 last_active=self.last_active,
+                panic=self.panic,
             )
         if change < 0:
             down = _stored(self.scale_down_events, ScaleEvent(now, change), self.longest_down_period)
@@ -134,6 +151,7 @@ class RuleHistory:
                 longest_up_period=self.longest_up_period,
                 longest_down_period=self.longest_down_period,
                 last_active=self.last_active,
+                panic=self.panic,
             )
         return self
 

@@ -68,3 +68,34 @@ def syntax_error(query: str) -> str | None:
         reason = " ".join(str(exc).split()) or exc.__class__.__name__
         return f"PromQL syntax error: {reason}"
     return None
+
+
+_RANGE = re.compile(r"(\s*)((?:[0-9]+(?:ms|s|m|h|d|w|y))+)(\s*(?::[^\]]*)?)")
+"""The inside of a range selector `[5m]` or a subquery `[5m:30s]`: its range, then the step if any."""
+_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800, "y": 31_536_000}
+
+
+def duration_seconds(text: str) -> float:
+    """A PromQL duration (`1h30m`, `90s`, `500ms`) in seconds."""
+    return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def with_range(query: str, seconds: int) -> str:
+    """`query` with every range selector and subquery longer than `seconds` shortened to it (a subquery's
+    step and every `offset` kept): the same signal over a shorter window, as panic mode reads it. Brackets
+    inside string literals are left alone. A query with no longer range comes back unchanged."""
+    pieces: list[str] = []
+    done = 0
+    opened: int | None = None
+    for match in _TOKEN.finditer(query):
+        token = match.group()
+        if token == "[":
+            opened = match.end()
+        elif token == "]" and opened is not None:
+            inside = _RANGE.fullmatch(query, opened, match.start())
+            if inside is not None and duration_seconds(inside.group(2)) > seconds:
+                pieces += [query[done:inside.start(2)], f"{seconds}s"]
+                done = inside.end(2)
+            opened = None
+    return "".join(pieces) + query[done:] if pieces else query

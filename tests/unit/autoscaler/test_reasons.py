@@ -35,6 +35,7 @@ def test_decision_reason_labels_are_the_published_ones_in_order() -> None:
         "ScaleDownStabilized", "ScaleUpLimit", "ScaleDownLimit", "ScalingDisabled", "TooManyReplicas",
         "TooFewReplicas", "MetricsFailed", "MetricsPartiallyFailed", "Paused", "PausedReplicas", "Fallback",
         "Activated", "Idle", "ScaledToZero", "CapacityLimited", "FailedGetScale", "Error", "UnknownEndpoint",
+        "PanicScaleUp", "PanicHold",
     ]
 
 

@@ -164,3 +164,40 @@ def test_schedule_gauges_show_the_window_and_the_bounds_in_effect(
     assert sample(c, "gpu_autoscaler_schedule_active", rule="svc") == 0
     assert sample(c, "gpu_autoscaler_min_replicas", rule="svc") == 2
     assert sample(c, "gpu_autoscaler_max_replicas", rule="svc") == 10
+
+
+PANICKY = rule(query="sum(rate(q[2m]))", target=10, max_replicas=40, extra="""
+behavior:
+  scaleUp: {stabilizationWindowSeconds: 60, policies: [{type: Percent, value: 900, periodSeconds: 15}]}
+  panic: {windowSeconds: 30}""")
+
+
+def test_panic_reads_the_short_window_with_the_metrics_and_scales_up_at_once(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: ManualClock
+) -> None:
+    backend.add(ref(), 4)
+    source.values.update({"sum(rate(q[2m]))": 10, "sum(rate(q[30s]))": 10})
+    c = make_controller(ruleset(PANICKY))
+    c.sync_once()  # steady: the scale-up window now holds 4
+    clock.advance(15)
+    source.values.update({"sum(rate(q[2m]))": 15, "sum(rate(q[30s]))": 45})
+    report = c.sync_once()
+    assert source.calls[-1] == ("sum(rate(q[2m]))", "sum(rate(q[30s]))")  # one batch
+    assert backend.patches == [(ref(), 18)]  # ceil(4 x 45/10), not held by the 60 s window
+    assert report.outcomes[0].reason == "PanicScaleUp"
+    assert sample(c, "gpu_autoscaler_decision_reason", rule="svc", reason="PanicScaleUp") == 1
+    clock.advance(15)
+    source.values.update({"sum(rate(q[2m]))": 2, "sum(rate(q[30s]))": 2})
+    assert c.sync_once().outcomes[0].reason == "PanicHold" and backend.patches == [(ref(), 18)]
+
+
+def test_a_failed_panic_query_counts_an_error_and_panic_reads_the_metric(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    source.values.update({"sum(rate(q[2m]))": 30})  # the short query has no series
+    c = make_controller(ruleset(PANICKY))
+    report = c.sync_once()
+    assert report.outcomes[0].reason == "PanicScaleUp" and backend.patches == [(ref(), 12)]
+    assert sample(c, "gpu_autoscaler_query_errors_total", rule="svc", metric="util:panic") == 1
+    assert sample(c, "gpu_autoscaler_metric_up", rule="svc", metric="util") == 1

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from autoscaler.cli.simulate import replay
+from autoscaler.cli.simulate import replay, replay_trace
 from autoscaler.config.rules import parse_rules
 from autoscaler.planning.trace_csv import TraceRow, parse_trace
+from autoscaler.planning.trace_replay import covers
 from autoscaler.policy import MetricObservation, Reason
 
 RULE = parse_rules(
@@ -70,4 +71,29 @@ rules:
         (10, Reason.MetricsFailed, None),
         (10, Reason.Fallback, 4),
         (4, Reason.Fallback, 4),
+    ]
+
+
+def test_a_panic_rule_replays_row_by_row_with_its_reasons() -> None:
+    """panic is out of the columnar replay's reach: `replay_trace` takes the engine's path for it."""
+    panicky = parse_rules(
+        """\
+rules:
+  - name: r
+    target: {kind: Deployment, namespace: ml, name: r}
+    maxReplicas: 40
+    metrics: [{name: load, query: q, type: Total, target: 1}]
+    behavior:
+      scaleUp: {stabilizationWindowSeconds: 60, policies: [{type: Percent, value: 900, periodSeconds: 15}]}
+      panic: {}
+""",
+        "r.yaml",
+    ).rules[0]
+    assert not covers(panicky)
+    trace = parse_trace("t,load\n0,4\n15,4\n30,12\n45,3\n60,3\n", "t.csv", panicky)
+    replayed = replay_trace(panicky, trace, replicas=4)
+    assert list(zip(replayed.replicas, replayed.reasons, strict=True)) == [
+        (4, Reason.WithinTolerance), (4, Reason.WithinTolerance),
+        (12, Reason.PanicScaleUp),  # 12 / (1 x 4) = 300% of the target: no 60 s wait
+        (12, Reason.PanicHold), (12, Reason.PanicHold),
     ]
