@@ -111,9 +111,27 @@ def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],
             else:
                 empty = " (empty result, read as 0: whenEmpty zero)" if result.value is None else ""
                 report(_ok_line(ruleset.path, rule, metric, field, seen.value) + empty)
+            if metric.panic_query:
+                problems += _check_panic(ruleset.path, f"rules[{index}]", rule, metric, results, report)
         if rule.capacity is not None:
             problems += _check_capacity(ruleset.path, index, rule, results, report)
     return problems
+
+
+def _check_panic(path: str, where: str, rule: Rule, metric: MetricSpec,
+                 results: Mapping[QueryKey, QueryResult], report: Callable[[str], None]) -> list[Problem]:
+    """The metric over the panic window must answer too, or panic would only ever read the long window."""
+    result = results.get((rule.prometheus, metric.panic_query)) or _NOT_RUN
+    seen = observe(metric, result).observation
+    window = rule.behavior.panic.window_seconds if rule.behavior.panic is not None else 0
+    field = f"{where}.behavior.panic.windowSeconds"
+    if seen.value is None:
+        return [Problem(path, metric.line, field,
+                        f"metric {metric.name} over {window}s ({metric.panic_query}) failed: "
+                        f"{result.error or 'failed'}; a rate needs two samples in its window: make "
+                        "windowSeconds at least twice the scrape interval")]
+    report(f"{path}:{metric.line}: {field}: ok: {rule.name}/{metric.name} over {window}s = {seen.value:g}")
+    return []
 
 
 def _check_capacity(path: str, index: int, rule: Rule, results: Mapping[QueryKey, QueryResult],

@@ -16,7 +16,8 @@ from demo.processes import ManagedProcess, running, start_prometheus
 JOBS = ("prometheus", "prometheus-again")
 
 
-def _query(url: str, query: str) -> list[object]:
+def instant(url: str, query: str) -> list[object]:
+    """The result vector of `query` now."""
     with urllib.request.urlopen(
         f"{url}/api/v1/query?{urllib.parse.urlencode({'query': query})}", timeout=5
     ) as r:
@@ -37,7 +38,7 @@ def prometheus() -> Iterator[ManagedProcess]:
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200
         deadline = time.monotonic() + 30
-        while len(_query(prom.url, "up == 1")) < len(JOBS):
+        while len(instant(prom.url, "up == 1")) < len(JOBS):
             if time.monotonic() > deadline:
                 pytest.fail(f"Prometheus did not scrape itself in 30 s:\n{prom.log_tail()}")
             time.sleep(0.2)

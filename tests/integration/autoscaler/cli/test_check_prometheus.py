@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from demo.processes import ManagedProcess, free_port
+from tests.integration.autoscaler.cli.conftest import instant
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -142,3 +144,22 @@ def test_invalid_rules_are_reported_without_querying(prometheus: ManagedProcess,
         "rules.yaml:6: rules[0].metrics[0].name: 't' is reserved (it is the time column of simulate traces)",
         "rules.yaml: 1 problem(s)",
     ]
+
+
+def test_the_panic_window_query_runs_too_and_a_window_too_short_for_it_is_a_problem(
+        prometheus: ManagedProcess, tmp_path: Path) -> None:
+    good = rules_with(("up", "max(max_over_time(up[5m]))")) + "    behavior: {panic: {windowSeconds: 60}}\n"
+    result = check(tmp_path, good, prometheus.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[1] == (
+        "rules.yaml:6: rules[0].behavior.panic.windowSeconds: ok: svc/up over 60s = 1")
+    # three samples need two scrape intervals (1 s here): the 5 m window has them, a 1 s window never does
+    samples = "sum(count_over_time(up[5m]) >= 3)"
+    wait_for(lambda: instant(prometheus.url, samples), timeout=30)
+    short = rules_with(("samples", samples)) + "    behavior: {panic: {windowSeconds: 1}}\n"
+    result = check(tmp_path, short, prometheus.url)
+    assert result.returncode == 2, result.stdout + result.stderr
+    problem = result.stdout.splitlines()[1]
+    assert problem.startswith("rules.yaml:6: rules[0].behavior.panic.windowSeconds: metric samples over 1s "
+                              "(sum(count_over_time(up[1s]) >= 3)) failed: "), problem
+    assert "twice the scrape interval" in problem
