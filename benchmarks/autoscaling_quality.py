@@ -36,6 +36,7 @@ from demo.traces import Trace, benchmark_traces, daily, noisy, steady
 
 ROOT = Path(__file__).resolve().parent.parent
 RECOMMENDED_RULES = ROOT / "examples" / "gpu-inference-rules.yaml"
+PANIC_RULES = ROOT / "examples" / "gpu-inference-panic-rules.yaml"
 
 USERS_HPA = embedding_service_rules(name="users-hpa", behavior="""\
     behavior:
@@ -58,13 +59,15 @@ class Configuration:
 
 
 def configurations(recommended: Path = RECOMMENDED_RULES) -> tuple[Configuration, ...]:
-    """(a), (b), (c), each parsed by the rules loader: what is compared is expressible in a rules file."""
+    """(a), (b), (c), (d), each parsed by the rules loader: what is compared is expressible in a rules file.
+    (d) is (c) plus panic mode, as shipped; `recommended` replaces (c) only."""
     users = parse_rules(USERS_HPA, "<users-hpa>").rules[0]
     defaults = parse_rules(HPA_DEFAULTS, "<hpa-defaults>").rules[0]
     ours = load_rules(recommended).rules[0]
+    panicky = load_rules(PANIC_RULES).rules[0]
     label = "(c) recommended" if recommended == RECOMMENDED_RULES else f"(c) {Path(recommended).name}"
     return (Configuration("a", "(a) users' HPA", users), Configuration("b", "(b) HPA defaults", defaults),
-            Configuration("c", label, ours))
+            Configuration("c", label, ours), Configuration("d", "(d) recommended + panic", panicky))
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,18 @@ def verdict(outcomes: Sequence[TraceOutcome]) -> str:
                      f"{outcome.bounds['a'].gpu_hours:.2f} with at most {a.overloaded_minutes:.1f} "
                      f"overloaded minutes")
         lines.append(line)
+    return "\n".join(lines)
+
+
+def panic_verdict(outcomes: Sequence[TraceOutcome]) -> str:
+    """(d) against (c) per trace: the overloaded minutes panic mode saves, and the GPU-hours it costs."""
+    lines = []
+    for outcome in outcomes:
+        c, d = outcome.results["c"].figures, outcome.results["d"].figures
+        saved = (1.0 - d.overloaded_minutes / c.overloaded_minutes) if c.overloaded_minutes else 0.0
+        lines.append(f"- {outcome.trace.name}: overloaded minutes {d.overloaded_minutes:.1f} vs "
+                     f"{c.overloaded_minutes:.1f} ({saved:.0%} fewer), GPU-hours {d.gpu_hours:.2f} vs "
+                     f"{c.gpu_hours:.2f} ({_ratio(d.gpu_hours, c.gpu_hours)})")
     return "\n".join(lines)
 
 
@@ -232,6 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print("Target, (c) fewer GPU-hours than (a) with no more overloaded minutes:")
     print(verdict(outcomes))
+    print()
+    print("Panic mode, (d) against (c):")
+    print(panic_verdict(outcomes))
     if args.seeds:
         print()
         print(f"The random traces with {args.seeds} other seed(s):")

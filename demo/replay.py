@@ -18,7 +18,8 @@ What the metrics return (the simulated answers to the rule's queries, by metric 
 - `requests_per_second`: the request rate the service receives (load x `requests_per_gpu_second`), as
   `sum(rate(service_requests_total[1m]))` returns it: the mean over the query's range window (the largest
   `[...]` in the query; the rate at that instant when it has none), so a one-minute rate lags a burst by about
-  half a minute and smooths the jitter. Unlike utilization it does not saturate at 100 %.
+  half a minute and smooths the jitter. Unlike utilization it does not saturate at 100 %. With
+  `behavior.panic` its panic-window query is answered the same way over the shorter window.
 """
 
 from __future__ import annotations
@@ -154,13 +155,20 @@ def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings
             else:
                 result.append(MetricObservation(metric.name, 100.0 * mean))
         elif metric.name == REQUESTS_PER_SECOND:
-            window = query_range_seconds(metric.query)
-            load = mean_load(window) if mean_load is not None and window > 0 else snapshot.load
-            result.append(MetricObservation(metric.name, load * settings.requests_per_gpu_second))
+            rate = _rate(metric.query, snapshot, mean_load) * settings.requests_per_gpu_second
+            short = (_rate(metric.panic_query, snapshot, mean_load) * settings.requests_per_gpu_second
+                     if metric.panic_query else None)
+            result.append(MetricObservation(metric.name, rate, panic_value=short))
         else:
             raise ValueError(f"rule {rule.name}: metric {metric.name!r} has no simulated signal; the replay "
                              f"knows {', '.join(KNOWN_METRICS)}")
     return result
+
+
+def _rate(query: str, snapshot: ClusterSnapshot, mean_load: Callable[[float], float] | None) -> float:
+    """The load as a rate() over the query's window returns it (the load now for a query without one)."""
+    window = query_range_seconds(query)
+    return mean_load(window) if mean_load is not None and window > 0 else snapshot.load
 
 
 class _VirtualClock:

@@ -140,6 +140,44 @@ def noisy(level: float = 4.0, swell: float = 0.25, swell_period_seconds: float =
                  lambda t: level * (1.0 + slow(t) + fast(t)))
 
 
+def bursty(trough: float = 1.5, peak: float = 5.0, trough_hour: float = 4.0, bursts_per_hour: float = 2.0,
+           burst_minutes: tuple[float, float] = (2.0, 8.0), burst_height: tuple[float, float] = (0.4, 1.2),
+           requests_per_gpu_second: float = 10.0, bucket_seconds: float = 5.0,
+           duration_seconds: float = DAY_SECONDS, seed: int = 5) -> Trace:
+    """Request counts of a day as an LLM service sees them: a daily curve, swings of a few minutes (a batch
+    client, a launch, a retry storm: `bursts_per_hour` on average, each lasting `burst_minutes` and raising
+    the load by `burst_height` times the curve), and the counting noise of requests arriving independently
+    (the count per `bucket_seconds` drawn around its mean with a Poisson variance: a normal approximation,
+    as a bucket holds 50 to 500 requests). The swings are what a reactive autoscaler meets too late."""
+    rng = random.Random(seed)
+    buckets = math.ceil(duration_seconds / bucket_seconds) + 1
+    extra = [0.0] * buckets
+    t = rng.expovariate(bursts_per_hour / 3_600.0)
+    while t < duration_seconds:
+        length = rng.uniform(*burst_minutes) * 60.0
+        height = rng.uniform(*burst_height)
+        first, last = int(t // bucket_seconds), min(buckets, int((t + length) // bucket_seconds) + 1)
+        for index in range(first, last):
+            extra[index] = max(extra[index], height)
+        t += length + rng.expovariate(bursts_per_hour / 3_600.0)
+    trough_phase = trough_hour / 24.0
+    loads = []
+    for index in range(buckets):
+        phase = index * bucket_seconds / DAY_SECONDS
+        curve = trough + (peak - trough) * 0.5 * (1.0 - math.cos(2.0 * math.pi * (phase - trough_phase)))
+        expected = curve * (1.0 + extra[index]) * requests_per_gpu_second * bucket_seconds
+        count = max(0.0, rng.gauss(expected, math.sqrt(expected)))
+        loads.append(count / (requests_per_gpu_second * bucket_seconds))
+
+    def load(t: float) -> float:
+        return loads[min(int(t // bucket_seconds), buckets - 1)]
+
+    low, high = burst_height
+    return Trace("bursty", f"daily curve {trough:g}..{peak:g}, {bursts_per_hour:g} swings an hour of "
+                 f"{burst_minutes[0]:g}-{burst_minutes[1]:g} min (+{low:.0%}..+{high:.0%}), counted requests",
+                 duration_seconds, load)
+
+
 def _ramps(points: Sequence[tuple[float, float]]) -> Callable[[float], float]:
     """Linear between (fraction of the period, value) points, flat before the first and after the last."""
     def at(phase: float) -> float:
@@ -197,8 +235,8 @@ def demo_day(duration_seconds: float) -> Trace:
 
 
 def benchmark_traces() -> tuple[Trace, ...]:
-    """The five traces of the autoscaling-quality benchmark, fixed once for every configuration."""
-    return (steady(), daily(), sudden_burst(), slow_ramp(), noisy())
+    """The six traces of the autoscaling-quality benchmark, fixed once for every configuration."""
+    return (steady(), daily(), sudden_burst(), slow_ramp(), noisy(), bursty())
 
 
 def sample(trace: Trace, step_seconds: float) -> list[tuple[float, float]]:

@@ -113,8 +113,8 @@ def test_bad_parameters_are_refused(make: object) -> None:
         make()  # type: ignore[operator]
 
 
-def test_the_benchmark_has_the_five_traces_of_the_issue() -> None:
-    assert [t.name for t in benchmark_traces()] == ["steady", "daily", "burst", "ramp", "noisy"]
+def test_the_benchmark_has_the_five_traces_and_the_minute_scale_one() -> None:
+    assert [t.name for t in benchmark_traces()] == ["steady", "daily", "burst", "ramp", "noisy", "bursty"]
 
 
 def test_the_capacity_trace_outgrows_the_pool_the_tenant_leaves() -> None:
