@@ -27,6 +27,7 @@ from pathlib import Path
 from autoscaler.config.rules import load_rules, parse_rules
 from autoscaler.errors import RulesError
 from autoscaler.policy import Rule
+from autoscaler.policy.spec import OverloadBudget
 from benchmarks.capacity_quality import capacity_table, capacity_verdict, run_capacity
 from benchmarks.example_rules import embedding_service_rules
 from demo.clairvoyant import Bound, min_gpu_hours
@@ -147,6 +148,25 @@ def panic_verdict(outcomes: Sequence[TraceOutcome]) -> str:
     return "\n".join(lines)
 
 
+def budget_dial(rule: Rule, traces: Sequence[Trace], percents: Sequence[float], startup_seconds: int,
+                settings: ReplaySettings) -> str:
+    """`rule` without and with `overloadBudget` at each share of minutes: the overloaded minutes each budget
+    buys and the GPU-hours it costs, per trace (a table)."""
+    lines = ["| trace | overloadBudget | GPU-hours | vs none | overloaded min | vs none |",
+             "|---|---|---:|---:|---:|---:|"]
+    for trace in traces:
+        base = replay(rule, trace, settings).figures
+        lines.append(f"| {trace.name} | none | {base.gpu_hours:.2f} | 1.00x | "
+                     f"{base.overloaded_minutes:.1f} | 1.00x |")
+        for percent in percents:
+            budget = OverloadBudget(percent_of_minutes=percent, startup_seconds=startup_seconds)
+            f = replay(dataclasses.replace(rule, overload_budget=budget), trace, settings).figures
+            lines.append(f"| {trace.name} | {percent:g} % of minutes | {f.gpu_hours:.2f} | "
+                         f"{_ratio(f.gpu_hours, base.gpu_hours)} | {f.overloaded_minutes:.1f} | "
+                         f"{_ratio(f.overloaded_minutes, base.overloaded_minutes)} |")
+    return "\n".join(lines)
+
+
 def reseeded_traces(seeds: Sequence[int]) -> list[Trace]:
     """The random traces again with other seeds: does the verdict hold beyond the one draw in the table?"""
     traces = []
@@ -193,6 +213,18 @@ def _levels(text: str) -> tuple[float, ...]:
     return levels
 
 
+def _percents(text: str) -> tuple[float, ...]:
+    """--budgets: shares of minutes in (0, 50], comma-separated."""
+    try:
+        percents = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated percentages such as 1,5 (got {text!r})") \
+            from None
+    if not all(0 < percent <= 50 for percent in percents):
+        raise argparse.ArgumentTypeError(f"percentages must be in (0, 50] (got {text!r})")
+    return percents
+
+
 def _trace_names(text: str) -> frozenset[str]:
     """--traces: names of the benchmark's traces, comma-separated."""
     names = frozenset(name.strip() for name in text.split(","))
@@ -220,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--noisy-levels", type=_levels, default=(), metavar="L1,L2,...",
                         help="also replay the noisy trace around these mean loads (GPUs' worth) and print "
                              "the verdicts, e.g. 3,3.5,4.5")
+    parser.add_argument("--budgets", type=_percents, default=(), metavar="P1,P2,...",
+                        help="also replay (d) with overloadBudget at these percentages of minutes (the "
+                             "start-up delay as startupSeconds) on the traces and print the dial, e.g. "
+                             "1,5,20")
     parser.add_argument("--traces", type=_trace_names, default=None, metavar="NAME,...",
                         help="replay only these traces (default all: "
                              f"{', '.join(t.name for t in benchmark_traces())})")
@@ -255,6 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"The random traces with {args.seeds} other seed(s):")
         print(robustness_table(run(configs, reseeded_traces(range(11, 11 + args.seeds)), settings,
                                    with_bounds=False)))
+    if args.budgets:
+        print()
+        print("The overload budget as a dial, (d) without and with it:")
+        print(budget_dial(configs[3].rule, traces, args.budgets, round(args.startup_delay), settings))
     if args.noisy_levels:
         print()
         print("The noisy trace around other mean loads:")

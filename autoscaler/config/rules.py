@@ -14,6 +14,7 @@ from typing import cast
 
 from yaml.nodes import Node, ScalarNode
 
+from autoscaler.config.budget import parse_overload_budget
 from autoscaler.config.panic import parse_panic, with_panic_queries
 from autoscaler.config.schedules import MAX_SCHEDULES_PER_FILE, parse_schedules
 from autoscaler.config.targets import parse_target
@@ -163,7 +164,7 @@ class _TargetAt:
 
 
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
-                "prometheus", "schedules", "cooldownSeconds", "capacity", "batch"}
+                "prometheus", "schedules", "cooldownSeconds", "capacity", "batch", "overloadBudget"}
 
 
 def _parse_rule(
@@ -209,13 +210,16 @@ def _parse_rule(
     if "capacity" in fields:
         capacity = _parse_capacity(reader, fields["capacity"], f"{where}.capacity")
     batch = _boolean(reader, fields["batch"], f"{where}.batch") if "batch" in fields else True
+    budget = None
+    if "overloadBudget" in fields:
+        budget = parse_overload_budget(reader, fields["overloadBudget"], f"{where}.overloadBudget")
     target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
     rule = Rule(name, target, min_replicas, max_replicas, with_panic_queries(metrics, behavior.panic),
                 behavior, fallback, line_of(node), prometheus, schedules, cooldown, capacity,
-                batch=batch is not False)
+                batch=batch is not False, overload_budget=budget)
     return rule, name, target_at
 
 

@@ -35,6 +35,8 @@ HELP = {
     "metric_value": "Last value returned by the metric's query (absent when the query failed).",
     "metric_target": "Target value of the metric (per replica for Total metrics).",
     "metric_up": "1 when the metric's last query returned one finite value, 0 when it failed.",
+    "metric_effective_target": "The target the last decision used: the metric's target divided by the "
+    "headroom its overloadBudget calls for; only for rules with an overloadBudget.",
     "decision_reason": "1 for the reason of the rule's last decision, 0 for the other reasons.",
     "schedule_active": "1 while a schedule window of the rule is open (its bounds in effect), else 0; only "
     "for rules with schedules.",
@@ -98,6 +100,8 @@ class Guards:
     withheld: int = 0
     limited: bool = False
     unschedulable: int | None = None
+    effective_targets: tuple[tuple[str, float], ...] = ()
+    """overloadBudget: each metric's target in the last decision (empty: the rule has no budget)."""
 
 
 class ControllerMetrics(Collector):
@@ -233,7 +237,7 @@ class ControllerMetrics(Collector):
         }
         per_metric = {
             short: GaugeMetricFamily(name(short), HELP[short], labels=[*RULE_LABELS, "metric"])
-            for short in ("metric_value", "metric_target", "metric_up")
+            for short in ("metric_value", "metric_target", "metric_up", "metric_effective_target")
         }
         reasons = GaugeMetricFamily(
             name("decision_reason"), HELP["decision_reason"], labels=[*RULE_LABELS, "reason"]
@@ -263,6 +267,8 @@ class ControllerMetrics(Collector):
                     per_metric["metric_up"].add_metric([*labels, metric], 0.0 if value is None else 1.0)
                     if value is not None:
                         per_metric["metric_value"].add_metric([*labels, metric], value)
+            for metric, target in s.guards.effective_targets if s.guards is not None else ():
+                per_metric["metric_effective_target"].add_metric([*labels, metric], target)
             if s.reason is not None:
                 for reason in dict.fromkeys([*self.reasons, s.reason]):
                     reasons.add_metric([*labels, reason], 1.0 if reason == s.reason else 0.0)

@@ -55,6 +55,8 @@ class RuleState:
     last_warning: WarningMemory = dataclasses.field(default_factory=dict)
     held: HeldEvents = dataclasses.field(default_factory=HeldEvents)
     """The rule's Events from `decide` until `act` (or `settled`) lets them go."""
+    told_targets: dict[str, float] = dataclasses.field(default_factory=dict)
+    """overloadBudget: the effective targets the last EffectiveTargetChanged Event gave."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,23 @@ class Patch:
     plan: Plan
     observations: tuple[MetricObservation, ...]
     capacity: GatheredCapacity | None
+
+
+TARGET_MOVE = 0.05
+"""An effective target that moved by this share or more since the last Event is told again."""
+
+
+def moved_targets(rule: Rule, told: Mapping[str, float], targets: Sequence[tuple[str, float]]) -> str:
+    """The EffectiveTargetChanged message when some target moved by TARGET_MOVE or more since `told`
+    ("" when none did)."""
+    given = {m.name: m.target for m in rule.metrics}
+    moved = [(name, target) for name, target in targets
+             if name not in told or abs(target - told[name]) >= TARGET_MOVE * abs(told[name])]
+    if not moved:
+        return ""
+    return "overloadBudget: " + ", ".join(
+        f"{name} target {target:.4g} (given {given.get(name, target):g}, headroom "
+        f"{given.get(name, target) / target:.2f}x)" for name, target in moved)
 
 
 class RuleSync:
@@ -277,7 +296,14 @@ class RuleSync:
         limited = plan.reason is Reason.CapacityLimited
         free = None if capacity is None else capacity.seen.free_gpus
         pending = None if capacity is None else capacity.pending
-        self.metrics.record_guards(state.rule, Guards(plan.schedule, free, plan.withheld, limited, pending))
+        targets = plan.budget.targets if plan.budget is not None else ()
+        self.metrics.record_guards(state.rule, Guards(plan.schedule, free, plan.withheld, limited, pending,
+                                                      targets))
+        moved = moved_targets(state.rule, state.told_targets, targets)
+        if moved:
+            state.told_targets = dict(targets)
+            self.events.post(state.rule.target, "Normal", EventReason.EffectiveTargetChanged, moved,
+                             held=state.held)
         if limited:
             self._warn(
                 state=state,

@@ -30,6 +30,7 @@ from autoscaler.policy import (
     first_sight,
 )
 from autoscaler.policy.activation import scale_to_zero
+from autoscaler.policy.budget import BudgetedTargets, budgeted, record
 from autoscaler.policy.capacity import CapacityObservation, guard_capacity
 
 if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
@@ -56,6 +57,8 @@ class Plan:
     """The bounds of the schedule windows open at `now` (None: none is open)."""
     withheld: int = 0
     """Replicas the capacity guard held back this sync (0 when it did not limit the scale-up)."""
+    budget: BudgetedTargets | None = None
+    """The effective targets `overloadBudget` set this sync (None: the rule has none)."""
 
     @property
     def desired_raw(self) -> int | None:
@@ -141,14 +144,21 @@ def plan_replicas(
     (Unix) time at which the rule's schedules are evaluated: an open window's bounds replace the rule's
     before anything else, so the HPA arithmetic and behavior apply on top (as KEDA's cron scaler).
     `capacity` is what the sync saw of free GPUs and Pending replicas; None (or a rule without `capacity`)
-    leaves scale-ups unguarded.
+    leaves scale-ups unguarded. An `overloadBudget` records the sync's loads first, then divides the targets
+    by the headroom they call for.
     """
     scheduled, bounds = apply_schedules(rule, now)
+    targets = None
+    if rule.overload_budget is not None:
+        history = record(rule, rule.overload_budget, history, current, observations, now)
+        scheduled, targets = budgeted(scheduled, history)
     plan = _plan(scheduled, rule.min_replicas, current, observations, history, all_failed_syncs, now,
                  decide_fn)
     plan = _naming_schedule(plan, bounds)
-    if bounds is not None:
-        plan = dataclasses.replace(plan, schedule=bounds)
+    if bounds is not None or targets is not None:
+        plan = dataclasses.replace(plan, schedule=bounds, budget=targets)
+    if targets is not None and targets.note:
+        plan = dataclasses.replace(plan, message=f"{plan.message}; {targets.note}")
     if rule.capacity is None or capacity is None:
         return plan
     limited = guard_capacity(rule.capacity, current, plan.replicas, capacity, now)

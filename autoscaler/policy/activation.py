@@ -74,6 +74,7 @@ def scale_to_zero(rule: Rule, current: int, observations: Sequence[MetricObserva
             longest_down_period=history.longest_down_period,
             last_active=last_active,
             panic=history.panic,
+            budget=history.budget,
         )
     return _stage(rule, current, seen, now - last_active), history
 

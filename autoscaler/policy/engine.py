@@ -155,6 +155,7 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
         longest_down_period=history.longest_down_period,
         last_active=history.last_active,
         panic=history.panic,
+        budget=history.budget,
     )
 
     outcome = proposed

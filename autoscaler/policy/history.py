@@ -37,6 +37,7 @@ def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
         longest_down_period=history.longest_down_period,
         last_active=history.last_active,
         panic=history.panic,
+        budget=history.budget,
     )
 
 
@@ -65,4 +66,5 @@ def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
         longest_down_period=down,
         last_active=history.last_active,
         panic=history.panic,
+        budget=history.budget,
     )

@@ -180,6 +180,16 @@ class Capacity:
 
 
 @dataclass(frozen=True, slots=True)
+class OverloadBudget:
+    """Instead of the hand-picked headroom of a target: keep the headroom that the load's recent rises over
+    `startup_seconds` require for the rule to be overloaded in at most `percent_of_minutes` % of the minutes
+    (`autoscaler.policy.budget`)."""
+
+    percent_of_minutes: float
+    startup_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One autoscaled workload: everything `decide()` needs besides the observations, history and `now`."""
 
@@ -203,3 +213,5 @@ class Rule:
     batch: bool = True
     """False: the rule's queries are sent to Prometheus alone, never batched with others (`batch: false`).
     How queries are sent; `decide()` never reads it."""
+    overload_budget: OverloadBudget | None = None
+    """Targets divided by the headroom the load's volatility needs; None: the targets as given."""

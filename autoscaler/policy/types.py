@@ -69,6 +69,17 @@ class PanicState:
 
 
 @dataclass(frozen=True, slots=True)
+class MinuteLoads:
+    """One metric's largest load in each of the last minutes, oldest first (None: no value that minute), and
+    the headroom computed when the last minute before `last_minute` closed (None: too little history)."""
+
+    name: str
+    last_minute: int
+    loads: tuple[float | None, ...]
+    headroom: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MetricProposal:
     """The replica count one metric asks for, with the numbers behind it (None fields: the metric failed)."""
 
@@ -120,6 +131,8 @@ class RuleHistory:
     the start of the cooldown (KEDA's lastActiveTime). None until a rule that may go to zero is synced."""
     panic: PanicState | None = None
     """Set while the rule panics (`behavior.panic`); None otherwise."""
+    budget: tuple[MinuteLoads, ...] = ()
+    """`overloadBudget`: each metric's loads of the last day, minute by minute."""
 
     def with_scale(self, now: float, from_replicas: int, to_replicas: int) -> RuleHistory:
         """This history plus the event of a change that WAS applied; unchanged when from == to.
@@ -141,6 +154,7 @@ class RuleHistory:
                 longest_down_period=self.longest_down_period,
                 last_active=self.last_active,
                 panic=self.panic,
+                budget=self.budget,
             )
         if change < 0:
             down = _stored(self.scale_down_events, ScaleEvent(now, change), self.longest_down_period)
@@ -152,6 +166,7 @@ class RuleHistory:
                 longest_down_period=self.longest_down_period,
                 last_active=self.last_active,
                 panic=self.panic,
+                budget=self.budget,
             )
         return self
 

@@ -15,7 +15,7 @@ from autoscaler.policy import DEFAULT_BEHAVIOR, ScalingPolicy
 from benchmarks import autoscaling_quality as bench
 from benchmarks import capacity_quality
 from demo.replay import KNOWN_METRICS, ReplaySettings
-from demo.traces import benchmark_traces, bursty
+from demo.traces import benchmark_traces, bursty, sudden_burst
 from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -221,3 +221,19 @@ def test_the_capacity_table_has_a_guard_off_and_on_row_per_configuration(
     assert len(table) == 2 + 2 * 3
     assert all(row.count("|") == 10 for row in table)
     assert table[2].startswith("| (a) users' HPA | off |") and table[7].startswith("| (c) recommended | on |")
+
+
+def test_the_overload_budget_is_a_dial_from_fewer_gpu_hours_to_fewer_overloaded_minutes() -> None:
+    """docs/benchmarks.md: a tight budget buys overloaded minutes with GPU-hours; a loose one costs none."""
+    table = bench.budget_dial(bench.configurations()[3].rule, [sudden_burst()], [1.0, 20.0], 120,
+                              ReplaySettings()).splitlines()
+    none, tight, loose = (row.split("|") for row in table[2:])
+    assert float(tight[5]) < float(none[5]) and float(tight[3]) > float(none[3])
+    assert (loose[3], loose[5]) == (none[3], none[5])
+
+
+@pytest.mark.parametrize("value", ["0", "51", "1,x"])
+def test_budgets_must_be_shares_of_minutes(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--no-plots", "--budgets", value])
+    assert "--budgets" in capsys.readouterr().err

@@ -201,3 +201,39 @@ def test_a_failed_panic_query_counts_an_error_and_panic_reads_the_metric(
     assert report.outcomes[0].reason == "PanicScaleUp" and backend.patches == [(ref(), 12)]
     assert sample(c, "gpu_autoscaler_query_errors_total", rule="svc", metric="util:panic") == 1
     assert sample(c, "gpu_autoscaler_metric_up", rule="svc", metric="util") == 1
+
+
+BUDGETED = rule(query="sum(rate(r[1m]))", target=10, max_replicas=40, metrics="""
+    metrics:
+      - {name: rate, query: 'sum(rate(r[1m]))', type: Total, target: 10}""",
+                extra="overloadBudget: {percentOfMinutes: 5, startupSeconds: 60}")
+
+
+def test_the_budget_sets_the_effective_target_gauge_and_tells_an_event_when_it_moves(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: ManualClock
+) -> None:
+    backend.add(ref(), 4)
+    c = make_controller(ruleset(BUDGETED))
+    for minute in range(70):  # the load doubles one minute in four: headroom 2
+        source.values["sum(rate(r[1m]))"] = 20.0 if minute % 4 == 0 else 10.0
+        report = c.sync_once()
+        if minute == 0:
+            assert "under 60 min of history" in report.outcomes[0].message
+        clock.advance(60)
+    assert sample(c, "gpu_autoscaler_metric_effective_target", rule="svc", metric="rate") == 5.0
+    assert sample(c, "gpu_autoscaler_metric_target", rule="svc", metric="rate") == 10.0
+    told = [e for e in backend.events if e[2] == "EffectiveTargetChanged"]
+    assert [e[1] for e in told] == ["Normal", "Normal"]  # the given target first, then the halved one
+    assert "rate target 5 (given 10, headroom 2.00x)" in told[-1][3]
+    c.sync_once()
+    assert len([e for e in backend.events if e[2] == "EffectiveTargetChanged"]) == 2  # not repeated
+
+
+def test_a_rule_without_budget_has_no_effective_target_series(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    source.values["q_util"] = 80
+    c = make_controller(ruleset(rule()))
+    c.sync_once()
+    assert sample(c, "gpu_autoscaler_metric_effective_target", rule="svc") is None

@@ -1,0 +1,111 @@
+"""`overloadBudget`: the headroom a rule keeps, sized from its own load's volatility over the start-up time.
+
+A hand-picked target says how busy a replica may be; it cannot say how fast the load rises while new replicas
+load their model. This stage measures it: every minute it keeps the largest load a metric showed (an
+`Average` metric times the replicas, a `Total` metric as it is), and from the last day it takes the rises over
+`startupSeconds` (load a start-up later / load now). The rise that only `percentOfMinutes` of the minutes
+exceed is the headroom: each metric's effective target is its target divided by it, so replicas sized now
+still serve the load a start-up later in all but that share of minutes. At most `MAX_HEADROOM`, and never
+above the target (a falling load needs no headroom). With under `MIN_HISTORY_MINUTES` of rises the rule runs
+on its own targets and says so.
+
+Pure: the minutes live in `RuleHistory.budget`, the clock is the `now` passed in, and a headroom is computed
+once a minute, when a minute closes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from autoscaler.policy.types import MetricObservation, MinuteLoads, RuleHistory
+
+if TYPE_CHECKING:
+    from autoscaler.policy.spec import MetricSpec, OverloadBudget, Rule
+
+LOOKBACK_MINUTES = 1_440
+"""A day of minutes: the daily curve's own rises are in it."""
+MIN_HISTORY_MINUTES = 60
+MAX_HEADROOM = 4.0
+"""Targets are divided by at most this: a volatility that needs more is better met by a higher minReplicas."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetedTargets:
+    """What the budget did this sync: each metric's effective target, or why the given targets ran."""
+
+    targets: tuple[tuple[str, float], ...]
+    note: str | None = None
+
+
+def record(rule: Rule, budget: OverloadBudget, history: RuleHistory, current: int,
+           observations: Sequence[MetricObservation], now: float) -> RuleHistory:
+    """The history with this sync's loads recorded (and the headroom recomputed when a minute closed)."""
+    minute = math.floor(now / 60.0)
+    seen = {o.name: o.value for o in observations}
+    kept = {series.name: series for series in history.budget}
+    horizon = startup_minutes(budget)
+    updated = []
+    for metric in rule.metrics:
+        load = _load(metric, seen.get(metric.name), current)
+        series = kept.get(metric.name) or MinuteLoads(metric.name, minute, ())
+        updated.append(_with_load(series, load, minute, horizon, budget.percent_of_minutes))
+    return replace(history, budget=tuple(updated))
+
+
+def startup_minutes(budget: OverloadBudget) -> int:
+    return max(1, math.ceil(budget.startup_seconds / 60.0))
+
+
+def budgeted(rule: Rule, history: RuleHistory) -> tuple[Rule, BudgetedTargets]:
+    """`rule` with each metric's target divided by its headroom, and what was done."""
+    headrooms = {series.name: series.headroom for series in history.budget}
+    metrics, targets, short = [], [], []
+    for metric in rule.metrics:
+        headroom = headrooms.get(metric.name)
+        if headroom is None:
+            short.append(metric.name)
+            headroom = 1.0
+        target = metric.target / headroom
+        metrics.append(replace(metric, target=target))
+        targets.append((metric.name, target))
+    note = (f"overloadBudget: under {MIN_HISTORY_MINUTES} min of history for {', '.join(short)}: "
+            "the given target(s) run" if short else None)
+    return replace(rule, metrics=tuple(metrics)), BudgetedTargets(tuple(targets), note)
+
+
+def headroom(loads: Sequence[float | None], horizon: int, percent_of_minutes: float) -> float | None:
+    """The rise over `horizon` minutes that only `percent_of_minutes` % of the minutes exceed, in
+    [1, MAX_HEADROOM]; None with fewer than MIN_HISTORY_MINUTES rises."""
+    rises = sorted(later / earlier for earlier, later in zip(loads, loads[horizon:], strict=False)
+                   if earlier is not None and later is not None and earlier > 0)
+    if len(rises) < MIN_HISTORY_MINUTES:
+        return None
+    exceeding = math.floor(len(rises) * percent_of_minutes / 100.0)
+    rise = rises[len(rises) - 1 - min(exceeding, len(rises) - 1)]
+    return min(max(rise, 1.0), MAX_HEADROOM)
+
+
+def _load(metric: MetricSpec, value: float | None, current: int) -> float | None:
+    """The load a metric's value stands for: an Average is per replica, a Total is the service's."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return value * current if metric.type == "Average" else value
+
+
+def _with_load(series: MinuteLoads, load: float | None, minute: int, horizon: int,
+               percent: float) -> MinuteLoads:
+    if minute < series.last_minute:  # the clock went back: keep what was measured
+        return series
+    if minute == series.last_minute and series.loads:
+        last = series.loads[-1]
+        if load is None or (last is not None and last >= load):
+            return series
+        return replace(series, loads=(*series.loads[:-1], load))
+    gap = minute - series.last_minute if series.loads else 1
+    loads = (*series.loads, *([None] * min(gap - 1, LOOKBACK_MINUTES)), load)
+    loads = loads[-(LOOKBACK_MINUTES + horizon):]
+    # the minute before this one just closed: the headroom is computed from closed minutes only
+    return MinuteLoads(series.name, minute, loads, headroom(loads[:-1], horizon, percent))
