@@ -51,6 +51,7 @@ MAX_TOLERANCE = 10.0  # 1000 %: beyond it a direction never scales; larger is a 
 MAX_TARGET = 1e15  # far above any per-replica target; keeps target x replicas finite and exact
 MAX_COOLDOWN_SECONDS = 7 * 86_400  # a week: longer is a typo (seconds for minutes), not a cooldown
 MAX_PENDING_GRACE_SECONDS = 86_400
+MAX_PRIORITY = 1_000_000  # Kubernetes' user PriorityClass values go to a billion; ordering needs far fewer
 MAX_GPUS_PER_REPLICA = 4096  # a multi-node replica (LeaderWorkerSet) of 512 nodes of 8 GPUs
 RULES_LIMITS = yamlsafe.YamlLimits()  # 4 MiB, 64 deep, 250,000 nodes, 1,000,000 expanded, 64-char numbers
 
@@ -164,7 +165,8 @@ class _TargetAt:
 
 
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
-                "prometheus", "schedules", "cooldownSeconds", "capacity", "batch", "overloadBudget"}
+                "prometheus", "schedules", "cooldownSeconds", "capacity", "batch", "overloadBudget",
+                "priority"}
 
 
 def _parse_rule(
@@ -210,6 +212,10 @@ def _parse_rule(
     if "capacity" in fields:
         capacity = _parse_capacity(reader, fields["capacity"], f"{where}.capacity")
     batch = _boolean(reader, fields["batch"], f"{where}.batch") if "batch" in fields else True
+    priority = 0
+    if "priority" in fields:
+        priority = reader.integer(fields["priority"], f"{where}.priority", low=-MAX_PRIORITY,
+                                  high=MAX_PRIORITY) or 0
     budget = None
     if "overloadBudget" in fields:
         budget = parse_overload_budget(reader, fields["overloadBudget"], f"{where}.overloadBudget")
@@ -219,7 +225,7 @@ def _parse_rule(
     assert min_replicas is not None and max_replicas is not None
     rule = Rule(name, target, min_replicas, max_replicas, with_panic_queries(metrics, behavior.panic),
                 behavior, fallback, line_of(node), prometheus, schedules, cooldown, capacity,
-                batch=batch is not False, overload_budget=budget)
+                batch=batch is not False, overload_budget=budget, priority=priority)
     return rule, name, target_at
 
 

@@ -10,18 +10,19 @@ API hiccup must not freeze a service under load. The guard itself is pure (`auto
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoscaler.controller.decision_log import ref_text
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.observe import CAPACITY_METRIC, capacity_seen
+from autoscaler.controller.pool import PoolLedger, PoolShare
 from autoscaler.controller.sources import QueryKey
 from autoscaler.errors import KubeError
 from autoscaler.policy import Rule
 from autoscaler.policy.capacity import CapacityObservation
 from plumbing.prometheus.runner import QueryErrorReason, QueryResult
 
-__all__ = ["GatheredCapacity", "gather_capacity"]
+__all__ = ["GatheredCapacity", "gather_capacity", "shared"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,8 @@ class GatheredCapacity:
     """Replicas Pending as unschedulable (None: they could not be listed)."""
     problem: str | None = None
     """What failed, for the FailedGetCapacity Event (None: nothing)."""
+    pool: PoolShare | None = None
+    """Set when other rules read the same pool: `seen.free_gpus` is then this rule's share of it."""
 
 
 def gather_capacity(rule: Rule, listed: tuple[float, ...] | Exception,
@@ -60,3 +63,13 @@ def gather_capacity(rule: Rule, listed: tuple[float, ...] | Exception,
         problems.insert(0, f"capacity query failed: {seen.error}")
     problem = "; ".join(problems) + " (scale-ups are not limited by it this sync)" if problems else None
     return GatheredCapacity(seen, pending, problem)
+
+
+def shared(capacity: GatheredCapacity | None, rule: Rule, pool: PoolLedger | None) -> GatheredCapacity | None:
+    """`capacity` with the free GPUs the rule's pool leaves it this sync, when other rules read that pool."""
+    if capacity is None or pool is None or capacity.seen.free_gpus is None:
+        return capacity
+    share = pool.share(rule, capacity.seen.free_gpus)
+    if share is None:
+        return capacity
+    return replace(capacity, seen=replace(capacity.seen, free_gpus=share.free), pool=share)

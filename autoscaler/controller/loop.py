@@ -25,15 +25,16 @@ from dataclasses import dataclass
 from autoscaler.config.rules import RuleSet
 from autoscaler.controller.decision_log import scale_message
 from autoscaler.controller.events import EventPoster
-from autoscaler.controller.kube_pool import gather, runs
+from autoscaler.controller.kube_pool import Gathered, gather, runs
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.outcome import Health, LoopProgress, RuleOutcome, ShuttingDown, SyncReport
+from autoscaler.controller.pool import PoolLedger
 from autoscaler.controller.rule_sync import Patch, RuleState, RuleSync
-from autoscaler.controller.sources import EndpointSources
+from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.kube.scale import ScaleBackend
 from autoscaler.policy import Rule, RuleHistory
 from autoscaler.reasons import DECISION_REASONS
-from plumbing.prometheus.runner import MetricsSource
+from plumbing.prometheus.runner import MetricsSource, QueryResult
 
 __all__ = [
     "Controller", "ControllerSettings", "Health", "RuleOutcome", "ShuttingDown", "SyncReport",
@@ -96,6 +97,8 @@ class Controller:
         self.stopping = threading.Event()
         """Set to abandon the current sync: no read, patch or held Event starts after it is set."""
         self.progress = LoopProgress(monotonic)
+        self._syncs = 0
+        """Syncs so far: turns the order of equal-priority rules sharing a pool."""
         self._rule_sync = RuleSync(
             backend, self.sources, self.metrics, self.events, dry_run=self.settings.dry_run,
             conflict_retries=self.settings.conflict_retries, stopping=self.stopping, is_leader=is_leader,
@@ -157,9 +160,11 @@ class Controller:
                  for chunk in chunks]
         results = self.sources.run(s.rule for s in states)
         rule_sync = self._rule_sync
+        pooled = self._decide_pools(states, chunks, reads, results, now)
         acting: list[list[RuleOutcome] | Future[list[RuleOutcome]]] = []
         for chunk, read in zip(chunks, reads, strict=True):
-            decided = [rule_sync.decide(state, gathered, results, now)
+            decided = [pooled[id(state)] if id(state) in pooled
+                       else rule_sync.decide(state, gathered, results, now)
                        for state, gathered in zip(chunk, read.result(), strict=True)]
             if any(isinstance(d, Patch) or state.held.any for state, d in zip(chunk, decided, strict=True)):
                 acting.append(self._pool.submit(self._act_run, chunk, decided, now))
@@ -171,6 +176,20 @@ class Controller:
         self.progress.sync_done(report.ok)
         self.metrics.sync_finished(duration, now if report.ok else None)
         return report
+
+    def _decide_pools(self, states: Sequence[RuleState], chunks: Sequence[Sequence[RuleState]],
+                      reads: Sequence[Future[list[Gathered]]], results: Mapping[QueryKey, QueryResult],
+                      now: float) -> dict[int, RuleOutcome | Patch]:
+        """The rules whose capacity guards read a pool with other rules, decided first, once every scale is
+        read, in the pool's order (controller.pool); the others are decided as their reads come in."""
+        ledger = PoolLedger((s.rule for s in states), turn=self._syncs)
+        self._syncs += 1
+        if not ledger:
+            return {}
+        gathered = {id(state): g for chunk, read in zip(chunks, reads, strict=True)
+                    for state, g in zip(chunk, read.result(), strict=True)}
+        return {id(state): self._rule_sync.decide(state, gathered[id(state)], results, now, pool=ledger)
+                for state in ledger.order(states, lambda s: s.rule)}
 
     def _act_run(self, chunk: Sequence[RuleState], decided: list[RuleOutcome | Patch], now: float,
                  ) -> list[RuleOutcome]:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.controller.capacity_sync import GatheredCapacity, gather_capacity
+from autoscaler.controller.capacity_sync import GatheredCapacity, gather_capacity, shared
 from autoscaler.controller.decision_log import (
     log_abandoned,
     log_decision,
@@ -31,6 +31,7 @@ from autoscaler.controller.kube_pool import Gathered
 from autoscaler.controller.metrics import ControllerMetrics, Guards
 from autoscaler.controller.observe import observe
 from autoscaler.controller.outcome import RuleOutcome, ShuttingDown
+from autoscaler.controller.pool import PoolLedger
 from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.errors import ConflictError, KubeError
 from autoscaler.kube.scale import ScaleBackend, ScaleState
@@ -104,9 +105,9 @@ class RuleSync:
         """Tells the loop's liveness that a rule's half finished."""
 
     def decide(self, state: RuleState, gathered: Gathered, results: Mapping[QueryKey, QueryResult],
-               now: float) -> RuleOutcome | Patch:
+               now: float, pool: PoolLedger | None = None) -> RuleOutcome | Patch:
         """On the controller's thread: the rule's outcome, or the patch it needs; its Events are held until
-        `act` or `settled`."""
+        `act` or `settled`. `pool`: this sync's ledger of the pools several rules read."""
         state.held.hold()
         if self.stopping.is_set() or isinstance(gathered.scale, ShuttingDown):
             return RuleOutcome(
@@ -119,10 +120,12 @@ class RuleSync:
         if state.rule.prometheus not in self.sources:
             return self._unknown_endpoint(state, now)
         try:
-            return self._decide(state, gathered, results, now)
+            return self._decide(state, gathered, results, now, pool)
         except Exception as e:  # a broad except: a bug or surprise in one rule never stops the others
             return self._sync_error(state, e, now)
         finally:
+            if pool is not None:
+                pool.promise(state.rule, 0)  # a rule that ended without a plan takes nothing
             self.tick()
 
     def settled(self, state: RuleState, decided: RuleOutcome | Patch) -> RuleOutcome:
@@ -186,7 +189,7 @@ class RuleSync:
         )
 
     def _decide(self, state: RuleState, gathered: Gathered, results: Mapping[QueryKey, QueryResult],
-                now: float) -> RuleOutcome | Patch:
+                now: float, pool: PoolLedger | None) -> RuleOutcome | Patch:
         rule, scale = state.rule, gathered.scale
         observations = tuple(self._observe(rule, m, results) for m in rule.metrics)
         state.all_failed_syncs = count_all_failed(state.all_failed_syncs, observations)
@@ -198,10 +201,12 @@ class RuleSync:
         if failures:
             failed = "; ".join(f"{o.name}: {o.error}" for o in failures)
             self._warn(state=state, reason=EventReason.FailedGetMetrics, message=failed, now=now)
-        capacity = gather_capacity(rule, gathered.pending, results, self.metrics)
+        capacity = shared(gather_capacity(rule, gathered.pending, results, self.metrics), rule, pool)
         if capacity is not None and capacity.problem:
             self._warn(state=state, reason=EventReason.FailedGetCapacity, message=capacity.problem, now=now)
         plan = self._plan(state, scale, observations, capacity, now)
+        if pool is not None:
+            pool.promise(rule, plan.replicas - plan.current)
         if plan.replicas == plan.current or self.dry_run:
             return self._finish(state, plan, observations, patched=False, now=now)
         return Patch(plan, observations, capacity)
@@ -210,6 +215,8 @@ class RuleSync:
               capacity: GatheredCapacity | None, now: float) -> Plan:
         plan = plan_rule(state.rule, scale, observations, state.history, state.all_failed_syncs, now,
                          None if capacity is None else capacity.seen)
+        if capacity is not None and capacity.pool is not None and plan.reason is Reason.CapacityLimited:
+            plan = dataclasses.replace(plan, message=f"{plan.message}; {capacity.pool.note()}")
         if plan.problem:
             self._warn(state=state, reason=EventReason.InvalidAnnotation, message=plan.problem, now=now)
         self._report_guards(state, plan, capacity, now)
@@ -294,7 +301,8 @@ class RuleSync:
         """The schedule and capacity gauges, and a CapacityLimited Event (at most one per repeat period:
         its numbers change every sync while the cluster stays full)."""
         limited = plan.reason is Reason.CapacityLimited
-        free = None if capacity is None else capacity.seen.free_gpus
+        free = None if capacity is None else (
+            capacity.pool.pool_free if capacity.pool is not None else capacity.seen.free_gpus)
         pending = None if capacity is None else capacity.pending
         targets = plan.budget.targets if plan.budget is not None else ()
         self.metrics.record_guards(state.rule, Guards(plan.schedule, free, plan.withheld, limited, pending,

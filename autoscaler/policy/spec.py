@@ -215,3 +215,5 @@ class Rule:
     How queries are sent; `decide()` never reads it."""
     overload_budget: OverloadBudget | None = None
     """Targets divided by the headroom the load's volatility needs; None: the targets as given."""
+    priority: int = 0
+    """Among rules whose capacity guards read the same pool: the higher is given free GPUs first."""
