@@ -1,6 +1,7 @@
 """`gpu-autoscaler tune`: fetch a rule's metric history from Prometheus, replay candidate behaviors and
-targets through the controller's planning, and recommend the cheapest one that overloads no more than the
-current.
+targets through the controller's planning as if each had run instead, print the Pareto table (GPU-hours
+against overloaded minutes), and recommend the cheapest one within an overload budget (by default the current
+rule's), checked on a held-out last day.
 
 The history is each metric's query over `--since` every `--step` (`range_query.query_range`, through the
 endpoint the rule names, with its auth and TLS), plus the replicas the controller recorded
@@ -23,7 +24,15 @@ from autoscaler.cli.args import add_prometheus_arguments, prometheus_config
 from autoscaler.cli.simulate import select_rule
 from autoscaler.config.rules import load_rules
 from autoscaler.errors import UsageError
-from autoscaler.planning.tuning import HistoryStep, Recommendation, Score, recommend, rules_diff
+from autoscaler.planning.tuning import (
+    HistoryStep,
+    Recommendation,
+    ReplaySetup,
+    Score,
+    pareto,
+    recommend,
+    rules_diff,
+)
 from autoscaler.policy import MetricObservation, Rule
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoint_names
 from plumbing.prometheus.range_query import RangeSeries, RangeSettings, query_range
@@ -41,9 +50,22 @@ class EmptyHistory(UsageError):
     """The range holds no sample of the rule's metrics: nothing to replay."""
 
 
-def span(low: float, high: float) -> Callable[[str], float]:
-    """argparse type of a span such as 7d, 36h, 15s, 90m, 2w, within [low, high] seconds."""
+def _minutes(text: str) -> float:
+    """--max-overloaded-minutes: a finite number of minutes >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= MAX_SINCE_SECONDS / 60):
+        raise argparse.ArgumentTypeError(f"expected minutes >= 0, such as 30 or 12.5 (got {text[:40]!r})")
+    return value
+
+
+def span(low: float, high: float, zero: bool = False) -> Callable[[str], float]:
+    """argparse type of a span such as 7d, 36h, 15s, 90m, 2w, within [low, high] seconds (`zero`: also 0)."""
     def convert(text: str) -> float:
+        if zero and text.strip() == "0":
+            return 0.0
         match = _SPAN.match(text)
         value = int(match.group(1)) * _UNIT[match.group(2)] if match else None
         if value is None or not low <= value <= high:
@@ -61,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how far back to replay, e.g. 7d, 36h (default 7d, at most 90d)")
     parser.add_argument("--step", type=span(MIN_STEP_SECONDS, 3600), default=15.0, metavar="DURATION",
                         help="sync interval of the replay, e.g. 15s, 1m (default 15s)")
+    parser.add_argument("--startup-seconds", type=span(0, 3600, zero=True), default=0.0, metavar="DURATION",
+                        help="how long a new replica takes to serve, e.g. 120s, 2m: replicas count as ready "
+                             "only after it, in the replay and the score (default 0: at once)")
+    parser.add_argument("--max-overloaded-minutes", type=_minutes, default=None, metavar="MINUTES",
+                        help="the overload budget the pick must meet over the whole range (default: the "
+                             "current rule's own overloaded minutes)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
     add_prometheus_arguments(parser, default="http://localhost:9090")
 
@@ -79,7 +107,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
     start = end - args.since
     history = fetch_history(rule, _session(config, rule), start, end, args.step)
     first = next((s.recorded_replicas for s in history if s.recorded_replicas is not None), None)
-    result = recommend(rule, history, args.step, rule.min_replicas if first is None else first)
+    setup = ReplaySetup(args.step, rule.min_replicas if first is None else first, args.startup_seconds)
+    result = recommend(rule, history, setup, args.max_overloaded_minutes)
     diff = rules_diff(args.rules, rule, result.best.candidate.rule) if result.best else ""
     if args.json:
         json.dump(as_json(rule, result, diff, start, end, args.step), out, indent=2)
@@ -147,21 +176,32 @@ def _iso(t: float) -> str:
 
 
 def write_report(out: TextIO, rule: Rule, result: Recommendation, diff: str, steps: int, step: float) -> None:
-    print(f"rule {rule.name}: {steps:,} syncs of {step:g}s replayed, {len(result.scores)} candidates",
+    print(f"rule {rule.name}: {steps:,} syncs of {step:g}s replayed, {len(result.scores)} candidates; the "
+          "Pareto table (no candidate has both fewer GPU-hours and fewer overloaded minutes), * the pick:",
           file=out)
     print(f"{'GPU-hours':>10} {'overloaded min':>15} {'changes':>8}  candidate", file=out)
-    for s in sorted(result.scores, key=lambda s: (s.gpu_hours, s.overloaded_minutes)):
+    front = pareto(result.scores)
+    shown = front + [s for s in (result.current, result.best) if s is not None and s not in front]
+    for s in sorted(shown, key=lambda s: (s.gpu_hours, s.overloaded_minutes)):
         mark = "*" if s is result.best else " "
         print(f"{s.gpu_hours:>10.1f} {s.overloaded_minutes:>15.1f} {s.scale_changes:>8} {mark}"
               f"{s.candidate.label or 'current'}", file=out)
+    held = result.held_out
+    if held is not None:
+        verdict = "worse than the current rule there: kept the current rule" if held.kept_current else "ok"
+        print(f"held out: chosen on all but the last day; on the last day the pick has "
+              f"{held.pick.gpu_hours:.1f} GPU-hours and {held.pick.overloaded_minutes:.1f} overloaded min, "
+              f"the current rule {held.current.gpu_hours:.1f} and {held.current.overloaded_minutes:.1f}: "
+              f"{verdict}", file=out)
     if result.best is None:
-        print(f"the current configuration is best: no candidate uses fewer GPU-hours with no more overloaded "
-              f"minutes ({result.current.gpu_hours:.1f} GPU-hours, "
+        print(f"the current configuration is kept: no candidate uses fewer GPU-hours within the budget of "
+              f"{result.budget_minutes:.1f} overloaded min ({result.current.gpu_hours:.1f} GPU-hours, "
               f"{result.current.overloaded_minutes:.1f} overloaded min)", file=out)
         return
     saved = result.current.gpu_hours - result.best.gpu_hours
-    print(f"recommended: {result.best.candidate.label}: {saved:.1f} GPU-hours fewer "
-          f"({100 * saved / result.current.gpu_hours:.0f} %), "
+    change = f"{saved:.1f} GPU-hours fewer" if saved >= 0 else f"{-saved:.1f} GPU-hours more"
+    print(f"recommended: {result.best.candidate.label}: {change} "
+          f"({100 * abs(saved) / max(result.current.gpu_hours, 1e-9):.0f} %), "
           f"{result.best.overloaded_minutes:.1f} overloaded min "
           f"(current {result.current.overloaded_minutes:.1f})", file=out)
     out.write(diff)
@@ -178,7 +218,16 @@ def as_json(rule: Rule, result: Recommendation, diff: str, start: float, end: fl
         "rule": rule.name, "start": _iso(start), "end": _iso(end), "step_seconds": step,
         "current": _score_json(result.current),
         "candidates": [_score_json(s) for s in result.scores],
+        "pareto": [_score_json(s) for s in pareto(result.scores)],
         "recommended": _score_json(result.best) if result.best else None,
         "current_is_best": result.best is None,
+        "budget_minutes": result.budget_minutes,
+        "held_out": None if result.held_out is None else {
+            "pick": {"gpu_hours": result.held_out.pick.gpu_hours,
+                     "overloaded_minutes": result.held_out.pick.overloaded_minutes},
+            "current": {"gpu_hours": result.held_out.current.gpu_hours,
+                        "overloaded_minutes": result.held_out.current.overloaded_minutes},
+            "kept_current": result.held_out.kept_current,
+        },
         "diff": diff,
     }

@@ -1,21 +1,13 @@
-"""What `gpu-autoscaler tune` computes, as pure functions: the candidate settings, their replay through the
-controller's own planning, their score and the recommendation, and the rules-file diff.
+"""What `gpu-autoscaler tune` computes, as pure functions: the candidate settings, their scores (each one
+replayed as if it had run instead, `counterfactual`), the Pareto table, the pick and its check on a held-out
+day, and the rules-file diff.
 
-A history is the rule's metrics sampled on a grid (a `HistoryStep` per step: one observation per metric, and
-the replica count the real controller ran then, when recorded). Each candidate (`Candidate`: the rule with
-some of its behavior and targets changed) is replayed as `simulate` replays a trace (`plan_replicas`, each
-step's plan applied at once), and scored:
-
-- **GPU-hours**: the sum over steps of replicas x step x GPUs per replica (`capacity.gpusPerReplica`, else 1).
-- **Overloaded minutes**: the steps where, for some metric, the load per replica is above the **current**
-  rule's target by more than its scale-up tolerance while the candidate runs fewer than `maxReplicas`
-  (so a candidate cannot hide overload behind a higher target). The load per replica of a Total metric is
-  `value / replicas`; of an Average metric `value * recorded / replicas` (the recorded mean rescaled to the
-  candidate's count).
-
-The metric is replayed as recorded: a Total metric (a demand) does not depend on the replica count, so its
-replay is faithful; an Average metric was shaped by the replicas the real controller chose, and the rescaling
-assumes the load spreads evenly over the replicas (a fair approximation for utilization, not for latency).
+Candidates vary both sides: the scale-down window and policy with the targets, and, on the current scale-down,
+the scale-up window and tolerance, panic mode and an overload budget. The pick is the fewest GPU-hours at no
+more overloaded minutes than the user's budget (by default the current rule's). With more than two days of
+history it is chosen on all but the last day and checked on that day: if it is worse there than the current
+rule (more overloaded minutes than both the current rule and the budget allow, or more GPU-hours for no fewer
+overloaded minutes), the current rule is kept and the report says why.
 """
 
 from __future__ import annotations
@@ -27,24 +19,29 @@ from dataclasses import dataclass
 
 import yaml
 
-from autoscaler.planning.plan import count_all_failed, plan_replicas
-from autoscaler.planning.trace_replay import covers, replay_columns
-from autoscaler.policy import MetricObservation, Rule, RuleHistory
-from autoscaler.policy.spec import ScalingPolicy
+from autoscaler.config.panic import with_panic_queries
+from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, Scored, score
+from autoscaler.policy import Rule
+from autoscaler.policy.spec import OverloadBudget, Panic, ScalingPolicy
+
+__all__ = ["Candidate", "HeldOut", "HistoryStep", "Recommendation", "ReplaySetup", "Score", "candidates",
+           "pareto", "recommend", "rules_diff", "tuned_fields"]
 
 DOWN_WINDOWS = (0, 60, 300, 900, 1800)
 """scaleDown.stabilizationWindowSeconds tried (plus the rule's own)."""
 TARGET_FACTORS = (0.9, 1.0, 1.1)
 """Each metric's target times these (targets above the current one trade headroom for GPU-hours)."""
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryStep:
-    """One step of the history: the time, what each metric's query returned, and the recorded replicas."""
-
-    t: float
-    observations: tuple[MetricObservation, ...]
-    recorded_replicas: int | None = None
+UP_WINDOWS = (0, 60)
+"""scaleUp.stabilizationWindowSeconds tried (plus the rule's own)."""
+UP_TOLERANCES = (0.02,)
+"""scaleUp.tolerance tried (plus the rule's own): a small one starts a replica before the others saturate."""
+PANIC = Panic(window_seconds=30, threshold_percent=120.0)
+"""The panic mode tried (the benchmark's configuration (d))."""
+BUDGET_PERCENTS = (10.0,)
+"""overloadBudget.percentOfMinutes tried, with the start-up time as startupSeconds."""
+DAY_SECONDS = 86_400.0
+DEFAULT_STARTUP_SECONDS = 120
+"""The budget's startupSeconds when neither --startup-seconds nor the rule's own budget gives one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,137 +61,183 @@ class Score:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldOut:
+    """The pick and the current rule on the last day, after a pick chosen on the days before."""
+
+    pick: Scored
+    current: Scored
+    kept_current: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Recommendation:
-    """The scores (the current rule first) and the best one, or None when the current rule is best."""
+    """The scores (the current rule first), the best one (None: keep the current rule), the budget of
+    overloaded minutes the pick had to meet, and the held-out check (None: under two days of history)."""
 
     scores: tuple[Score, ...]
     best: Score | None
+    budget_minutes: float
+    held_out: HeldOut | None = None
 
     @property
     def current(self) -> Score:
         return self.scores[0]
 
 
-def candidates(rule: Rule) -> list[Candidate]:
-    """The current rule first, then every combination of a scale-down window, the default scale-down
-    policy (100 % per 15 s) or the rule's own, and a target factor; duplicates of the current rule dropped."""
-    down = rule.behavior.scale_down
-    windows = sorted({*DOWN_WINDOWS, down.stabilization_window_seconds})
-    fast = (ScalingPolicy("Percent", 100, 15),)
-    policies = [("", down.policies)] + ([("scaleDown 100%/15s", fast)] if fast != down.policies else [])
+def candidates(rule: Rule, startup_seconds: float = 0.0) -> list[Candidate]:
+    """The current rule first, then the scale-down grid (window x policy x target factor) and the scale-up
+    grid (window x tolerance x panic x overload budget); duplicates dropped."""
     out = [Candidate("", rule)]
     seen = {rule}
-    for window in windows:
+
+    def add(label: str, variant: Rule) -> None:
+        if variant not in seen:
+            seen.add(variant)
+            out.append(Candidate(label, variant))
+
+    down = rule.behavior.scale_down
+    fast = (ScalingPolicy("Percent", 100, 15),)
+    policies = [("", down.policies)] + ([("scaleDown 100%/15s", fast)] if fast != down.policies else [])
+    for window in sorted({*DOWN_WINDOWS, down.stabilization_window_seconds}):
         for policy_label, policy in policies:
             for factor in TARGET_FACTORS:
                 scale_down = dataclasses.replace(down, stabilization_window_seconds=window, policies=policy)
                 metrics = tuple(dataclasses.replace(m, target=_rounded(m.target * factor))
                                 for m in rule.metrics)
                 behavior = dataclasses.replace(rule.behavior, scale_down=scale_down)
-                variant = dataclasses.replace(rule, metrics=metrics, behavior=behavior)
-                if variant in seen:
-                    continue
-                seen.add(variant)
                 parts = [f"scaleDown window {window}s"] if window != down.stabilization_window_seconds else []
                 parts += [policy_label] if policy_label else []
                 parts += [f"targets x{factor:g}"] if factor != 1.0 else []
-                out.append(Candidate(", ".join(parts), variant))
+                add(", ".join(parts), dataclasses.replace(rule, metrics=metrics, behavior=behavior))
+    for label, variant in _scale_up_side(rule, startup_seconds):
+        add(label, variant)
     return out
+
+
+def _scale_up_side(rule: Rule, startup_seconds: float) -> list[tuple[str, Rule]]:
+    up = rule.behavior.scale_up
+    own = rule.overload_budget
+    startup = round(startup_seconds) or (own.startup_seconds if own is not None else DEFAULT_STARTUP_SECONDS)
+    budgets: list[tuple[str, OverloadBudget | None]] = [("", rule.overload_budget)]
+    budgets += [(f"overloadBudget {p:g}%", OverloadBudget(p, startup)) for p in BUDGET_PERCENTS
+                if rule.overload_budget != OverloadBudget(p, startup)]
+    panics: list[tuple[str, Panic | None]] = [("", rule.behavior.panic)]
+    panics += [("panic 30s/120%", PANIC)] if rule.behavior.panic != PANIC else []
+    variants = []
+    for window in sorted({*UP_WINDOWS, up.stabilization_window_seconds}):
+        for tolerance in sorted({*UP_TOLERANCES, up.tolerance}):
+            for panic_label, panic in panics:
+                for budget_label, budget in budgets:
+                    scale_up = dataclasses.replace(up, stabilization_window_seconds=window,
+                                                   tolerance=tolerance)
+                    behavior = dataclasses.replace(rule.behavior, scale_up=scale_up, panic=panic)
+                    parts = [f"scaleUp window {window}s"] if window != up.stabilization_window_seconds else []
+                    parts += [f"scaleUp tolerance {tolerance:g}"] if tolerance != up.tolerance else []
+                    parts += [label for label in (panic_label, budget_label) if label]
+                    variant = dataclasses.replace(rule, behavior=behavior, overload_budget=budget,
+                                                  metrics=with_panic_queries(rule.metrics, panic))
+                    variants.append((", ".join(parts), variant))
+    return variants
 
 
 def _rounded(value: float) -> float:
     return float(f"{value:.4g}")
 
 
-def replay(rule: Rule, history: Sequence[HistoryStep], start_replicas: int) -> list[int]:
-    """The replica count after each step's plan, applied at once (as `simulate`): by `trace_replay` where it
-    covers the rule (a week of 15 s steps: about 0.1 s a candidate, 0.7 s step by step), else step by step."""
-    if covers(rule):
-        values = [{o.name: o.value for o in step.observations} for step in history]
-        columns = [[step.get(m.name) for step in values] for m in rule.metrics]
-        return replay_columns(rule, [step.t for step in history], columns, start_replicas).replicas
-    state = RuleHistory()
-    current = start_replicas
-    all_failed = 0
-    counts = []
-    for step in history:
-        all_failed = count_all_failed(all_failed, step.observations)
-        plan = plan_replicas(
-            rule=rule,
-            current=current,
-            observations=step.observations,
-            history=state,
-            all_failed_syncs=all_failed,
-            now=step.t,
-        )
-        state = plan.history.with_scale(step.t, current, plan.replicas)
-        current = plan.replicas
-        counts.append(current)
-    return counts
+def pareto(scores: Sequence[Score]) -> list[Score]:
+    """The scores no other beats on both GPU-hours and overloaded minutes, cheapest first."""
+    front: list[Score] = []
+    for s in sorted(scores, key=lambda s: (s.gpu_hours, s.overloaded_minutes, s.scale_changes)):
+        if not front or s.overloaded_minutes < front[-1].overloaded_minutes:
+            front.append(s)
+    return front
 
 
-def overloaded(current_rule: Rule, step: HistoryStep, replicas: int) -> bool:
-    """Some metric's load per replica above the current rule's target by more than the scale-up tolerance,
-    while fewer than maxReplicas run (see the module docstring)."""
-    if replicas >= current_rule.max_replicas:
-        return False
-    limit = 1 + current_rule.behavior.scale_up.tolerance
-    for spec, seen in zip(current_rule.metrics, step.observations, strict=True):
-        if seen.value is None:
-            continue
-        if spec.type == "Total":
-            per_replica = seen.value / max(replicas, 1)
-        elif step.recorded_replicas is not None:
-            per_replica = seen.value * step.recorded_replicas / max(replicas, 1)
-        else:
-            per_replica = seen.value
-        if per_replica > spec.target * limit:
-            return True
-    return False
+def recommend(rule: Rule, history: Sequence[HistoryStep], setup: ReplaySetup,
+              max_overloaded_minutes: float | None = None) -> Recommendation:
+    """Every candidate scored on the whole history; the pick chosen on all but the last day when the history
+    is longer than two days, and checked on that day (see the module docstring)."""
+    found = candidates(rule, setup.startup_seconds)
+    scores = tuple(_scored(rule, c, history, setup) for c in found)
+    budget = scores[0].overloaded_minutes if max_overloaded_minutes is None else max_overloaded_minutes
+    day = _last_day(history, setup)
+    if day is None:
+        return Recommendation(scores, _pick(scores, budget), budget)
+    train = history[:day.start]
+    train_scores = [_scored(rule, c, train, setup) for c in found]
+    train_budget = (train_scores[0].overloaded_minutes if max_overloaded_minutes is None
+                    else max_overloaded_minutes * len(train) / len(history))
+    pick = _pick(train_scores, train_budget)
+    if pick is None:
+        return Recommendation(scores, None, budget)
+    on_day = score(rule, pick.candidate.rule, history, setup, day)
+    current_day = score(rule, rule, history, setup, day)
+    allowed = max(current_day.overloaded_minutes, budget * len(day) / len(history))
+    worse = (on_day.overloaded_minutes > allowed + 1e-9
+             or (on_day.gpu_hours > current_day.gpu_hours
+                 and on_day.overloaded_minutes >= current_day.overloaded_minutes))
+    best = None if worse else next(s for s in scores if s.candidate == pick.candidate)
+    return Recommendation(scores, best, budget, HeldOut(on_day, current_day, worse))
 
 
-def score(current_rule: Rule, candidate: Candidate, history: Sequence[HistoryStep], step_seconds: float,
-          start_replicas: int) -> Score:
-    counts = replay(candidate.rule, history, start_replicas)
-    gpus = current_rule.capacity.gpus_per_replica if current_rule.capacity else 1
-    gpu_hours = sum(counts) * step_seconds * gpus / 3600
-    over = sum(overloaded(current_rule, step, n) for step, n in zip(history, counts, strict=True))
-    changes = sum(1 for a, b in zip([start_replicas, *counts], counts, strict=False) if a != b)
-    return Score(candidate, round(gpu_hours, 3), over * step_seconds / 60, changes)
+def _scored(rule: Rule, candidate: Candidate, history: Sequence[HistoryStep], setup: ReplaySetup) -> Score:
+    got = score(rule, candidate.rule, history, setup)
+    return Score(candidate, got.gpu_hours, got.overloaded_minutes, got.scale_changes)
 
 
-def recommend(rule: Rule, history: Sequence[HistoryStep], step_seconds: float, start_replicas: int,
-              ) -> Recommendation:
-    """Every candidate scored; the best is the fewest GPU-hours at no more overloaded minutes than the current
-    rule, and only if it saves GPU-hours (else None: the current rule is best)."""
-    scores = tuple(score(rule, c, history, step_seconds, start_replicas) for c in candidates(rule))
+def _pick(scores: Sequence[Score], budget_minutes: float) -> Score | None:
+    """The fewest GPU-hours within the budget; not the current rule's own (None: the current is best)."""
     current = scores[0]
-    allowed = [s for s in scores[1:] if s.overloaded_minutes <= current.overloaded_minutes
-               and s.gpu_hours < current.gpu_hours - 1e-9]
-    best = min(allowed, key=lambda s: (s.gpu_hours, s.overloaded_minutes, s.candidate.label.count(",")),
-               default=None)
-    return Recommendation(scores, best)
+    within = [s for s in scores if s.overloaded_minutes <= budget_minutes + 1e-9]
+    if not within:
+        return None
+    best = min(within, key=lambda s: (s.gpu_hours, s.overloaded_minutes, s.candidate.label.count(",")))
+    current_fits = current.overloaded_minutes <= budget_minutes + 1e-9
+    if best is current or (current_fits and best.gpu_hours >= current.gpu_hours - 1e-9):
+        return None
+    return best
+
+
+def _last_day(history: Sequence[HistoryStep], setup: ReplaySetup) -> range | None:
+    """The steps of the last day, when the history holds more than two days."""
+    if not history or history[-1].t - history[0].t <= 2 * DAY_SECONDS:
+        return None
+    cut = history[-1].t - DAY_SECONDS
+    first = next(i for i, step in enumerate(history) if step.t > cut)
+    return range(first, len(history))
 
 
 def tuned_fields(rule: Rule) -> dict[str, object]:
     """The fields `tune` may change, as they are written in a rules file."""
-    down = rule.behavior.scale_down
-    return {
-        "metrics": [{"name": m.name, "target": int(m.target) if m.target.is_integer() else m.target}
-                    for m in rule.metrics],
-        "behavior": {"scaleDown": {
+    down, up = rule.behavior.scale_down, rule.behavior.scale_up
+    behavior: dict[str, object] = {
+        "scaleUp": {"stabilizationWindowSeconds": up.stabilization_window_seconds, "tolerance": up.tolerance},
+        "scaleDown": {
             "stabilizationWindowSeconds": down.stabilization_window_seconds,
             "policies": [{"type": p.type, "value": p.value, "periodSeconds": p.period_seconds}
                          for p in down.policies],
-        }},
+        },
     }
+    panic = rule.behavior.panic
+    if panic is not None:
+        behavior["panic"] = {"windowSeconds": panic.window_seconds,
+                             "thresholdPercent": panic.threshold_percent}
+    fields: dict[str, object] = {
+        "metrics": [{"name": m.name, "target": int(m.target) if m.target.is_integer() else m.target}
+                    for m in rule.metrics],
+        "behavior": behavior,
+    }
+    if rule.overload_budget is not None:
+        fields["overloadBudget"] = {"percentOfMinutes": rule.overload_budget.percent_of_minutes,
+                                    "startupSeconds": rule.overload_budget.startup_seconds}
+    return fields
 
 
 def rules_diff(path: str, current: Rule, proposed: Rule) -> str:
     """A unified diff of the rule's tunable fields (YAML), from the current rule to the proposed one."""
     def text(rule: Rule) -> list[str]:
         body: str = yaml.safe_dump({"rules": [{"name": rule.name, **tuned_fields(rule)}]}, sort_keys=False,
-                              default_flow_style=None)
+                                   default_flow_style=None)
         return body.splitlines(keepends=True)
 
     return "".join(difflib.unified_diff(text(current), text(proposed),

@@ -4,6 +4,7 @@ is one message with exit status 2."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -39,6 +40,27 @@ def test_a_slow_scale_down_gets_a_cheaper_recommendation(tmp_path: Path,
     assert best["overloaded_minutes"] <= current["overloaded_minutes"]
     assert "-      stabilizationWindowSeconds: 3600" in answer["diff"]
     assert len(answer["candidates"]) > 10
+    # three days: chosen on the first two, checked on the last
+    assert answer["held_out"] is not None and answer["held_out"]["kept_current"] is False
+    front = answer["pareto"]
+    assert [s["gpu_hours"] for s in front] == sorted(s["gpu_hours"] for s in front)
+    assert all(a["overloaded_minutes"] > b["overloaded_minutes"] for a, b in itertools.pairwise(front))
+
+
+def test_start_up_time_and_an_overload_budget(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus,
+                                             ) -> None:
+    """Replicas that take two minutes to serve overload the service longer than instant ones; a budget of
+    overloaded minutes larger than the current rule's lets the pick trade them for GPU-hours."""
+    base = ["--since", "2d", "--step", "2m", "--prometheus", backfilled_prometheus.url, "--json"]
+    instant = json.loads(tune(tmp_path, EMBED_RULES, *base).stdout)
+    loading = json.loads(tune(tmp_path, EMBED_RULES, *base, "--startup-seconds", "2m").stdout)
+    assert loading["current"]["overloaded_minutes"] > instant["current"]["overloaded_minutes"]
+    assert loading["current"]["gpu_hours"] == instant["current"]["gpu_hours"]
+    loose = json.loads(tune(tmp_path, EMBED_RULES, *base, "--max-overloaded-minutes", "100000").stdout)
+    assert loose["budget_minutes"] == 100000
+    assert loose["recommended"]["gpu_hours"] <= min(c["gpu_hours"] for c in loose["candidates"])
+    refused = tune(tmp_path, EMBED_RULES, *base, "--max-overloaded-minutes", "-1")
+    assert refused.returncode == 2 and "--max-overloaded-minutes" in refused.stderr
 
 
 def test_the_table_and_the_diff(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
@@ -54,7 +76,7 @@ def test_a_fast_rule_is_already_best(tmp_path: Path, backfilled_prometheus: Back
     result = tune(tmp_path, FAST_RULES, "--since", "3d", "--step", "60s", "--prometheus",
                   backfilled_prometheus.url)
     assert result.returncode == 0, result.stderr
-    assert "the current configuration is best" in result.stdout
+    assert "the current configuration is kept" in result.stdout
     assert "---" not in result.stdout
 
 

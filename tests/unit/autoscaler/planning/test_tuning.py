@@ -14,18 +14,11 @@ import pytest
 from autoscaler.cli.tune import span, to_steps
 from autoscaler.config.rules import load_rules
 from autoscaler.errors import UsageError
+from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, overloaded, replay, score
 from autoscaler.planning.plan import count_all_failed, plan_replicas
-from autoscaler.planning.tuning import (
-    HistoryStep,
-    candidates,
-    overloaded,
-    recommend,
-    replay,
-    rules_diff,
-    score,
-)
+from autoscaler.planning.tuning import Candidate, Score, candidates, pareto, recommend, rules_diff
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
-from autoscaler.policy.spec import Capacity
+from autoscaler.policy.spec import Capacity, OverloadBudget
 from plumbing.prometheus.answer import BadAnswer
 from plumbing.prometheus.range_query import RangeSeries, chunks, parse_matrix
 
@@ -74,11 +67,17 @@ def test_candidates_start_with_the_current_rule_and_are_distinct(tmp_path: Path)
     assert windows == {0, 60, 300, 900, 1800, 3600}
     assert {c.rule.metrics[0].target for c in found} == {90.0, 100.0, 110.0}
     assert all(c.label for c in found[1:])
+    # the scale-up side too: its window and tolerance, panic mode, an overload budget
+    assert {c.rule.behavior.scale_up.stabilization_window_seconds for c in found} == {0, 60}
+    assert {c.rule.behavior.scale_up.tolerance for c in found} == {0.02, 0.1}
+    panicky = [c for c in found if c.rule.behavior.panic is not None]
+    assert panicky and all(c.rule.metrics[0].panic_query == "sum(rate(requests_total[30s]))" for c in panicky)
+    assert {c.rule.overload_budget for c in found} == {None, OverloadBudget(10.0, 120)}
 
 
 def test_a_slow_scale_down_gets_a_cheaper_recommendation_with_no_more_overload(tmp_path: Path) -> None:
     rule = rule_of(tmp_path, SLOW)
-    result = recommend(rule, burst_history(), 60.0, 1)
+    result = recommend(rule, burst_history(), ReplaySetup(60.0, 1))
     assert result.best is not None
     assert result.best.gpu_hours < result.current.gpu_hours
     assert result.best.overloaded_minutes <= result.current.overloaded_minutes
@@ -86,7 +85,7 @@ def test_a_slow_scale_down_gets_a_cheaper_recommendation_with_no_more_overload(t
 
 
 def test_the_fast_rule_is_already_best(tmp_path: Path) -> None:
-    result = recommend(rule_of(tmp_path, FAST), burst_history(), 60.0, 1)
+    result = recommend(rule_of(tmp_path, FAST), burst_history(), ReplaySetup(60.0, 1))
     assert result.best is None
     cheaper = [s for s in result.scores if s.gpu_hours < result.current.gpu_hours]
     assert all(s.overloaded_minutes > result.current.overloaded_minutes for s in cheaper)
@@ -95,11 +94,11 @@ def test_the_fast_rule_is_already_best(tmp_path: Path) -> None:
 def test_gpu_hours_count_replicas_times_step_times_gpus_per_replica(tmp_path: Path) -> None:
     rule = rule_of(tmp_path, FAST)
     steady = [HistoryStep(60.0 * m, (MetricObservation("rps", 300.0),)) for m in range(60)]
-    result = score(rule, candidates(rule)[0], steady, 60.0, 3)
+    result = score(rule, rule, steady, ReplaySetup(60.0, 3))
     assert result.gpu_hours == pytest.approx(3.0)
     assert result.overloaded_minutes == 0
     doubled = dataclasses.replace(rule, capacity=Capacity("sum(free_gpus)", 2))
-    assert score(doubled, candidates(doubled)[0], steady, 60.0, 3).gpu_hours == pytest.approx(6.0)
+    assert score(doubled, doubled, steady, ReplaySetup(60.0, 3)).gpu_hours == pytest.approx(6.0)
 
 
 @pytest.mark.parametrize(("kind", "value", "recorded", "replicas", "expected"), [
@@ -215,4 +214,46 @@ def test_every_candidate_replays_as_the_controllers_plan(tmp_path: Path, text: s
     history = [HistoryStep(s.t, gap if i % 37 == 5 else s.observations)
                for i, s in enumerate(burst_history())]
     for candidate in candidates(rule_of(tmp_path, text)):
-        assert replay(candidate.rule, history, 3) == plan_step_by_step(candidate.rule, history, 3)
+        assert replay(candidate.rule, history, ReplaySetup(60.0, 3)) == plan_step_by_step(candidate.rule,
+                                                                                          history, 3)
+
+
+def flat_days(days: int, load: float, last_day_load: float, step: float = 600.0) -> list[HistoryStep]:
+    steps = int(days * 86_400 / step)
+    last = steps - int(86_400 / step)
+    return [HistoryStep(step * i, (MetricObservation("rps", last_day_load if i >= last else load),))
+            for i in range(steps)]
+
+
+def test_the_pareto_table_holds_only_candidates_nothing_beats_on_both() -> None:
+    def scored(label: str, hours: float, minutes: float) -> Score:
+        return Score(Candidate(label, None), hours, minutes, 0)  # type: ignore[arg-type]
+
+    scores = [scored("a", 10, 5), scored("b", 12, 1), scored("c", 11, 6), scored("d", 9, 9),
+              scored("e", 12, 2)]
+    assert [s.candidate.label for s in pareto(scores)] == ["d", "a", "b"]
+
+
+def test_an_overload_budget_picks_the_cheapest_within_it(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, FAST)
+    strict = recommend(rule, burst_history(), ReplaySetup(60.0, 1, 120), max_overloaded_minutes=0.0)
+    loose = recommend(rule, burst_history(), ReplaySetup(60.0, 1, 120), max_overloaded_minutes=10_000.0)
+    assert strict.budget_minutes == 0.0 and loose.budget_minutes == 10_000.0
+    assert loose.best is not None and loose.best.gpu_hours < loose.current.gpu_hours
+    assert strict.best is None or strict.best.overloaded_minutes == 0.0
+    assert all(s.gpu_hours >= loose.best.gpu_hours for s in loose.scores)
+
+
+def test_a_pick_worse_on_the_held_out_day_keeps_the_current_rule(tmp_path: Path) -> None:
+    """Two days at 205 req/s: targets x1.1 runs 2 replicas for the current 3 with no overload. The last day
+    brings 228 req/s: within its tolerance it stays on 2, 114 per replica, overloaded all day."""
+    rule = rule_of(tmp_path, FAST)
+    result = recommend(rule, flat_days(3, 205.0, 228.0), ReplaySetup(600.0, 3))
+    assert result.held_out is not None and result.held_out.kept_current
+    assert result.best is None
+    assert result.held_out.pick.overloaded_minutes > result.held_out.current.overloaded_minutes == 0.0
+    same = recommend(rule, flat_days(3, 205.0, 205.0), ReplaySetup(600.0, 3))
+    assert same.held_out is not None and not same.held_out.kept_current
+    assert same.best is not None and "targets x1.1" in same.best.candidate.label
+    short = recommend(rule, flat_days(2, 205.0, 228.0), ReplaySetup(600.0, 3))
+    assert short.held_out is None  # two days: nothing to hold out

@@ -1,0 +1,170 @@
+"""A candidate rule replayed on a recorded history as if it had run instead: what `tune` scores.
+
+The history holds what each metric's query returned and the replicas the real controller ran. A replay that
+fed the candidate those values unchanged would pretend the load did not depend on the replica count. Here:
+
+- a **Total** metric (a demand: requests, a queue) is fed as recorded: it does not depend on the replicas;
+- an **Average** metric is turned into load (value x the recorded *ready* replicas) and divided by the
+  candidate's own ready replicas, so a candidate that runs fewer replicas sees them busier;
+- a new replica counts as ready only after `startup_seconds` (a count serves once it has held for a whole
+  start-up), for the real controller's replicas and the candidate's alike;
+- **overloaded** are the steps where some metric's load per ready replica is above the *current* rule's
+  target by more than its scale-up tolerance while fewer than `maxReplicas` run (a candidate cannot hide
+  overload behind a higher target).
+
+Each step's plan is the controller's own (`plan_replicas`), applied at once. Where nothing depends on the
+candidate's count (no Average metric rescaled) and `trace_replay` covers the rule, the whole history is
+replayed at once instead, with the same counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from autoscaler.planning.plan import count_all_failed, plan_replicas
+from autoscaler.planning.trace_replay import covers, replay_columns
+from autoscaler.policy import MetricObservation, Rule, RuleHistory
+
+__all__ = ["HistoryStep", "ReplaySetup", "Scored", "overloaded", "ready_counts", "replay", "score"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryStep:
+    """One step of the history: the time, what each metric's query returned, and the recorded replicas."""
+
+    t: float
+    observations: tuple[MetricObservation, ...]
+    recorded_replicas: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySetup:
+    step_seconds: float
+    start_replicas: int
+    startup_seconds: float = 0.0
+
+    @property
+    def startup_steps(self) -> int:
+        return math.ceil(self.startup_seconds / self.step_seconds - 1e-9) if self.startup_seconds > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A replay's figures over a range of steps."""
+
+    gpu_hours: float
+    overloaded_minutes: float
+    scale_changes: int
+
+
+class ReadyCounter:
+    """Ready replicas, step by step: the least count over the last start-up (and this step)."""
+
+    def __init__(self, start: int, startup_steps: int) -> None:
+        self._window: deque[tuple[int, int]] = deque([(-1, start)])
+        self._steps = startup_steps
+        self._index = -1
+
+    def push(self, count: int) -> int:
+        self._index += 1
+        while self._window and self._window[-1][1] >= count:
+            self._window.pop()
+        self._window.append((self._index, count))
+        while self._window[0][0] < self._index - self._steps:
+            self._window.popleft()
+        return self._window[0][1]
+
+
+def ready_counts(counts: Sequence[int], start: int, startup_steps: int) -> list[int]:
+    ready = ReadyCounter(start, startup_steps)
+    return [ready.push(count) for count in counts]
+
+
+def replay(rule: Rule, history: Sequence[HistoryStep], setup: ReplaySetup) -> list[int]:
+    """The candidate's replica count after each step's plan (see the module docstring)."""
+    rescaled = any(m.type == "Average" for m in rule.metrics) and any(
+        s.recorded_replicas is not None for s in history)
+    if covers(rule) and not rescaled:
+        values = [{o.name: o.value for o in step.observations} for step in history]
+        columns = [[step.get(m.name) for step in values] for m in rule.metrics]
+        return replay_columns(rule, [step.t for step in history], columns, setup.start_replicas).replicas
+    averages = {m.name for m in rule.metrics if m.type == "Average"}
+    recorded = _recorded_ready(history, setup)
+    ready = ReadyCounter(setup.start_replicas, setup.startup_steps)
+    candidate_ready = setup.start_replicas
+    state = RuleHistory()
+    current = setup.start_replicas
+    all_failed = 0
+    counts = []
+    for step, seen_ready in zip(history, recorded, strict=True):
+        observations = step.observations
+        if averages and seen_ready is not None:
+            observations = tuple(_rescaled(o, seen_ready, candidate_ready) if o.name in averages else o
+                                 for o in observations)
+        all_failed = count_all_failed(all_failed, observations)
+        plan = plan_replicas(rule=rule, current=current, observations=observations, history=state,
+                             all_failed_syncs=all_failed, now=step.t)
+        state = plan.history.with_scale(step.t, current, plan.replicas)
+        current = plan.replicas
+        candidate_ready = ready.push(current)
+        counts.append(current)
+    return counts
+
+
+def _recorded_ready(history: Sequence[HistoryStep], setup: ReplaySetup) -> list[int | None]:
+    """The real controller's ready replicas at each step (None where it recorded nothing)."""
+    ready = ReadyCounter(next((s.recorded_replicas for s in history if s.recorded_replicas is not None),
+                              setup.start_replicas), setup.startup_steps)
+    out: list[int | None] = []
+    for step in history:
+        out.append(None if step.recorded_replicas is None else ready.push(step.recorded_replicas))
+    return out
+
+
+def _rescaled(seen: MetricObservation, recorded_ready: int, candidate_ready: int) -> MetricObservation:
+    if seen.value is None:
+        return seen
+    return replace(seen, value=seen.value * max(recorded_ready, 1) / max(candidate_ready, 1))
+
+
+def overloaded(current_rule: Rule, step: HistoryStep, replicas: int, ready: int | None = None,
+               recorded_ready: int | None = None) -> bool:
+    """Some metric's load per ready replica above the current rule's target by more than the scale-up
+    tolerance, while fewer than maxReplicas run (see the module docstring). `ready` defaults to `replicas`,
+    `recorded_ready` to the step's recorded replicas."""
+    if replicas >= current_rule.max_replicas:
+        return False
+    serving = max(replicas if ready is None else ready, 1)
+    recorded = step.recorded_replicas if recorded_ready is None else recorded_ready
+    limit = 1 + current_rule.behavior.scale_up.tolerance
+    for spec, seen in zip(current_rule.metrics, step.observations, strict=True):
+        if seen.value is None:
+            continue
+        if spec.type == "Total":
+            per_replica = seen.value / serving
+        elif recorded is not None:
+            per_replica = seen.value * recorded / serving
+        else:
+            per_replica = seen.value
+        if per_replica > spec.target * limit:
+            return True
+    return False
+
+
+def score(current_rule: Rule, rule: Rule, history: Sequence[HistoryStep], setup: ReplaySetup,
+          scored: range | None = None) -> Scored:
+    """GPU-hours, overloaded minutes and changes of `rule` replayed on `history`, counted over the steps in
+    `scored` (default all: the replay always starts at the first step)."""
+    counts = replay(rule, history, setup)
+    ready = ready_counts(counts, setup.start_replicas, setup.startup_steps)
+    recorded = _recorded_ready(history, setup)
+    steps = scored if scored is not None else range(len(history))
+    gpus = current_rule.capacity.gpus_per_replica if current_rule.capacity else 1
+    gpu_hours = sum(counts[i] for i in steps) * setup.step_seconds * gpus / 3600
+    over = sum(1 for i in steps if overloaded(current_rule, history[i], counts[i], ready[i], recorded[i]))
+    before = [setup.start_replicas, *counts]
+    changes = sum(1 for i in steps if before[i] != counts[i])
+    return Scored(round(gpu_hours, 3), over * setup.step_seconds / 60, changes)
