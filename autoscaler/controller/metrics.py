@@ -45,6 +45,8 @@ HELP = {
     "capacity_limited": "1 when the capacity guard held back the rule's last decision, else 0; only for "
     "rules with a capacity guard.",
     "capacity_withheld_replicas": "Replicas the last decision wanted but the capacity guard held back.",
+    "forecast_replicas": "Replicas the rule's forecast asks for: its metrics raised by the seasonal rise "
+    "over the lead (absent before a complete earlier season); only for rules with a forecast.",
     "unschedulable_replicas": "Replicas of the target Pending as unschedulable in the last sync (any age; "
     "absent when they could not be listed); only for rules with a capacity guard.",
     "scale_events_total": "Scale patches applied, by direction (up/down).",
@@ -102,6 +104,8 @@ class Guards:
     unschedulable: int | None = None
     effective_targets: tuple[tuple[str, float], ...] = ()
     """overloadBudget: each metric's target in the last decision (empty: the rule has no budget)."""
+    forecast_replicas: int | None = None
+    """forecast: the replicas it asked for in the last decision (None: no forecast yet, or none)."""
 
 
 class ControllerMetrics(Collector):
@@ -245,7 +249,7 @@ class ControllerMetrics(Collector):
         guards = {
             short: GaugeMetricFamily(name(short), HELP[short], labels=list(RULE_LABELS))
             for short in ("schedule_active", "capacity_free_gpus", "capacity_limited",
-                          "capacity_withheld_replicas", "unschedulable_replicas")
+                          "capacity_withheld_replicas", "unschedulable_replicas", "forecast_replicas")
         }
         for s in rules:
             labels = list(s.labels)
@@ -283,6 +287,8 @@ def _add_guards(families: dict[str, GaugeMetricFamily], labels: list[str], s: _R
     g = s.guards
     if g is None:
         return
+    if g.forecast_replicas is not None:
+        families["forecast_replicas"].add_metric(labels, g.forecast_replicas)
     if s.has_schedules:
         families["schedule_active"].add_metric(labels, 0.0 if g.schedule is None else 1.0)
     if not s.has_capacity:

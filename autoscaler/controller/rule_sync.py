@@ -305,8 +305,9 @@ class RuleSync:
             capacity.pool.pool_free if capacity.pool is not None else capacity.seen.free_gpus)
         pending = None if capacity is None else capacity.pending
         targets = plan.budget.targets if plan.budget is not None else ()
+        ahead = plan.forecast.replicas if plan.forecast is not None else None
         self.metrics.record_guards(state.rule, Guards(plan.schedule, free, plan.withheld, limited, pending,
-                                                      targets))
+                                                      targets, ahead))
         moved = moved_targets(state.rule, state.told_targets, targets)
         if moved:
             state.told_targets = dict(targets)

@@ -29,9 +29,11 @@ from autoscaler.policy import (
     decide_desired,
     first_sight,
 )
+from autoscaler.policy import forecast as seasonal
 from autoscaler.policy.activation import scale_to_zero
 from autoscaler.policy.budget import BudgetedTargets, budgeted, record
 from autoscaler.policy.capacity import CapacityObservation, guard_capacity
+from autoscaler.policy.forecast import Forecasted
 
 if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
     from autoscaler.kube.scale import ScaleState
@@ -59,6 +61,8 @@ class Plan:
     """Replicas the capacity guard held back this sync (0 when it did not limit the scale-up)."""
     budget: BudgetedTargets | None = None
     """The effective targets `overloadBudget` set this sync (None: the rule has none)."""
+    forecast: Forecasted | None = None
+    """What `forecast` saw and asked for this sync (None: the rule has none)."""
 
     @property
     def desired_raw(self) -> int | None:
@@ -148,17 +152,21 @@ def plan_replicas(
     by the headroom they call for.
     """
     scheduled, bounds = apply_schedules(rule, now)
-    targets = None
+    targets = ahead = None
     if rule.overload_budget is not None:
         history = record(rule, rule.overload_budget, history, current, observations, now)
         scheduled, targets = budgeted(scheduled, history)
+    if rule.forecast is not None:
+        history = seasonal.record(rule, rule.forecast, history, current, observations, now)
+        observations, ahead = seasonal.forecasted(scheduled, rule.forecast, history, current, observations)
     plan = _plan(scheduled, rule.min_replicas, current, observations, history, all_failed_syncs, now,
                  decide_fn)
     plan = _naming_schedule(plan, bounds)
-    if bounds is not None or targets is not None:
-        plan = dataclasses.replace(plan, schedule=bounds, budget=targets)
-    if targets is not None and targets.note:
-        plan = dataclasses.replace(plan, message=f"{plan.message}; {targets.note}")
+    if bounds is not None or targets is not None or ahead is not None:
+        plan = dataclasses.replace(plan, schedule=bounds, budget=targets, forecast=ahead)
+    notes = [n for n in (targets.note if targets else None, ahead.note if ahead else None) if n]
+    if notes:
+        plan = dataclasses.replace(plan, message="; ".join([plan.message, *notes]))
     if rule.capacity is None or capacity is None:
         return plan
     limited = guard_capacity(rule.capacity, current, plan.replicas, capacity, now)

@@ -13,7 +13,7 @@ computed:
 - a metric's ratio is computed by the very expressions of `propose`, so every float rounds the same way.
 
 It covers every rule but those with schedules, scale to zero (minReplicas 0), panic mode, an overload
-budget or a capacity column in the trace (`covers`); `simulate` and `tune` replay those through
+budget, a forecast or a capacity column in the trace (`covers`); `simulate` and `tune` replay those through
 `plan_replicas` row by row.
 tests/unit/autoscaler/planning/test_trace_replay.py checks both agree on random rules and traces.
 """
@@ -44,7 +44,7 @@ def covers(rule: Rule) -> bool:
     """Whether `replay_columns` replays `rule` exactly as `plan_replicas` (the rule's capacity guard is off
     in any trace without a capacity column, which the caller checks)."""
     return (not rule.schedules and rule.min_replicas >= 1 and rule.behavior.panic is None
-            and rule.overload_budget is None
+            and rule.overload_budget is None and rule.forecast is None
             and all(math.isfinite(m.target) and m.target > 0 for m in rule.metrics))
 
 

@@ -75,6 +75,7 @@ def scale_to_zero(rule: Rule, current: int, observations: Sequence[MetricObserva
             last_active=last_active,
             panic=history.panic,
             budget=history.budget,
+            forecast=history.forecast,
         )
     return _stage(rule, current, seen, now - last_active), history
 

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from autoscaler.policy.types import MetricObservation, MinuteLoads, RuleHistory
+from autoscaler.policy.minutes import recorded
+from autoscaler.policy.types import MetricObservation, RuleHistory
 
 if TYPE_CHECKING:
-    from autoscaler.policy.spec import MetricSpec, OverloadBudget, Rule
+    from autoscaler.policy.spec import OverloadBudget, Rule
 
 LOOKBACK_MINUTES = 1_440
 """A day of minutes: the daily curve's own rises are in it."""
@@ -43,16 +44,14 @@ class BudgetedTargets:
 def record(rule: Rule, budget: OverloadBudget, history: RuleHistory, current: int,
            observations: Sequence[MetricObservation], now: float) -> RuleHistory:
     """The history with this sync's loads recorded (and the headroom recomputed when a minute closed)."""
-    minute = math.floor(now / 60.0)
-    seen = {o.name: o.value for o in observations}
-    kept = {series.name: series for series in history.budget}
     horizon = startup_minutes(budget)
-    updated = []
-    for metric in rule.metrics:
-        load = _load(metric, seen.get(metric.name), current)
-        series = kept.get(metric.name) or MinuteLoads(metric.name, minute, ())
-        updated.append(_with_load(series, load, minute, horizon, budget.percent_of_minutes))
-    return replace(history, budget=tuple(updated))
+
+    def derive(loads: tuple[float | None, ...]) -> float | None:
+        return headroom(loads[:-1], horizon, budget.percent_of_minutes)  # the closed minutes only
+
+    series = recorded(rule.metrics, history.budget, current, observations, now, LOOKBACK_MINUTES + horizon,
+                      derive)
+    return replace(history, budget=series)
 
 
 def startup_minutes(budget: OverloadBudget) -> int:
@@ -61,7 +60,7 @@ def startup_minutes(budget: OverloadBudget) -> int:
 
 def budgeted(rule: Rule, history: RuleHistory) -> tuple[Rule, BudgetedTargets]:
     """`rule` with each metric's target divided by its headroom, and what was done."""
-    headrooms = {series.name: series.headroom for series in history.budget}
+    headrooms = {series.name: series.derived for series in history.budget}
     metrics, targets, short = [], [], []
     for metric in rule.metrics:
         headroom = headrooms.get(metric.name)
@@ -86,26 +85,3 @@ def headroom(loads: Sequence[float | None], horizon: int, percent_of_minutes: fl
     exceeding = math.floor(len(rises) * percent_of_minutes / 100.0)
     rise = rises[len(rises) - 1 - min(exceeding, len(rises) - 1)]
     return min(max(rise, 1.0), MAX_HEADROOM)
-
-
-def _load(metric: MetricSpec, value: float | None, current: int) -> float | None:
-    """The load a metric's value stands for: an Average is per replica, a Total is the service's."""
-    if value is None or not math.isfinite(value) or value < 0:
-        return None
-    return value * current if metric.type == "Average" else value
-
-
-def _with_load(series: MinuteLoads, load: float | None, minute: int, horizon: int,
-               percent: float) -> MinuteLoads:
-    if minute < series.last_minute:  # the clock went back: keep what was measured
-        return series
-    if minute == series.last_minute and series.loads:
-        last = series.loads[-1]
-        if load is None or (last is not None and last >= load):
-            return series
-        return replace(series, loads=(*series.loads[:-1], load))
-    gap = minute - series.last_minute if series.loads else 1
-    loads = (*series.loads, *([None] * min(gap - 1, LOOKBACK_MINUTES)), load)
-    loads = loads[-(LOOKBACK_MINUTES + horizon):]
-    # the minute before this one just closed: the headroom is computed from closed minutes only
-    return MinuteLoads(series.name, minute, loads, headroom(loads[:-1], horizon, percent))

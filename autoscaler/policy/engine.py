@@ -156,6 +156,7 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
         last_active=history.last_active,
         panic=history.panic,
         budget=history.budget,
+        forecast=history.forecast,
     )
 
     outcome = proposed

@@ -38,6 +38,7 @@ def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
         last_active=history.last_active,
         panic=history.panic,
         budget=history.budget,
+        forecast=history.forecast,
     )
 
 
@@ -67,4 +68,5 @@ def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
         last_active=history.last_active,
         panic=history.panic,
         budget=history.budget,
+        forecast=history.forecast,
     )

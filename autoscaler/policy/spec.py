@@ -20,6 +20,7 @@ PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
 MetricType = Literal["Average", "Total"]
 WhenEmpty = Literal["fail", "zero"]
+ForecastMode = Literal["scaleUp", "observe"]
 
 DEFAULT_TOLERANCE = 0.1  # kube-controller-manager --horizontal-pod-autoscaler-tolerance
 DEFAULT_COOLDOWN_SECONDS = 300  # KEDA's cooldownPeriod
@@ -190,6 +191,25 @@ class OverloadBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class Forecast:
+    """Scale for the load `lead_seconds` ahead, predicted from the same time in the last `lookback_seasons`
+    seasons of `season_seconds` (`autoscaler.policy.forecast`); `mode: observe` only publishes it."""
+
+    season_seconds: int = 86_400
+    lead_seconds: int = 120
+    lookback_seasons: int = 1
+    mode: ForecastMode = "scaleUp"
+
+    @property
+    def season_minutes(self) -> int:
+        return max(1, round(self.season_seconds / 60))
+
+    @property
+    def lead_minutes(self) -> int:
+        return max(1, round(self.lead_seconds / 60))
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One autoscaled workload: everything `decide()` needs besides the observations, history and `now`."""
 
@@ -217,3 +237,5 @@ class Rule:
     """Targets divided by the headroom the load's volatility needs; None: the targets as given."""
     priority: int = 0
     """Among rules whose capacity guards read the same pool: the higher is given free GPUs first."""
+    forecast: Forecast | None = None
+    """Scale ahead of a seasonal load; None: reactive only."""

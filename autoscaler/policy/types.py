@@ -71,12 +71,13 @@ class PanicState:
 @dataclass(frozen=True, slots=True)
 class MinuteLoads:
     """One metric's largest load in each of the last minutes, oldest first (None: no value that minute), and
-    the headroom computed when the last minute before `last_minute` closed (None: too little history)."""
+    what its user derived from them when `last_minute` opened (`autoscaler.policy.minutes`; None: too
+    little history)."""
 
     name: str
     last_minute: int
     loads: tuple[float | None, ...]
-    headroom: float | None = None
+    derived: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,8 @@ class RuleHistory:
     """Set while the rule panics (`behavior.panic`); None otherwise."""
     budget: tuple[MinuteLoads, ...] = ()
     """`overloadBudget`: each metric's loads of the last day, minute by minute."""
+    forecast: tuple[MinuteLoads, ...] = ()
+    """`forecast`: each metric's loads of the last seasons, minute by minute."""
 
     def with_scale(self, now: float, from_replicas: int, to_replicas: int) -> RuleHistory:
         """This history plus the event of a change that WAS applied; unchanged when from == to.
@@ -155,6 +158,7 @@ class RuleHistory:
                 last_active=self.last_active,
                 panic=self.panic,
                 budget=self.budget,
+                forecast=self.forecast,
             )
         if change < 0:
             down = _stored(self.scale_down_events, ScaleEvent(now, change), self.longest_down_period)
@@ -167,6 +171,7 @@ class RuleHistory:
                 last_active=self.last_active,
                 panic=self.panic,
                 budget=self.budget,
+                forecast=self.forecast,
             )
         return self
 

@@ -237,3 +237,43 @@ def test_a_rule_without_budget_has_no_effective_target_series(
     c = make_controller(ruleset(rule()))
     c.sync_once()
     assert sample(c, "gpu_autoscaler_metric_effective_target", rule="svc") is None
+
+
+FORECAST = rule(max_replicas=40, metrics="""
+    metrics:
+      - {name: rate, query: 'sum(rate(r[1m]))', type: Total, target: 10}""",
+                extra="forecast: {seasonSeconds: 3600, leadSeconds: 600, mode: MODE}")
+
+
+def hourly_ramp(c: Controller, source: FakeMetrics, clock: ManualClock, minutes: range) -> None:
+    for minute in minutes:  # a ramp from 10 to 69 every hour, one sync a minute
+        source.values["sum(rate(r[1m]))"] = 10.0 + minute % 60
+        c.sync_once()
+        clock.advance(60)
+
+
+def test_a_forecast_scales_for_the_load_a_lead_ahead_once_a_season_is_known(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: ManualClock
+) -> None:
+    backend.add(ref(), 4)
+    clock.now = (clock.now // 3_600) * 3_600  # on the hour
+    c = make_controller(ruleset(FORECAST.replace("MODE", "scaleUp")))
+    hourly_ramp(c, source, clock, range(30))
+    assert sample(c, "gpu_autoscaler_forecast_replicas", rule="svc") is None  # no complete season yet
+    hourly_ramp(c, source, clock, range(30, 90))
+    # minute 29 of the second hour: 39 req/s now (4 replicas of 10 reactively); an hour ago the 5 minutes
+    # to then averaged 37 and those around a lead later 49: 39 x 49/37 = 51.6, within the tolerance of the
+    # 5 replicas the forecast already added
+    replicas = backend.workloads[ref()].replicas
+    assert replicas == sample(c, "gpu_autoscaler_forecast_replicas", rule="svc") == 5
+
+
+def test_an_observing_forecast_publishes_and_changes_nothing(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, clock: ManualClock
+) -> None:
+    backend.add(ref(), 4)
+    clock.now = (clock.now // 3_600) * 3_600
+    c = make_controller(ruleset(FORECAST.replace("MODE", "observe")))
+    hourly_ramp(c, source, clock, range(90))
+    assert backend.workloads[ref()].replicas == 4  # 39 req/s: 4 replicas of 10
+    assert sample(c, "gpu_autoscaler_forecast_replicas", rule="svc") == 6
