@@ -298,8 +298,8 @@ INVALID = [
         "unknown-field",
         rule_with("    maxReplica: 3\n"),
         "rules.yaml:7: rules[0].maxReplica: unknown field (expected one of: batch, behavior, capacity, "
-        "cooldownSeconds, fallback, maxReplicas, metrics, minReplicas, name, overloadBudget, priority, "
-        "prometheus, schedules, target); did you mean 'maxReplicas'?",
+        "cooldownSeconds, fallback, forecast, maxReplicas, metrics, minReplicas, name, overloadBudget, "
+        "priority, prometheus, schedules, target); did you mean 'maxReplicas'?",
     ),
     (
         "duplicate-key",
