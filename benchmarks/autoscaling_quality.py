@@ -27,13 +27,13 @@ from pathlib import Path
 from autoscaler.config.rules import load_rules, parse_rules
 from autoscaler.errors import RulesError
 from autoscaler.policy import Rule
-from autoscaler.policy.spec import OverloadBudget
+from autoscaler.policy.spec import Forecast, OverloadBudget
 from benchmarks.capacity_quality import capacity_table, capacity_verdict, run_capacity
 from benchmarks.example_rules import embedding_service_rules
 from demo.clairvoyant import Bound, min_gpu_hours
 from demo.cluster import ClusterSettings
 from demo.replay import Figures, ReplayResult, ReplaySettings, replay
-from demo.traces import Trace, benchmark_traces, daily, noisy, steady
+from demo.traces import Trace, benchmark_traces, bursty, daily, noisy, steady
 
 ROOT = Path(__file__).resolve().parent.parent
 RECOMMENDED_RULES = ROOT / "examples" / "gpu-inference-rules.yaml"
@@ -167,6 +167,34 @@ def budget_dial(rule: Rule, traces: Sequence[Trace], percents: Sequence[float], 
     return "\n".join(lines)
 
 
+FORECAST_LEADS = (120, 300, 600)
+"""forecast.leadSeconds compared: the start-up time, and longer."""
+
+
+def forecast_table(recommended: Rule, panicky: Rule, days: Sequence[tuple[Trace, Trace]],
+                   settings: ReplaySettings) -> str:
+    """(c), (d) and (d) with a daily forecast at each lead, on each trace played after `previous` (another
+    draw of the same day: the season the forecast learns from; the warm-up is that day and an hour)."""
+    longest = max(trace.duration_seconds for trace, _ in days)
+    settings = dataclasses.replace(settings, warmup_seconds=longest + 3_600.0)
+    lines = ["| trace | configuration | GPU-hours | vs (c) | overloaded min | vs (c) |",
+             "|---|---|---:|---:|---:|---:|"]
+    for trace, previous in days:
+        season = round(trace.duration_seconds)
+        variants = [("(c) recommended", recommended), ("(d) recommended + panic", panicky)]
+        variants += [(f"(d) + forecast, lead {lead} s",
+                      dataclasses.replace(panicky, forecast=Forecast(season, lead, 1, "scaleUp")))
+                     for lead in FORECAST_LEADS if 2 * lead <= season]
+        base: Figures | None = None
+        for label, rule in variants:
+            f = replay(rule, trace, settings, previous=previous).figures
+            base = base or f
+            lines.append(f"| {trace.name} | {label} | {f.gpu_hours:.2f} | "
+                         f"{_ratio(f.gpu_hours, base.gpu_hours)} | {f.overloaded_minutes:.1f} | "
+                         f"{_ratio(f.overloaded_minutes, base.overloaded_minutes)} |")
+    return "\n".join(lines)
+
+
 def reseeded_traces(seeds: Sequence[int]) -> list[Trace]:
     """The random traces again with other seeds: does the verdict hold beyond the one draw in the table?"""
     traces = []
@@ -256,6 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also replay (d) with overloadBudget at these percentages of minutes (the "
                              "start-up delay as startupSeconds) on the traces and print the dial, e.g. "
                              "1,5,20")
+    parser.add_argument("--forecast", action="store_true",
+                        help="also replay daily and bursty after another draw of the same day, with (d) plus "
+                             "a daily forecast at several leads, and print the table")
     parser.add_argument("--traces", type=_trace_names, default=None, metavar="NAME,...",
                         help="replay only these traces (default all: "
                              f"{', '.join(t.name for t in benchmark_traces())})")
@@ -291,6 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"The random traces with {args.seeds} other seed(s):")
         print(robustness_table(run(configs, reseeded_traces(range(11, 11 + args.seeds)), settings,
                                    with_bounds=False)))
+    if args.forecast:
+        print()
+        print("Forecast, each day played after another draw of the same day:")
+        days = [(daily(), daily(seed=12)), (bursty(), bursty(seed=16))]
+        print(forecast_table(configs[2].rule, configs[3].rule, days, settings))
     if args.budgets:
         print()
         print("The overload budget as a dial, (d) without and with it:")

@@ -180,8 +180,12 @@ class _VirtualClock:
 
 
 def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
-           decide_fn: DecideFunction = decide) -> ReplayResult:
-    """Play `trace` (after a mirrored warm-up) through `rule`; the Deployment starts at minReplicas, ready."""
+           decide_fn: DecideFunction = decide, previous: Trace | None = None) -> ReplayResult:
+    """Play `trace` (after a mirrored warm-up) through `rule`; the Deployment starts at minReplicas, ready.
+
+    `previous`: the period before the trace (another draw of the same day, say): the warm-up plays its end
+    instead of the mirror, so a rule that learns from earlier seasons (`forecast`) sees a real one.
+    """
     settings = settings or ReplaySettings()
     step = settings.step_seconds
     steps_per_sync = round(settings.sync_period_seconds / step)
@@ -193,11 +197,17 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
     history = RuleHistory()
     all_failed_syncs = 0
 
+    def load_at(t: float) -> float:
+        """The load at t; before 0 the warm-up: the end of `previous`, else the trace mirrored."""
+        if t >= 0 or previous is None:
+            return trace(abs(t))
+        return previous(previous.duration_seconds + t)
+
     def mean_load_until(now: float) -> Callable[[float], float]:
         """The mean of the load sampled every step over (now - window, now], as a rate() over the window."""
         def mean(window: float) -> float:
             count = max(1, round(window / step))
-            return sum(trace(abs(now - k * step)) for k in range(count)) / count
+            return sum(load_at(now - k * step) for k in range(count)) / count
         return mean
 
     samples: list[Sample] = []
@@ -205,7 +215,7 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
     for index in range(total_steps + 1):
         now = (index - warmup_steps) * step
         clock.now = now
-        load = trace(abs(now))  # the warm-up plays the trace mirrored
+        load = load_at(now)
         others = trace.others_at(abs(now))
         deployment.set_others(others)
         snapshot = deployment.snapshot(load)
