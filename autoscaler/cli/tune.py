@@ -23,6 +23,7 @@ from typing import TextIO
 from autoscaler.cli.args import add_prometheus_arguments, prometheus_config
 from autoscaler.cli.simulate import select_rule
 from autoscaler.config.rules import load_rules
+from autoscaler.controller.past import recorded_query
 from autoscaler.errors import UsageError
 from autoscaler.planning.tuning import (
     HistoryStep,
@@ -43,7 +44,6 @@ MAX_SINCE_SECONDS = 90 * 86400
 MIN_STEP_SECONDS = 1.0
 _SPAN = re.compile(r"^\s*(\d{1,7})\s*(s|m|h|d|w)\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-RECORDED_REPLICAS = "gpu_autoscaler_current_replicas"
 
 
 class EmptyHistory(UsageError):
@@ -124,13 +124,6 @@ def _session(config: PrometheusConfig, rule: Rule) -> EndpointSession:
         raise UsageError(f"rule {rule.name!r} names Prometheus endpoint {rule.prometheus!r}, which is not "
                          f"configured (endpoints: {endpoint_names(config)})")
     return EndpointSession(endpoint)
-
-
-def recorded_query(rule: Rule) -> str:
-    """The replicas the running controller recorded, read from the replica that led at each step (one that
-    lost its lease keeps showing its last count, as the shipped alert rules know)."""
-    return (f'max({RECORDED_REPLICAS}{{rule="{rule.name}",namespace="{rule.target.namespace}",'
-            f'target="{rule.target.name}"}} and on (instance) (gpu_autoscaler_leader == 1))')
 
 
 def fetch_history(rule: Rule, session: EndpointSession, start: float, end: float, step: float,

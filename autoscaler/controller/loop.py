@@ -28,6 +28,7 @@ from autoscaler.controller.events import EventPoster
 from autoscaler.controller.kube_pool import Gathered, gather, runs
 from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.outcome import Health, LoopProgress, RuleOutcome, ShuttingDown, SyncReport
+from autoscaler.controller.past import PastRead, needs_past, try_read_past
 from autoscaler.controller.pool import PoolLedger
 from autoscaler.controller.rule_sync import Patch, RuleState, RuleSync
 from autoscaler.controller.sources import EndpointSources, QueryKey
@@ -122,6 +123,11 @@ class Controller:
         with self._lock:
             return self._states[rule_name].history
 
+    def past(self, rule_name: str) -> PastRead:
+        """Whether the rule's past was read back from Prometheus, and when it was last tried."""
+        with self._lock:
+            return self._states[rule_name].past
+
     def set_rules(self, rules: RuleSet) -> None:
         """Run `rules` from the next sync; a rule (by name) whose target did not change keeps its history and
         failure count, even when its metrics, bounds or behavior were edited."""
@@ -159,6 +165,7 @@ class Controller:
         reads = [self._pool.submit(gather, self.backend, [s.rule for s in chunk], self.stopping, tick)
                  for chunk in chunks]
         results = self.sources.run(s.rule for s in states)
+        self._read_one_past(states, now)
         rule_sync = self._rule_sync
         pooled = self._decide_pools(states, chunks, reads, results, now)
         acting: list[list[RuleOutcome] | Future[list[RuleOutcome]]] = []
@@ -176,6 +183,14 @@ class Controller:
         self.progress.sync_done(report.ok)
         self.metrics.sync_finished(duration, now if report.ok else None)
         return report
+
+    def _read_one_past(self, states: Sequence[RuleState], now: float) -> None:
+        """The past of one rule whose budget or forecast has not read it yet (controller.past)."""
+        for state in states:
+            if needs_past(state.rule) and state.past.due(now):
+                source = self.sources.history_source(state.rule.prometheus)
+                state.history = try_read_past(state.rule, source, state.history, state.past, now)
+                return
 
     def _decide_pools(self, states: Sequence[RuleState], chunks: Sequence[Sequence[RuleState]],
                       reads: Sequence[Future[list[Gathered]]], results: Mapping[QueryKey, QueryResult],

@@ -31,6 +31,7 @@ from autoscaler.controller.kube_pool import Gathered
 from autoscaler.controller.metrics import ControllerMetrics, Guards
 from autoscaler.controller.observe import observe
 from autoscaler.controller.outcome import RuleOutcome, ShuttingDown
+from autoscaler.controller.past import PastRead
 from autoscaler.controller.pool import PoolLedger
 from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.errors import ConflictError, KubeError
@@ -58,6 +59,8 @@ class RuleState:
     """The rule's Events from `decide` until `act` (or `settled`) lets them go."""
     told_targets: dict[str, float] = dataclasses.field(default_factory=dict)
     """overloadBudget: the effective targets the last EffectiveTargetChanged Event gave."""
+    past: PastRead = dataclasses.field(default_factory=PastRead)
+    """overloadBudget and forecast: whether the rule's past was read back from Prometheus."""
 
 
 @dataclass(frozen=True, slots=True)

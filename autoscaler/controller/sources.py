@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from autoscaler.policy import Rule
 from plumbing.prometheus.config import DEFAULT_ENDPOINT
-from plumbing.prometheus.runner import MetricsSource, QueryErrorReason, QueryResult
+from plumbing.prometheus.runner import HistorySource, MetricsSource, QueryErrorReason, QueryResult
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,11 @@ class EndpointSources:
 
     def __contains__(self, name: object) -> bool:
         return name in self._sources
+
+    def history_source(self, name: str) -> HistorySource | None:
+        """The endpoint's source if it can read a query's past (a PromQLRunner does), else None."""
+        source = self._sources.get(name)
+        return source if isinstance(source, HistorySource) else None
 
     @property
     def names(self) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from autoscaler.policy.minutes import recorded
+from autoscaler.policy.minutes import Derive, recorded
 from autoscaler.policy.types import MetricObservation, RuleHistory
 
 if TYPE_CHECKING:
@@ -44,14 +44,23 @@ class BudgetedTargets:
 def record(rule: Rule, budget: OverloadBudget, history: RuleHistory, current: int,
            observations: Sequence[MetricObservation], now: float) -> RuleHistory:
     """The history with this sync's loads recorded (and the headroom recomputed when a minute closed)."""
+    series = recorded(rule.metrics, history.budget, current, observations, now, kept_minutes(budget),
+                      derivation(budget))
+    return replace(history, budget=series)
+
+
+def kept_minutes(budget: OverloadBudget) -> int:
+    return LOOKBACK_MINUTES + startup_minutes(budget)
+
+
+def derivation(budget: OverloadBudget) -> Derive:
+    """The headroom of a series, from its closed minutes (all but the last)."""
     horizon = startup_minutes(budget)
 
     def derive(loads: tuple[float | None, ...]) -> float | None:
-        return headroom(loads[:-1], horizon, budget.percent_of_minutes)  # the closed minutes only
+        return headroom(loads[:-1], horizon, budget.percent_of_minutes)
 
-    series = recorded(rule.metrics, history.budget, current, observations, now, LOOKBACK_MINUTES + horizon,
-                      derive)
-    return replace(history, budget=series)
+    return derive
 
 
 def startup_minutes(budget: OverloadBudget) -> int:

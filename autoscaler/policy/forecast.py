@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from autoscaler.policy.minutes import recorded
+from autoscaler.policy.minutes import Derive, recorded
 from autoscaler.policy.proposal import combine, propose_all
 from autoscaler.policy.types import MetricObservation, RuleHistory
 
@@ -44,14 +44,21 @@ class Forecasted:
 def record(rule: Rule, forecast: Forecast, history: RuleHistory, current: int,
            observations: Sequence[MetricObservation], now: float) -> RuleHistory:
     """The history with this sync's loads recorded (the seasonal rise recomputed when a minute opened)."""
-    season, lead = forecast.season_minutes, forecast.lead_minutes
-
-    def derive(loads: tuple[float | None, ...]) -> float | None:
-        return seasonal_rise(loads, season, lead, forecast.lookback_seasons)
-
-    keep = forecast.lookback_seasons * season + WINDOW_MINUTES
-    series = recorded(rule.metrics, history.forecast, current, observations, now, keep, derive)
+    series = recorded(rule.metrics, history.forecast, current, observations, now, kept_minutes(forecast),
+                      derivation(forecast))
     return replace(history, forecast=series)
+
+
+def kept_minutes(forecast: Forecast) -> int:
+    return forecast.lookback_seasons * forecast.season_minutes + WINDOW_MINUTES
+
+
+def derivation(forecast: Forecast) -> Derive:
+    """The seasonal rise of a series, from the time of its last load."""
+    def derive(loads: tuple[float | None, ...]) -> float | None:
+        return seasonal_rise(loads, forecast.season_minutes, forecast.lead_minutes, forecast.lookback_seasons)
+
+    return derive
 
 
 def seasonal_rise(loads: Sequence[float | None], season: int, lead: int, seasons: int) -> float | None:

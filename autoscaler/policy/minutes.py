@@ -59,3 +59,19 @@ def _with_load(series: MinuteLoads, load: float | None, minute: int, keep: int, 
     gap = minute - series.last_minute if series.loads else 1
     loads = (*series.loads, *([None] * min(gap - 1, keep)), load)[-keep:]
     return MinuteLoads(series.name, minute, loads, derive(loads))
+
+
+def seeded(metrics: Sequence[MetricSpec], kept: Sequence[MinuteLoads], past: dict[str, list[float | None]],
+           last_minute: int, keep: int, derive: Derive) -> tuple[MinuteLoads, ...]:
+    """Each metric's series read back from its past (`past[name]`: one load per minute, oldest first, the
+    last one at `last_minute`), where that is longer than what this process kept itself."""
+    by_name = {series.name: series for series in kept}
+    out = []
+    for metric in metrics:
+        own = by_name.get(metric.name)
+        loads = tuple(past.get(metric.name, ()))[-keep:]
+        if own is not None and len(own.loads) >= len(loads):
+            out.append(own)
+        else:
+            out.append(MinuteLoads(metric.name, last_minute, loads, derive(loads) if loads else None))
+    return tuple(out)

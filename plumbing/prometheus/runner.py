@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -45,6 +45,7 @@ from plumbing.prometheus.answer import (
 )
 from plumbing.prometheus.batching import Batch, Form, plan, split_answer
 from plumbing.prometheus.config import Endpoint, PrometheusConfig, endpoint_from_url
+from plumbing.prometheus.range_query import RangeSeries, RangeSettings, query_range
 from plumbing.prometheus.session import (
     CredentialError,
     EndpointSession,
@@ -58,6 +59,13 @@ __all__ = ["MetricsSource", "PromQLRunner", "PromQLSettings", "QueryErrorReason"
            "runners"]
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class HistorySource(Protocol):
+    """A metrics source that can also read a query's past (`PromQLRunner`); tests' fakes need not."""
+
+    def run_range(self, query: str, start: float, end: float, step: float) -> RangeSeries: ...
 
 
 class MetricsSource(Protocol):
@@ -141,6 +149,12 @@ class PromQLRunner:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._session.close()
+
+    def run_range(self, query: str, start: float, end: float, step: float) -> RangeSeries:
+        """`query` over [start, end] every `step` (a rule's past, read once), within the query timeout and
+        the range reader's bounds; RangeQueryError (a PrometheusClientError) when unusable."""
+        settings = RangeSettings(timeout=max(self.settings.query_timeout, 1.0))
+        return query_range(self._session, query, start, end, step, settings)
 
     def run_queries(self, queries: Collection[str], alone: Collection[str] = ()) -> dict[str, QueryResult]:
         distinct = list(dict.fromkeys(queries))

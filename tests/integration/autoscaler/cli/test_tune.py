@@ -12,8 +12,8 @@ from pathlib import Path
 
 import requests
 
-from autoscaler.cli.tune import recorded_query
 from autoscaler.config.rules import parse_rules
+from autoscaler.controller.past import recorded_query
 from demo.processes import free_port
 from tests.history import EMBED_RULES, FAILOVER_HOURS, HOUR, BackfilledPrometheus, recorded_replicas
 
