@@ -34,7 +34,7 @@ from demo.cluster import SimulatedDeployment
 from demo.processes import ProcessError, Stopped, start_prometheus
 from demo.report import DemoRecorder
 from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
-from demo.scenarios import DEMO_RULES, SCENARIOS, Scenario, ShiftedClock  # noqa: F401  (DEMO_RULES too)
+from demo.scenarios import DEMO_RULES, RATE_RULES, SCENARIOS, Scenario, ShiftedClock  # noqa: F401  (re-exported)
 from demo.traces import Trace
 from demo.warmup import (  # noqa: F401  (re-exported: the demo's tests and users import them from here)
     TICK_SECONDS,
@@ -64,8 +64,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "GPUs too small for the load, a capacity guard and a weekday schedule opening "
                              "at 09:00 Europe/Berlin on the controller's (shifted) clock")
     parser.add_argument("--rules", type=Path, metavar="FILE",
-                        help="rules file to run (default: the scenario's, demo/demo-rules.yaml or "
-                             "demo/capacity-rules.yaml)")
+                        help="rules file to run (default: the scenario's, demo/llm-rules.yaml or "
+                             "demo/capacity-rules.yaml; demo/demo-rules.yaml scales on the request rate)")
     parser.add_argument("--rule", metavar="NAME", help="which rule of FILE (default: the first)")
     parser.add_argument("--duration", type=duration(1.0, 86400.0), default=180.0, metavar="DURATION",
                         help="length of the scenario, e.g. 3m or 180 (seconds): a day of load played in it "
@@ -137,9 +137,9 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
 
         def keep_load_flowing() -> None:
             """The scenario's first load while waiting, so the windows the first syncs read hold it, not the
-            zero of an idle counter."""
+            zero of an idle counter; the LLM server queues none of it (no autoscaler could act yet)."""
             now = time.monotonic()
-            world.drive(trace(0.0), now - last_drive[0])
+            world.drive(trace(0.0), now - last_drive[0], backlog=False)
             last_drive[0] = now
 
         keep_load_flowing()

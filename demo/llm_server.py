@@ -47,15 +47,17 @@ class LlmQueue:
     waiting: float = 0.0
     running_per_replica: float = 0.0
 
-    def step(self, arrivals_per_second: float, ready: int, seconds: float) -> float:
+    def step(self, arrivals_per_second: float, ready: int, seconds: float, backlog: bool = True) -> float:
         """`seconds` of `arrivals_per_second` requests against `ready` replicas; the time to first token of
-        the step's requests."""
+        the step's requests. `backlog` False: what the replicas cannot serve is turned away, not queued (the
+        demo's wait for Prometheus before the day starts, which no autoscaler could have acted on)."""
         if seconds <= 0:
             return self.prefill_seconds
         served_at_most = self.capacity * ready
         offered = arrivals_per_second + self.waiting / seconds  # what came in plus what waited
         throughput = min(offered, served_at_most)
-        self.waiting = max(0.0, self.waiting + (arrivals_per_second - throughput) * seconds)
+        queued = self.waiting + (arrivals_per_second - throughput) * seconds
+        self.waiting = max(0.0, queued) if backlog else 0.0
         self.running_per_replica = throughput / ready * self.service_seconds if ready else 0.0
         wait = self.waiting / throughput if throughput > 0 else TTFT_BUCKETS[-1] * 2
         return self.prefill_seconds + wait
@@ -100,9 +102,10 @@ class LlmServerCollector:
         self._histograms: dict[str, _Histogram] = {}
         self._lock = threading.Lock()
 
-    def update(self, arrivals_per_second: float, ready_pods: Sequence[str], seconds: float) -> None:
+    def update(self, arrivals_per_second: float, ready_pods: Sequence[str], seconds: float,
+               backlog: bool = True) -> None:
         with self._lock:
-            ttft = self._queue.step(arrivals_per_second, len(ready_pods), seconds)
+            ttft = self._queue.step(arrivals_per_second, len(ready_pods), seconds, backlog)
             self._pods = tuple(ready_pods)
             self._histograms = {pod: self._histograms.get(pod, _Histogram()) for pod in self._pods}
             requests = arrivals_per_second * max(seconds, 0.0)

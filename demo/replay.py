@@ -20,6 +20,9 @@ What the metrics return (the simulated answers to the rule's queries, by metric 
   `[...]` in the query; the rate at that instant when it has none), so a one-minute rate lags a burst by about
   half a minute and smooths the jitter. Unlike utilization it does not saturate at 100 %. With
   `behavior.panic` its panic-window query is answered the same way over the shorter window.
+- `queue` and `kv_cache`: the emulated LLM server's `sum(vllm:num_requests_waiting)` and
+  `avg(vllm:kv_cache_usage_perc)` over the ready replicas (demo/llm_server.py's `LlmQueue`, stepped with the
+  load at every step: arrivals beyond what the ready replicas serve wait, and drain at the spare capacity).
 """
 
 from __future__ import annotations
@@ -33,13 +36,16 @@ from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory, decide
 from autoscaler.policy.capacity import CapacityObservation
 from demo.cluster import ClusterSettings, ClusterSnapshot, SimulatedDeployment
+from demo.llm_server import LlmQueue
 from demo.traces import Trace
 
 DecideFunction = Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, float], Decision]
 
 GPU_UTILIZATION = "gpu_utilization"
 REQUESTS_PER_SECOND = "requests_per_second"
-KNOWN_METRICS = (GPU_UTILIZATION, REQUESTS_PER_SECOND)
+QUEUE = "queue"
+KV_CACHE = "kv_cache"
+KNOWN_METRICS = (GPU_UTILIZATION, REQUESTS_PER_SECOND, QUEUE, KV_CACHE)
 
 _RANGE = re.compile(r"\[((?:\d+(?:ms|s|m|h|d|w|y))+)(?::[^\]]*)?\]")
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
@@ -140,12 +146,15 @@ class ReplayResult:
 
 
 def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings,
-                 mean_load: Callable[[float], float] | None = None) -> list[MetricObservation]:
+                 mean_load: Callable[[float], float] | None = None,
+                 llm: LlmQueue | None = None) -> list[MetricObservation]:
     """What each of the rule's queries would return for this cluster state (see the module docstring).
 
     `mean_load(window_seconds)`: the trace's mean load over the last `window_seconds` (the snapshot's load
-    when not given, or for a query without a range).
+    when not given, or for a query without a range). `llm`: the emulated LLM server's queue (a fresh, empty
+    one when not given).
     """
+    llm = llm or LlmQueue(capacity=settings.requests_per_gpu_second)
     result = []
     for metric in rule.metrics:
         if metric.name == GPU_UTILIZATION:
@@ -159,6 +168,13 @@ def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings
             short = (_rate(metric.panic_query, snapshot, mean_load) * settings.requests_per_gpu_second
                      if metric.panic_query else None)
             result.append(MetricObservation(metric.name, rate, panic_value=short))
+        elif metric.name == QUEUE:
+            result.append(MetricObservation(metric.name, llm.waiting))
+        elif metric.name == KV_CACHE:
+            if snapshot.ready == 0:
+                result.append(MetricObservation(metric.name, None, "no ready replica"))
+            else:
+                result.append(MetricObservation(metric.name, llm.kv_cache_usage))
         else:
             raise ValueError(f"rule {rule.name}: metric {metric.name!r} has no simulated signal; the replay "
                              f"knows {', '.join(KNOWN_METRICS)}")
@@ -196,6 +212,7 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
                                      settings.cluster)
     history = RuleHistory()
     all_failed_syncs = 0
+    llm = LlmQueue(capacity=settings.requests_per_gpu_second)
 
     def load_at(t: float) -> float:
         """The load at t; before 0 the warm-up: the end of `previous`, else the trace mirrored."""
@@ -219,9 +236,10 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
         others = trace.others_at(abs(now))
         deployment.set_others(others)
         snapshot = deployment.snapshot(load)
+        llm.step(load * settings.requests_per_gpu_second, snapshot.ready, step)
         if index % steps_per_sync == 0:
             current = deployment.spec_replicas
-            seen = observations(rule, snapshot, settings, mean_load_until(now))
+            seen = observations(rule, snapshot, settings, mean_load_until(now), llm)
             all_failed_syncs = count_all_failed(all_failed_syncs, seen)
             plan = plan_replicas(
                 rule=rule,

@@ -23,7 +23,10 @@ from demo.cluster import ClusterSettings
 from demo.traces import Trace, demo_day, demo_morning
 
 HERE = Path(__file__).resolve().parent
-DEMO_RULES = HERE / "demo-rules.yaml"
+DEMO_RULES = HERE / "llm-rules.yaml"
+"""The day scenario's rule: the service scaled as an LLM service is, on its queue and KV cache."""
+RATE_RULES = HERE / "demo-rules.yaml"
+"""The recommended GPU inference configuration (request rate and GPU utilization), shortened for the demo."""
 CAPACITY_RULES = HERE / "capacity-rules.yaml"
 MONDAY_OPENING = datetime(2026, 3, 2, 9, 0, tzinfo=ZoneInfo("Europe/Berlin")).timestamp()
 """Monday 2 March 2026, 09:00 in Berlin: when capacity-rules.yaml's weekday schedule opens."""

@@ -165,8 +165,9 @@ class SimulatedWorld:
             server.server_close()
             self._service_server = None
 
-    def drive(self, load: float, elapsed_seconds: float) -> ClusterSnapshot:
-        """Set every GPU from the cluster state under `load`; count the requests of `elapsed_seconds`."""
+    def drive(self, load: float, elapsed_seconds: float, backlog: bool = True) -> ClusterSnapshot:
+        """Set every GPU from the cluster state under `load`; count the requests of `elapsed_seconds`
+        (`backlog` False: the LLM server queues none of them, as before the day starts)."""
         snapshot = self.deployment.snapshot(load)
         settings = self.deployment.settings
         replicas = {r.name: r for r in self.deployment.replicas()}
@@ -200,7 +201,7 @@ class SimulatedWorld:
             attribution.by_uuid, attribution.by_pid = uuids, pids  # swapped whole: scrapes see one state
         self._counter.add(load * self.requests_per_gpu_second * elapsed_seconds)  # received, served or not
         serving = sorted({gpu.replica for gpu in snapshot.gpus if gpu.replica is not None and gpu.serving})
-        self.llm.update(load * self.requests_per_gpu_second, serving, elapsed_seconds)
+        self.llm.update(load * self.requests_per_gpu_second, serving, elapsed_seconds, backlog)
         return snapshot
 
     def scrape_targets(self) -> dict[str, list[str]]:

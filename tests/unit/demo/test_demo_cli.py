@@ -12,6 +12,7 @@ from autoscaler.config.rules import parse_rules
 from autoscaler.policy import Rule
 from demo.__main__ import (
     DEMO_RULES,
+    RATE_RULES,
     NothingToDemo,
     choose_rule,
     explain_empty,
@@ -60,9 +61,10 @@ def test_an_unknown_rule_name_exits_2_listing_the_rules(tmp_path: Path,
 def test_a_scrape_interval_too_long_for_the_rules_rate_window_exits_2_naming_flag_window_and_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """demo-rules.yaml's rate() uses [5s]: a 3 s scrape interval leaves some windows with one sample."""
-    assert main(["--scrape-interval", "3", "--output", str(tmp_path / "out")]) == 2
+    flags = ["--rules", str(RATE_RULES), "--scrape-interval", "3", "--output", str(tmp_path / "out")]
+    assert main(flags) == 2
     err = capsys.readouterr().err
-    lines = DEMO_RULES.read_text().splitlines()
+    lines = RATE_RULES.read_text().splitlines()
     line = next(n for n, text in enumerate(lines, 1) if "name: requests_per_second" in text)
     assert "--scrape-interval" in err and "[5s]" in err and f"demo-rules.yaml:{line}" in err, err
     assert "requests_per_second" in err and "2 or less" in err, err
@@ -70,7 +72,7 @@ def test_a_scrape_interval_too_long_for_the_rules_rate_window_exits_2_naming_fla
 
 
 def test_the_scrape_interval_may_be_two_fifths_of_the_smallest_window() -> None:
-    rule = choose_rule(DEMO_RULES, None)
+    rule = choose_rule(RATE_RULES, None)
     assert scrape_interval_problem(rule, "r.yaml", 2.0) is None
     assert scrape_interval_problem(rule, "r.yaml", 2.1) is not None
     two_windows = parse_rules("""\

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from autoscaler.config.rules import load_rules
 from demo.llm_server import KV_CACHE, RUNNING, TTFT, WAITING, LlmQueue, LlmServerCollector
+from demo.replay import ReplaySettings, replay
+from demo.traces import sudden_burst
 from demo.world import served_names_in
 from tests import REPO_ROOT
 from tests.scrape import collect
@@ -45,6 +47,29 @@ def test_a_saturated_replica_fills_its_batch_and_queues_and_a_second_one_drains_
     assert busy > calm
     queue.step(15.0, 2, 10.0)  # 5 spare a second drain 50 in 10 s
     assert queue.waiting == pytest.approx(0.0, abs=1e-9)
+
+
+def test_without_backlog_what_cannot_be_served_is_turned_away_but_the_batch_still_fills() -> None:
+    """Before the demo's day starts (its wait for Prometheus), no queue builds that no autoscaler could have
+    acted on; the KV cache still reads what the replicas serve."""
+    queue = LlmQueue(capacity=CAPACITY)
+    queue.step(25.0, 2, 10.0, backlog=False)  # 5 requests a second beyond two replicas
+    assert (queue.waiting, queue.kv_cache_usage) == (0.0, 1.0)
+    queue.step(25.0, 2, 10.0)
+    assert queue.waiting == pytest.approx(50.0)
+
+
+def test_the_quality_replay_reads_the_queue_and_the_kv_cache_from_the_same_model() -> None:
+    """demo/llm-rules.yaml replayed: its signals come from an LlmQueue stepped with the trace, so a burst
+    beyond the ready replicas fills the queue and the rule scales up on it."""
+    rule = load_rules(REPO_ROOT / "demo" / "llm-rules.yaml").rules[0]
+    result = replay(rule, sudden_burst(base=1.5, peak=6.0, start_seconds=600.0, length_seconds=600.0,
+                                       duration_seconds=1_800.0), ReplaySettings(warmup_seconds=0.0))
+    ups = [sync for sync in result.syncs if sync.replicas > sync.current]
+    assert ups and 600.0 <= ups[0].t <= 615.0  # the first sync of the burst: the queue fills at once
+    assert max(sync.replicas for sync in result.syncs) >= 6
+    downs = [sync for sync in result.syncs if sync.replicas < sync.current]
+    assert downs and downs[-1].t > 1_200.0 and "kv_cache" in downs[-1].message  # back down after it
 
 
 def test_each_ready_replica_serves_vllms_series_and_its_histogram_only_grows() -> None:

@@ -23,6 +23,7 @@ ROOT = REPO_ROOT
 
 @pytest.mark.parametrize("path", ["examples/gpu-inference-rules.yaml",
                                   "examples/gpu-utilization-only-rules.yaml", "demo/demo-rules.yaml",
+                                  "demo/llm-rules.yaml",
                                   "demo/capacity-rules.yaml"])
 def test_shipped_rules_files_load_and_use_signals_the_replay_and_demo_provide(path: str) -> None:
     rules = load_rules(ROOT / path)
