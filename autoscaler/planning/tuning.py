@@ -3,7 +3,8 @@ replayed as if it had run instead, `counterfactual`), the Pareto table, the pick
 day, and the rules-file diff.
 
 Candidates vary both sides: the scale-down window and policy with the targets, and, on the current scale-down,
-the scale-up window and tolerance, panic mode and an overload budget. The pick is the fewest GPU-hours at no
+the scale-up window and tolerance, panic mode and an overload budget; and a daily forecast on the rule as
+it is. The pick is the fewest GPU-hours at no
 more overloaded minutes than the user's budget (by default the current rule's). With more than two days of
 history it is chosen on all but the last day and checked on that day: if it is worse there than the current
 rule (more overloaded minutes than both the current rule and the budget allow, or more GPU-hours for no fewer
@@ -22,7 +23,7 @@ import yaml
 from autoscaler.config.panic import with_panic_queries
 from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, Scored, score
 from autoscaler.policy import Rule
-from autoscaler.policy.spec import OverloadBudget, Panic, ScalingPolicy
+from autoscaler.policy.spec import Forecast, OverloadBudget, Panic, ScalingPolicy
 
 __all__ = ["Candidate", "HeldOut", "HistoryStep", "Recommendation", "ReplaySetup", "Score", "candidates",
            "pareto", "recommend", "rules_diff", "tuned_fields"]
@@ -40,6 +41,8 @@ PANIC = Panic(window_seconds=30, threshold_percent=120.0)
 BUDGET_PERCENTS = (10.0,)
 """overloadBudget.percentOfMinutes tried, with the start-up time as startupSeconds."""
 DAY_SECONDS = 86_400.0
+FORECAST_LEAD_SECONDS = 300
+"""The forecast tried leads by this much at least (the benchmark's best lead on the daily curve)."""
 DEFAULT_STARTUP_SECONDS = 120
 """The budget's startupSeconds when neither --startup-seconds nor the rule's own budget gives one."""
 
@@ -111,6 +114,9 @@ def candidates(rule: Rule, startup_seconds: float = 0.0) -> list[Candidate]:
                 add(", ".join(parts), dataclasses.replace(rule, metrics=metrics, behavior=behavior))
     for label, variant in _scale_up_side(rule, startup_seconds):
         add(label, variant)
+    if rule.forecast is None:  # a daily forecast on the rule as it is: it needs a day of the history to learn
+        lead = max(round(startup_seconds), FORECAST_LEAD_SECONDS)
+        add(f"forecast 1d, lead {lead}s", dataclasses.replace(rule, forecast=Forecast(86_400, lead)))
     return out
 
 
@@ -230,6 +236,10 @@ def tuned_fields(rule: Rule) -> dict[str, object]:
     if rule.overload_budget is not None:
         fields["overloadBudget"] = {"percentOfMinutes": rule.overload_budget.percent_of_minutes,
                                     "startupSeconds": rule.overload_budget.startup_seconds}
+    if rule.forecast is not None:
+        fields["forecast"] = {"seasonSeconds": rule.forecast.season_seconds,
+                              "leadSeconds": rule.forecast.lead_seconds,
+                              "lookbackSeasons": rule.forecast.lookback_seasons, "mode": rule.forecast.mode}
     return fields
 
 

@@ -18,7 +18,7 @@ from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, overloa
 from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.planning.tuning import Candidate, Score, candidates, pareto, recommend, rules_diff
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
-from autoscaler.policy.spec import Capacity, OverloadBudget
+from autoscaler.policy.spec import Capacity, Forecast, OverloadBudget
 from plumbing.prometheus.answer import BadAnswer
 from plumbing.prometheus.range_query import RangeSeries, chunks, parse_matrix
 
@@ -73,6 +73,9 @@ def test_candidates_start_with_the_current_rule_and_are_distinct(tmp_path: Path)
     panicky = [c for c in found if c.rule.behavior.panic is not None]
     assert panicky and all(c.rule.metrics[0].panic_query == "sum(rate(requests_total[30s]))" for c in panicky)
     assert {c.rule.overload_budget for c in found} == {None, OverloadBudget(10.0, 120)}
+    [forecast] = [c for c in found if c.rule.forecast is not None]
+    assert forecast.label == "forecast 1d, lead 300s" and forecast.rule.forecast == Forecast(86_400, 300)
+    assert "forecast:" in rules_diff("rules.yaml", rule, forecast.rule)
 
 
 def test_a_slow_scale_down_gets_a_cheaper_recommendation_with_no_more_overload(tmp_path: Path) -> None:
