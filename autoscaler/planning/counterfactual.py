@@ -28,7 +28,8 @@ from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.planning.trace_replay import covers, replay_columns
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
 
-__all__ = ["HistoryStep", "ReplaySetup", "Scored", "overloaded", "ready_counts", "replay", "score"]
+__all__ = ["HistoryStep", "ReplaySetup", "Scored", "overloaded", "ready_counts", "replay", "score",
+           "score_ranges"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,13 +159,21 @@ def score(current_rule: Rule, rule: Rule, history: Sequence[HistoryStep], setup:
           scored: range | None = None) -> Scored:
     """GPU-hours, overloaded minutes and changes of `rule` replayed on `history`, counted over the steps in
     `scored` (default all: the replay always starts at the first step)."""
+    return score_ranges(current_rule, rule, history, setup, [scored or range(len(history))])[0]
+
+
+def score_ranges(current_rule: Rule, rule: Rule, history: Sequence[HistoryStep], setup: ReplaySetup,
+                 ranges: Sequence[range]) -> list[Scored]:
+    """`score` over each of `ranges`, from one replay."""
     counts = replay(rule, history, setup)
     ready = ready_counts(counts, setup.start_replicas, setup.startup_steps)
     recorded = _recorded_ready(history, setup)
-    steps = scored if scored is not None else range(len(history))
     gpus = current_rule.capacity.gpus_per_replica if current_rule.capacity else 1
-    gpu_hours = sum(counts[i] for i in steps) * setup.step_seconds * gpus / 3600
-    over = sum(1 for i in steps if overloaded(current_rule, history[i], counts[i], ready[i], recorded[i]))
     before = [setup.start_replicas, *counts]
-    changes = sum(1 for i in steps if before[i] != counts[i])
-    return Scored(round(gpu_hours, 3), over * setup.step_seconds / 60, changes)
+    out = []
+    for steps in ranges:
+        gpu_hours = sum(counts[i] for i in steps) * setup.step_seconds * gpus / 3600
+        over = sum(1 for i in steps if overloaded(current_rule, history[i], counts[i], ready[i], recorded[i]))
+        changes = sum(1 for i in steps if before[i] != counts[i])
+        out.append(Scored(round(gpu_hours, 3), over * setup.step_seconds / 60, changes))
+    return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import yaml
 
 from autoscaler.config.panic import with_panic_queries
-from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, Scored, score
+from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, Scored, score_ranges
 from autoscaler.policy import Rule
 from autoscaler.policy.spec import Forecast, OverloadBudget, Panic, ScalingPolicy
 
@@ -162,33 +162,34 @@ def pareto(scores: Sequence[Score]) -> list[Score]:
 def recommend(rule: Rule, history: Sequence[HistoryStep], setup: ReplaySetup,
               max_overloaded_minutes: float | None = None) -> Recommendation:
     """Every candidate scored on the whole history; the pick chosen on all but the last day when the history
-    is longer than two days, and checked on that day (see the module docstring)."""
+    is longer than two days, and checked on that day (see the module docstring). Each candidate is replayed
+    once: the days before the last are the start of the same replay."""
     found = candidates(rule, setup.startup_seconds)
-    scores = tuple(_scored(rule, c, history, setup) for c in found)
+    day = _last_day(history)
+    ranges = [range(len(history))] + ([range(day.start), day] if day is not None else [])
+    scored = [score_ranges(rule, c.rule, history, setup, ranges) for c in found]
+    scores = tuple(Score(c, *_figures(s[0])) for c, s in zip(found, scored, strict=True))
     budget = scores[0].overloaded_minutes if max_overloaded_minutes is None else max_overloaded_minutes
-    day = _last_day(history, setup)
     if day is None:
         return Recommendation(scores, _pick(scores, budget), budget)
-    train = history[:day.start]
-    train_scores = [_scored(rule, c, train, setup) for c in found]
-    train_budget = (train_scores[0].overloaded_minutes if max_overloaded_minutes is None
-                    else max_overloaded_minutes * len(train) / len(history))
-    pick = _pick(train_scores, train_budget)
+    train = [Score(c, *_figures(s[1])) for c, s in zip(found, scored, strict=True)]
+    train_budget = (train[0].overloaded_minutes if max_overloaded_minutes is None
+                    else max_overloaded_minutes * day.start / len(history))
+    pick = _pick(train, train_budget)
     if pick is None:
         return Recommendation(scores, None, budget)
-    on_day = score(rule, pick.candidate.rule, history, setup, day)
-    current_day = score(rule, rule, history, setup, day)
+    index = next(i for i, c in enumerate(found) if c == pick.candidate)
+    on_day, current_day = scored[index][2], scored[0][2]
     allowed = max(current_day.overloaded_minutes, budget * len(day) / len(history))
     worse = (on_day.overloaded_minutes > allowed + 1e-9
              or (on_day.gpu_hours > current_day.gpu_hours
                  and on_day.overloaded_minutes >= current_day.overloaded_minutes))
-    best = None if worse else next(s for s in scores if s.candidate == pick.candidate)
-    return Recommendation(scores, best, budget, HeldOut(on_day, current_day, worse))
+    held_out = HeldOut(on_day, current_day, worse)
+    return Recommendation(scores, None if worse else scores[index], budget, held_out)
 
 
-def _scored(rule: Rule, candidate: Candidate, history: Sequence[HistoryStep], setup: ReplaySetup) -> Score:
-    got = score(rule, candidate.rule, history, setup)
-    return Score(candidate, got.gpu_hours, got.overloaded_minutes, got.scale_changes)
+def _figures(scored: Scored) -> tuple[float, float, int]:
+    return scored.gpu_hours, scored.overloaded_minutes, scored.scale_changes
 
 
 def _pick(scores: Sequence[Score], budget_minutes: float) -> Score | None:
@@ -204,7 +205,7 @@ def _pick(scores: Sequence[Score], budget_minutes: float) -> Score | None:
     return best
 
 
-def _last_day(history: Sequence[HistoryStep], setup: ReplaySetup) -> range | None:
+def _last_day(history: Sequence[HistoryStep]) -> range | None:
     """The steps of the last day, when the history holds more than two days."""
     if not history or history[-1].t - history[0].t <= 2 * DAY_SECONDS:
         return None

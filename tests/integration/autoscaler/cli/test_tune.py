@@ -30,7 +30,7 @@ def tune(tmp_path: Path, rules: str, *args: str) -> subprocess.CompletedProcess[
 
 def test_a_slow_scale_down_gets_a_cheaper_recommendation(tmp_path: Path,
                                                          backfilled_prometheus: BackfilledPrometheus) -> None:
-    result = tune(tmp_path, EMBED_RULES, "--since", "3d", "--step", "60s", "--prometheus",
+    result = tune(tmp_path, EMBED_RULES, "--since", "3d", "--step", "2m", "--prometheus",
                   backfilled_prometheus.url, "--json")
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
@@ -51,7 +51,7 @@ def test_start_up_time_and_an_overload_budget(tmp_path: Path, backfilled_prometh
                                              ) -> None:
     """Replicas that take two minutes to serve overload the service longer than instant ones; a budget of
     overloaded minutes larger than the current rule's lets the pick trade them for GPU-hours."""
-    base = ["--since", "2d", "--step", "2m", "--prometheus", backfilled_prometheus.url, "--json"]
+    base = ["--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url, "--json"]
     instant = json.loads(tune(tmp_path, EMBED_RULES, *base).stdout)
     loading = json.loads(tune(tmp_path, EMBED_RULES, *base, "--startup-seconds", "2m").stdout)
     assert loading["current"]["overloaded_minutes"] > instant["current"]["overloaded_minutes"]
@@ -73,7 +73,7 @@ def test_the_table_and_the_diff(tmp_path: Path, backfilled_prometheus: Backfille
 
 
 def test_a_fast_rule_is_already_best(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
-    result = tune(tmp_path, FAST_RULES, "--since", "3d", "--step", "60s", "--prometheus",
+    result = tune(tmp_path, FAST_RULES, "--since", "3d", "--step", "2m", "--prometheus",
                   backfilled_prometheus.url)
     assert result.returncode == 0, result.stderr
     assert "the current configuration is kept" in result.stdout
