@@ -152,10 +152,13 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
                 rules=RuleSet(str(args.rules), (rule,)),
                 backend=backend,
                 prometheus=single_endpoint(prometheus.url),
+                # Most of a sync's interval for the queries: on a loaded machine (a 2-core CI runner building
+                # an image) a query of the demo's fresh Prometheus can take over half a second, and a failed
+                # capacity query would let a scale-up past the guard.
                 queries=PromQLSettings(
                     prometheus.url,
-                    query_timeout=max(args.interval / 2, 0.5),
-                    budget=max(args.interval * 0.6, 0.5),
+                    query_timeout=max(args.interval * 0.8, 0.8),
+                    budget=max(args.interval * 0.9, 0.9),
                     max_attempts=2,
                 ),
                 metrics=metrics,

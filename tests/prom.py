@@ -16,7 +16,9 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from demo.processes import ManagedProcess, free_port, start_prometheus
 from tests.support import wait_for
 
-SCRAPE_INTERVAL = "200ms"
+SCRAPE_INTERVAL = "500ms"
+"""Also the scrape timeout: a target answering later (its HTTP thread starved in a busy worker) fails the
+scrape and Prometheus marks its series stale at once, so a test would read nothing for an interval."""
 
 
 @dataclass
