@@ -12,6 +12,7 @@ import pytest
 
 from autoscaler.config.rules import load_rules
 from autoscaler.policy import DEFAULT_BEHAVIOR, ScalingPolicy
+from autoscaler.policy.spec import Forecast
 from benchmarks import autoscaling_quality as bench
 from benchmarks import capacity_quality
 from demo.replay import KNOWN_METRICS, ReplaySettings
@@ -85,6 +86,15 @@ def test_configuration_d_is_c_with_panic_mode() -> None:
     assert (d.metrics[0].panic_query, d.behavior.panic.threshold_percent) == (
         c.metrics[0].query.replace("[1m]", "[30s]"), 120.0)
     assert dataclasses.replace(d, behavior=c.behavior, metrics=c.metrics) == c
+
+
+def test_the_shipped_forecast_example_is_the_benchmarks_d_with_its_best_lead() -> None:
+    """examples/gpu-inference-forecast-rules.yaml is what docs/benchmarks.md measured as "(d) + forecast,
+    lead 300 s": a user copies the configuration the figures are about."""
+    d = bench.configurations()[3].rule
+    shipped = load_rules(ROOT / "examples" / "gpu-inference-forecast-rules.yaml").rules[0]
+    assert shipped.forecast == Forecast(86_400, 300, 1, "scaleUp")
+    assert dataclasses.replace(shipped, forecast=None, line=d.line) == d
 
 
 def test_the_bursty_trace_swings_within_minutes_around_a_daily_curve() -> None:
