@@ -136,7 +136,9 @@ class Controller:
             for rule in rules.rules:
                 old = self._states.get(rule.name)
                 if old is not None and _same_target(old.rule, rule):
-                    states[rule.name] = dataclasses.replace(old, rule=rule)
+                    learns = (rule.overload_budget, rule.forecast)
+                    past = old.past if (old.rule.overload_budget, old.rule.forecast) == learns else PastRead()
+                    states[rule.name] = dataclasses.replace(old, rule=rule, past=past)
                 else:
                     states[rule.name] = RuleState(rule)
             self._states = states

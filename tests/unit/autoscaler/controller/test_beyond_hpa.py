@@ -277,3 +277,17 @@ def test_an_observing_forecast_publishes_and_changes_nothing(
     hourly_ramp(c, source, clock, range(90))
     assert backend.workloads[ref()].replicas == 4  # 39 req/s: 4 replicas of 10
     assert sample(c, "gpu_autoscaler_forecast_replicas", rule="svc") == 6
+
+
+def test_an_edited_budget_or_forecast_reads_the_past_again_and_other_edits_do_not(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics
+) -> None:
+    backend.add(ref(), 4)
+    source.values["sum(rate(r[1m]))"] = 10.0
+    c = make_controller(ruleset(BUDGETED))
+    c.sync_once()
+    assert c.past("svc").done  # the fake source cannot read a past: nothing to wait for
+    c.set_rules(ruleset(BUDGETED.replace("maxReplicas: 40", "maxReplicas: 30")))
+    assert c.past("svc").done
+    c.set_rules(ruleset(BUDGETED.replace("percentOfMinutes: 5", "percentOfMinutes: 10")))
+    assert not c.past("svc").done and c.past("svc").tried is None
