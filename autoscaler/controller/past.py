@@ -5,9 +5,9 @@ rule, a restart or a leader failover would otherwise run on the given targets fo
 forecast for a whole season. So once per rule the controller asks Prometheus for the past of each metric's
 query (a range query, one point a minute, bounded by the range reader's limits and the query timeout) and,
 for an `Average` metric, the replicas it recorded itself (`gpu_autoscaler_current_replicas` of the leader),
-and seeds the series with it. One rule is read per sync, so a slow Prometheus delays no sync by more than
-one query's timeout; a failed read is logged and tried again after `RETRY_SECONDS`, the rule learning in
-memory meanwhile.
+and seeds the series with it. One rule is read per sync, each of its range requests within the query
+timeout, so a slow Prometheus delays a sync by that rule's few requests at most; a failed read is logged
+and tried again after `RETRY_SECONDS`, the rule learning in memory meanwhile.
 """
 
 from __future__ import annotations
