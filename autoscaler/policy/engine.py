@@ -97,8 +97,8 @@ def _panicking(rule: Rule, panic: Panic, state: PanicState, *, current: int, pro
         if replicas != wanted:
             limit = f" ({limited.message})"
     cause = step.cause
-    why = (f"{cause.name} over {panic.window_seconds}s is {100 * (cause.ratio or 0.0):.0f}% of its target "
-           f"(threshold {panic.threshold_percent:g}%)" if cause is not None
+    why = (f"{cause.name}{_short_window(rule, cause.name, panic)} is {100 * (cause.ratio or 0.0):.0f}% of "
+           f"its target (threshold {panic.threshold_percent:g}%)" if cause is not None
            else f"last above {panic.threshold_percent:g}% {now - state.last_cause:g}s ago")
     if replicas > current:
         reason, message = Reason.PanicScaleUp, f"panic: {why}: {current} -> {replicas}{limit}"
@@ -180,6 +180,12 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
         proposals=proposals,
         history=prune(history, behavior, now),
     )
+
+
+def _short_window(rule: Rule, name: str, panic: Panic) -> str:
+    """' over 30s' for a metric whose query was shortened; '' for one whose value is its own short window."""
+    metric = next((m for m in rule.metrics if m.name == name), None)
+    return f" over {panic.window_seconds}s" if metric is not None and metric.panic_query else ""
 
 
 def bound_and_limit(rule: Rule, current: int, desired: int, history: RuleHistory, now: float) -> Stage:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 WINDOW_MINUTES = 5
 """The loads compared are means over this many minutes: one minute's peak is noise, not a season."""
+MAX_RISE = 4.0
+"""A seasonal rise is taken as at most this: a season that went from nearly nothing to a peak (or a hostile
+answer of 1e-300 then 1e300) must not turn a sync's value into an overflow, read as a failed metric."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +76,8 @@ def seasonal_rise(loads: Sequence[float | None], season: int, lead: int, seasons
         before = _mean(loads[then - WINDOW_MINUTES + 1:then + 1])  # the five minutes up to that time
         after = _mean(loads[then + lead - half:then + lead + half + 1])  # five minutes around a lead later
         if before is not None and after is not None and before > 0:
-            rises.append(after / before)
-    return sum(rises) / len(rises) if rises else None
+            rises.append(min(after / before, MAX_RISE))
+    return min(sum(rises) / len(rises), MAX_RISE) if rises else None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -91,7 +94,8 @@ def forecasted(rule: Rule, forecast: Forecast, history: RuleHistory, current: in
     for seen in observations:
         rise = rises.get(seen.name)
         if rise is not None and rise > 1.0 and seen.value is not None and math.isfinite(seen.value):
-            raised.append(replace(seen, value=seen.value * rise, panic_value=None))
+            short = None if seen.panic_value is None else seen.panic_value * rise
+            raised.append(replace(seen, value=seen.value * rise, panic_value=short))
         else:
             raised.append(seen)
     known = tuple((m.name, rises.get(m.name)) for m in rule.metrics)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from autoscaler.policy import MetricObservation, RuleHistory
-from autoscaler.policy.forecast import WINDOW_MINUTES, forecasted, record, seasonal_rise
+from autoscaler.policy.forecast import MAX_RISE, WINDOW_MINUTES, forecasted, record, seasonal_rise
 from autoscaler.policy.spec import Forecast, MetricSpec, Rule
 
 from .support import T0, make_rule
@@ -83,3 +83,14 @@ def test_the_loads_kept_are_the_lookback_seasons_and_a_window() -> None:
     rule = forecast_rule()
     history = run_seasons(rule, 500, hourly_ramp)
     assert len(history.forecast[0].loads) == 2 * 60 + WINDOW_MINUTES
+
+
+def test_a_rise_from_nearly_nothing_is_capped_and_the_short_window_is_raised_too() -> None:
+    """A season from 1e-300 to 1e300 (a hostile answer, or a service waking from nothing) raises a value by
+    at most MAX_RISE: never into an overflow the engine would read as a failed metric."""
+    assert seasonal_rise([1e-300] * 30 + [1e300] * 30 + [1e-300] * 31, 60, 10, 1) == MAX_RISE
+    rule = forecast_rule()
+    history = run_seasons(rule, 60 + 31, lambda m: 1e-300 if m % 60 < 33 else 1e300)
+    chosen, _ = forecasted(rule, HOURLY, history, 4, [MetricObservation("rate", 40.0, panic_value=50.0)])
+    assert chosen[0].value == pytest.approx(40.0 * MAX_RISE)
+    assert chosen[0].panic_value == pytest.approx(50.0 * MAX_RISE)

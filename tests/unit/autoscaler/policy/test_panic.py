@@ -49,7 +49,7 @@ def test_a_burst_in_the_short_window_scales_up_at_once_past_the_scale_up_window(
     burst, = run(panicky(), [(0, 25.0, 45.0)])
     assert (burst.replicas, burst.reason) == (18, Reason.PanicScaleUp)  # ceil(4 x 45/10): the short window
     assert burst.history.panic is not None and burst.history.panic.peak == 18
-    assert "450% of its target" in burst.message
+    assert "queue over 30s is 450% of its target" in burst.message
 
 
 def test_below_the_threshold_the_hpa_decides_alone() -> None:
@@ -70,6 +70,7 @@ def test_a_metric_with_no_shorter_window_panics_on_its_own_value() -> None:
     rule = dataclasses.replace(panicky(), metrics=(gauge,))
     decision, = run(rule, [(0, 30.0, None)])
     assert (decision.replicas, decision.reason) == (12, Reason.PanicScaleUp)
+    assert "queue is 300% of its target" in decision.message  # no window: the value is its own
 
 
 def test_policies_and_max_replicas_still_cap_a_panic() -> None:
