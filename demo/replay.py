@@ -28,7 +28,6 @@ What the metrics return (the simulated answers to the rule's queries, by metric 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +37,7 @@ from autoscaler.policy.capacity import CapacityObservation
 from demo.cluster import ClusterSettings, ClusterSnapshot, SimulatedDeployment
 from demo.llm_server import LlmQueue
 from demo.traces import Trace
+from plumbing.prometheus.syntax import largest_range_seconds
 
 DecideFunction = Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, float], Decision]
 
@@ -47,17 +47,10 @@ QUEUE = "queue"
 KV_CACHE = "kv_cache"
 KNOWN_METRICS = (GPU_UTILIZATION, REQUESTS_PER_SECOND, QUEUE, KV_CACHE)
 
-_RANGE = re.compile(r"\[((?:\d+(?:ms|s|m|h|d|w|y))+)(?::[^\]]*)?\]")
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3_600.0, "d": 86_400.0, "w": 604_800.0,
-                 "y": 31_536_000.0}
-
-
 def query_range_seconds(query: str) -> float:
     """The largest range selector of a PromQL query in seconds (`rate(x[1m])` -> 60, `[1h30m]` -> 5400, a
     subquery `[30m:1m]` -> 1800), 0 when it has none."""
-    return max((sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(m.group(1)))
-                for m in _RANGE.finditer(query)), default=0.0)
+    return largest_range_seconds(query)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ operators are bounded, and one past a bound is a problem of its own, never hande
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import promql_parser
@@ -81,12 +82,9 @@ def duration_seconds(text: str) -> float:
     return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
 
 
-def with_range(query: str, seconds: int) -> str:
-    """`query` with every range selector and subquery longer than `seconds` shortened to it (a subquery's
-    step and every `offset` kept): the same signal over a shorter window, as panic mode reads it. Brackets
-    inside string literals are left alone. A query with no longer range comes back unchanged."""
-    pieces: list[str] = []
-    done = 0
+def ranges(query: str) -> Iterator[re.Match[str]]:
+    """The inside of each range selector and subquery of `query` (group 2: its range), brackets inside
+    string literals skipped."""
     opened: int | None = None
     for match in _TOKEN.finditer(query):
         token = match.group()
@@ -94,8 +92,24 @@ def with_range(query: str, seconds: int) -> str:
             opened = match.end()
         elif token == "]" and opened is not None:
             inside = _RANGE.fullmatch(query, opened, match.start())
-            if inside is not None and duration_seconds(inside.group(2)) > seconds:
-                pieces += [query[done:inside.start(2)], f"{seconds}s"]
-                done = inside.end(2)
+            if inside is not None:
+                yield inside
             opened = None
+
+
+def largest_range_seconds(query: str) -> float:
+    """The longest range of `query`'s range selectors and subqueries in seconds, 0 when it has none."""
+    return max((duration_seconds(inside.group(2)) for inside in ranges(query)), default=0.0)
+
+
+def with_range(query: str, seconds: int) -> str:
+    """`query` with every range selector and subquery longer than `seconds` shortened to it (a subquery's
+    step and every `offset` kept): the same signal over a shorter window, as panic mode reads it. Brackets
+    inside string literals are left alone. A query with no longer range comes back unchanged."""
+    pieces: list[str] = []
+    done = 0
+    for inside in ranges(query):
+        if duration_seconds(inside.group(2)) > seconds:
+            pieces += [query[done:inside.start(2)], f"{seconds}s"]
+            done = inside.end(2)
     return "".join(pieces) + query[done:] if pieces else query
