@@ -124,8 +124,10 @@ def redact_url(url: str) -> str:
     (or the start) and the last `@`. So a password holding `#`, `/`, `?`, `:` or `@`, which a URL parser
     splits elsewhere, is hidden whole, and so is one in a URL that does not parse at all."""
     scheme, separator, rest = url.partition("://")
-    if not separator:
-        scheme, rest = "", url
+    if not separator or scheme.lower() not in ("http", "https"):
+        # `user://pw@host` (a password starting with //) reads as scheme `user`: anything but http(s) before
+        # `://` may be user information, so it is read as such and its password hidden
+        scheme, separator, rest = "", "", url
     at = rest.rfind("@")
     if at < 0:
         return url

@@ -76,3 +76,13 @@ def test_a_token_pasted_into_the_auth_type_is_refused_unrepeated(token: str) -> 
         else:
             raise AssertionError("an auth type with a space in it was accepted")
     assert "authorization.type" in message and leaked(token, message) == [], message
+
+
+def test_a_password_starting_with_two_slashes_is_hidden_too() -> None:
+    """`user://=AAA@host` reads as the scheme `user`: found by the property test above; the password
+    (`//=AAA`) was shown whole."""
+    assert redact_url("user://=AAA@prom.example:9090") == "user:***@prom.example:9090"
+    try:
+        endpoints_of("user://=AAA@prom.example:9090", None)
+    except PrometheusClientError as exc:
+        assert "=AAA" not in str(exc), str(exc)
