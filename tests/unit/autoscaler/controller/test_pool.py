@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from autoscaler.controller.loop import Controller
 from autoscaler.controller.pool import PoolLedger
+from autoscaler.errors import RulesError
 from tests.rules import ref, rule, ruleset
 from tests.unit.autoscaler.controller.fakes import FakeBackend, FakeMetrics, sample
 
@@ -82,3 +85,11 @@ def test_a_rule_that_takes_less_than_its_part_leaves_it_to_the_next() -> None:
     later = ledger.share(b, 6.0)
     assert later is not None and later.free == 5.0
     assert PoolLedger([a]).share(a, 6.0) is None  # alone on its pool: nothing to share
+
+
+@pytest.mark.parametrize("value", ["1000001", "-1000001", "1.5", "high"])
+def test_a_priority_out_of_range_or_not_an_integer_is_one_problem_with_its_line(value: str) -> None:
+    with pytest.raises(RulesError) as raised:
+        ruleset(rule("a", "q", extra=f"priority: {value}"))
+    [problem] = raised.value.problems
+    assert (problem.line, problem.field) == (8, "rules[0].priority")
