@@ -6,23 +6,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 
 from plumbing.prometheus.config import load_prometheus_config
 from tests.unit.shipping.kustomize import render
 from tests.unit.shipping.promql_names import ROOT
+from tests.unit.shipping.strict_validation import validate_strictly
 
 OVERLAYS = ROOT / "manifests" / "overlays"
-K8S_VERSION = kubernetes_validate.latest_version()
 
 
 @pytest.mark.parametrize("name", ["openshift", "mimir"])
 def test_overlay_renders_validates_and_its_config_loads(name: str, tmp_path: Path) -> None:
     objects = render(OVERLAYS / name)
-    for obj in objects:
-        if obj["kind"] not in ("ServiceMonitor", "PrometheusRule"):
-            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    validate_strictly(objects)
     (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] ==
                     "gpu-autoscaler-prometheus"]
     path = tmp_path / "prometheus.yaml"
