@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import threading
 import time
@@ -34,11 +35,12 @@ from exporter.nvml.calls import (
     text,
 )
 from exporter.nvml.gpm import GpmReader
-from exporter.nvml.mig import mig_devices, mig_snapshots
+from exporter.nvml.mig import MigLayoutChanged, MigReader
 from exporter.nvml.reliability import ReliabilityReader, memory_temperature, row_remap
 from exporter.nvml.snapshots import (
     BackgroundReading,
     DeviceSnapshot,
+    MigInstanceSnapshot,
     NodeSnapshot,
     ProcessSnapshot,
     ProcessUtilizationSample,
@@ -87,6 +89,7 @@ class NvmlAdapter:
         self._note_unsupported = self._calls.note_unsupported
         self._static: dict[int, StaticInfo] = {}
         self._gpm = GpmReader(nvml, self._calls)
+        self._mig = MigReader(self._calls)
         self._reliability = ReliabilityReader(self._calls)
         self._count = 0
         self._initialized = False
@@ -99,6 +102,7 @@ class NvmlAdapter:
         """Load NVML and read the static facts once; raises NvmlUnavailableError with NVML's reason."""
         self._calls.reset()  # a driver swapped while NVML was down may support other call names
         self._gpm.reset()
+        self._mig.reset()
         self._reliability.reset()
         try:
             self._nvml.nvmlInit()
@@ -128,6 +132,7 @@ class NvmlAdapter:
             self._initialized = False
             self._static.clear()
         if was:
+            self._gpm.reset()  # free the GPM samples while the library that allocated them is loaded
             try:
                 self._nvml.nvmlShutdown()
             except self._error as exc:
@@ -185,11 +190,33 @@ class NvmlAdapter:
             memory_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
                                                             nvml.NVML_CLOCK_MEM)),
         )
-        mig = mig_devices(self._calls, index, handle)
+        mig = self._mig.devices(index, handle)
         info.mig_devices, info.mig_uuids = mig, tuple(device.uuid for device in mig)
         with self._lock:
             self._static[index] = info
         return info
+
+    def _relist_mig(self, index: int, static: StaticInfo, why: str) -> StaticInfo:
+        """List GPU `index`'s MIG devices again (its layout changed); frees the GPM samples of GPU instances
+        that are gone."""
+        mig = self._mig.devices(index, static.handle)
+        info = dataclasses.replace(static, mig_devices=mig, mig_uuids=tuple(device.uuid for device in mig))
+        with self._lock:
+            if self._static.get(index) is static:
+                self._static[index] = info
+        self._gpm.forget_instances(index, {d.gpu_instance_id for d in mig if d.gpu_instance_id is not None})
+        log.info("GPU %d: MIG layout changed (%s): %d MIG device(s) now", index, why, len(mig))
+        return info
+
+    def _mig_snapshots(self, index: int, static: StaticInfo) -> tuple[MigInstanceSnapshot, ...]:
+        try:
+            return self._mig.snapshots(index, static.mig_devices)
+        except MigLayoutChanged as exc:
+            static = self._relist_mig(index, static, str(exc))
+        try:
+            return self._mig.snapshots(index, static.mig_devices)
+        except MigLayoutChanged:  # changing while we read: the next sweep lists it again
+            return ()
 
     def _read_dynamic(self, index: int, s: StaticInfo) -> DeviceSnapshot:
         nvml, h, opt = self._nvml, s.handle, self._optional
@@ -233,7 +260,7 @@ class NvmlAdapter:
                 for p in processes),
             memory_temperature_celsius=memory_temperature(self._calls, index, h),
             row_remap=row_remap(self._calls, index, h),
-            mig_instances=mig_snapshots(self._calls, index, s.mig_devices),
+            mig_instances=self._mig_snapshots(index, s),
         )
 
     # -- background-only calls ------------------------------------------------------------------------
@@ -253,17 +280,15 @@ class NvmlAdapter:
         static = self._static.get(index)
         if static is None:
             return None
-        supported = self._gpm.supported(index, static.handle)
-        gpm, mig_gpm = None, []
-        if supported:
-            gpm = self._gpm.read(index, static.handle)
-            for device in static.mig_devices:
-                if device.gpu_instance_id is not None:
-                    metrics = self._gpm.read(index, static.handle, device.gpu_instance_id)
-                    if metrics is not None:
-                        mig_gpm.append((device.gpu_instance_id, metrics))
-            supported = self._gpm.supported(index, static.handle)  # False once the driver refused a sample
-        return BackgroundReading(supported, gpm, tuple(mig_gpm), self._reliability.read(index, static.handle))
+        if self._mig.mig_mode(index, static.handle) != bool(static.mig_devices):  # MIG turned on or off
+            static = self._relist_mig(index, static, "MIG mode")
+        instances = tuple(d.gpu_instance_id for d in static.mig_devices if d.gpu_instance_id is not None)
+        try:
+            supported, gpm, mig_gpm = self._gpm.read_pass(index, static.handle, instances)
+        except MigLayoutChanged as exc:
+            self._relist_mig(index, static, str(exc))
+            supported, gpm, mig_gpm = self._gpm.supported(index, static.handle), None, ()
+        return BackgroundReading(supported, gpm, mig_gpm, self._reliability.read(index, static.handle))
 
     def process_utilization(
         self, index: int, since_us: int = 0

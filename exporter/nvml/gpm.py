@@ -1,10 +1,14 @@
 """GPM (GPU performance monitoring) profiling: the DCGM profiling fields, from two NVML GPM samples.
 
-NVML computes each metric over the interval between two samples, so `GpmReader.read` keeps the previous
-sample of every GPU (and MIG GPU instance) and answers None on the first call. Run it off the scrape path:
-the background sampler calls it once per pass, so the metrics cover one pass. Every call goes through the
-NVML module object (pynvml or SimulatedNvml) and its own ctypes structures. Units are NVML's, converted
-once here: percentages (0..100) to ratios, NVLink MiB/s to bytes/s.
+NVML computes each metric over the interval between two samples, so `GpmReader.read_pass` keeps the previous
+sample of every GPU (and MIG GPU instance) and answers None for it on the first pass. Run it off the scrape
+path: the background sampler calls it once per pass, so the metrics cover one pass, and each GPU instance is
+sampled once per pass however many compute instances (MIG devices) it holds: two samples of one instance a
+fraction of a millisecond apart are below NVML's 100 ms minimum. What fails costs little: NotSupported
+switches off that one sample series (the whole GPU, or one GPU instance) for the NVML session; any other
+error of nvmlGpmSampleAlloc, nvmlGpmSampleGet or nvmlGpmMetricsGet costs that series' value for that pass
+only. Every call goes through the NVML module object (pynvml or SimulatedNvml) and its own ctypes
+structures. Units are NVML's, converted once here: percentages (0..100) to ratios, NVLink MiB/s to bytes/s.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import threading
 from typing import Any
 
 from exporter.nvml.calls import NvmlCalls
+from exporter.nvml.mig import MigLayoutChanged
 from exporter.nvml.snapshots import GpmMetrics
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,7 @@ NVLINK_METRICS = ("NVLINK_TOTAL_TX_PER_SEC", "NVLINK_TOTAL_RX_PER_SEC")  # MiB/s
 
 # key of a sample series: (GPU index, GPU instance id or None for the whole GPU)
 SampleKey = tuple[int, int | None]
+GpmPass = tuple[bool, GpmMetrics | None, tuple[tuple[int, GpmMetrics], ...]]
 
 
 class GpmReader:
@@ -55,17 +61,23 @@ class GpmReader:
         self._lock = threading.Lock()
         self._previous: dict[SampleKey, Any] = {}
         self._support: dict[int, bool] = {}
+        self._off: set[SampleKey] = set()  # series whose sampling answered NotSupported this session
+        self._warned: set[tuple[int, str]] = set()
         names = [name for _, name in RATIO_METRICS + PIPE_METRICS] + [
             *NVDEC_METRICS, *NVJPG_METRICS, *NVLINK_METRICS]
         self._ids = {name: getattr(nvml, f"NVML_GPM_METRIC_{name}", None) for name in names}
         self._wanted = [metric for metric in self._ids.values() if metric is not None]
 
     def reset(self) -> None:
-        """Forget the samples and the support answers of an NVML session that ended (never freed: the
-        library that allocated them is gone)."""
+        """Free the samples and forget the support answers: called before NVML shuts down (so the library
+        that allocated them frees them) and again at init (where a free that fails is only logged)."""
         with self._lock:
+            samples = list(self._previous.values())
             self._previous.clear()
             self._support.clear()
+            self._off.clear()
+        for sample in samples:
+            self._free(sample)
 
     def supported(self, index: int, handle: Any) -> bool:
         """nvmlGpmQueryDeviceSupport, asked once per session; a driver without GPM calls says False."""
@@ -82,11 +94,41 @@ class GpmReader:
         with self._lock:
             self._support[index] = supported
 
+    def read_pass(self, index: int, handle: Any, gpu_instance_ids: tuple[int, ...] = ()) -> GpmPass:
+        """One pass over GPU `index`: (GPM supported, the whole GPU's metrics, each GPU instance's), each
+        GPU instance sampled once. Raises MigLayoutChanged when a GPU instance is gone (stale ids)."""
+        if not self.supported(index, handle):
+            return False, None, ()
+        keys: list[SampleKey] = [(index, None), *((index, gi) for gi in dict.fromkeys(gpu_instance_ids))]
+        found: dict[int | None, GpmMetrics] = {}
+        for key in keys:
+            if key in self._off:
+                continue
+            try:
+                metrics = self.read(index, handle, key[1])
+            except MigLayoutChanged:
+                raise
+            except self._nvml.NVMLError as exc:  # this series' value for this pass only
+                self._warn(index, exc)
+                continue
+            if metrics is not None:
+                found[key[1]] = metrics
+        supported = any(key not in self._off for key in keys)
+        return supported, found.pop(None, None), tuple((gi, m) for gi, m in found.items() if gi is not None)
+
+    def _warn(self, index: int, exc: Exception) -> None:
+        key = (index, type(exc).__name__)
+        level = logging.DEBUG if key in self._warned else logging.WARNING
+        self._warned.add(key)
+        log.log(level, "GPU %d: a GPM sample failed: %s (%s); its profiling series skip this pass", index,
+                exc, type(exc).__name__)
+
     def read(self, index: int, handle: Any, gpu_instance_id: int | None = None) -> GpmMetrics | None:
         """Take a sample; metrics since the previous one of the same key (None on the first, or when the
-        driver refuses: then GPM is off for this GPU until NVML is re-initialised)."""
+        driver refuses: then this series is off until NVML is re-initialised)."""
         nvml = self._nvml
         sample = nvml.nvmlGpmSampleAlloc()
+        stale = (nvml.NVMLError_InvalidArgument, nvml.NVMLError_NotFound)
         try:
             if gpu_instance_id is None:
                 nvml.nvmlGpmSampleGet(handle, sample)
@@ -94,9 +136,16 @@ class GpmReader:
                 nvml.nvmlGpmMigSampleGet(handle, gpu_instance_id, sample)
         except self._calls.left_out as exc:
             self._free(sample)
-            self._calls.note_unsupported(index, "nvmlGpmSampleGet", exc)
-            self._remember(index, False)
+            call = "nvmlGpmSampleGet" if gpu_instance_id is None else "nvmlGpmMigSampleGet"
+            self._calls.note_unsupported(index, call, exc)
+            with self._lock:
+                self._off.add((index, gpu_instance_id))
             return None
+        except stale as exc:
+            self._free(sample)
+            if gpu_instance_id is None:
+                raise
+            raise MigLayoutChanged(f"GPU instance {gpu_instance_id}: {type(exc).__name__}") from exc
         except BaseException:
             self._free(sample)
             raise
@@ -110,11 +159,14 @@ class GpmReader:
         finally:
             self._free(previous)
 
-    def forget(self, keep: set[SampleKey]) -> None:
-        """Free the samples of keys no longer read (a MIG instance gone, a GPU gone)."""
+    def forget_instances(self, index: int, keep: set[int]) -> None:
+        """Free the samples of GPU `index`'s GPU instances not in `keep` (a MIG layout changed), and forget
+        which of its instances answered NotSupported (new instances may reuse the ids)."""
         with self._lock:
-            gone = [key for key in self._previous if key not in keep]
+            gone = [key for key in self._previous if key[0] == index and key[1] is not None
+                    and key[1] not in keep]
             samples = [self._previous.pop(key) for key in gone]
+            self._off = {key for key in self._off if key[0] != index or key[1] is None}
         for sample in samples:
             self._free(sample)
 

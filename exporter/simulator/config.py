@@ -8,6 +8,7 @@ ConfigError naming the file and the field of each.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 from yaml.nodes import Node
 
 from exporter.errors import ConfigError
-from exporter.simulator.models import MAX_MIG_SLICES, MODELS, GpuModel, MigProfile
+from exporter.simulator.models import MAX_MIG_SLICES, MODELS, GpuModel, MigLayout
 from plumbing import yamlsafe
 from plumbing.problems import Problem
 from plumbing.yamlnodes import NodeReader, line_at, node_at
@@ -39,7 +40,7 @@ MAX_NVLINKS = 18  # links of the largest simulated model (H100)
 
 PATTERNS = ("constant", "sine", "square", "ramp")
 FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "error", "xid", "nvml_unavailable",
-               "overheat", "row_remap_pending", "row_remap_failed", "nvlink_down")
+               "overheat", "row_remap_pending", "row_remap_failed", "nvlink_down", "mig_layout")
 CALL_FAULT_TYPES = ("not_supported", "function_not_found", "error")  # faults that name NVML calls
 MIN_OVERHEAT_CELSIUS, MAX_OVERHEAT_CELSIUS = 30.0, 120.0
 NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMismatch")
@@ -95,8 +96,7 @@ class SimGpuSpec:
     model: GpuModel
     load: LoadPattern
     processes: tuple[ProcessSpec, ...]
-    mig_devices: int = 0  # > 0: the GPU is in MIG mode with this many MIG devices (UUIDs `MIG-...`)
-    mig_profile: MigProfile | None = None  # the profile of every MIG device (set when mig_devices > 0)
+    mig: MigLayout | None = None  # set: the GPU is in MIG mode with this layout (MIG devices `MIG-...`)
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ class Fault:
     error: str = "LibraryNotFound"  # NVMLError_<error>: for nvml_unavailable and error faults
     celsius: float = 0.0  # overheat: the temperature the GPU heats up to (with the usual thermal lag)
     links: tuple[int, ...] = ()  # nvlink_down: the NVLink links that are down
+    mig: MigLayout | None = None  # mig_layout: the GPU's MIG layout from `at` on (None: MIG off)
 
     def active(self, t: float) -> bool:
         return t >= self.at and (self.until is None or t < self.until)
@@ -126,6 +127,13 @@ class SimConfig:
     faults: tuple[Fault, ...] = ()
     seed: int = 1
     pcie_latency_seconds: float = 0.02
+    # What nvmlSystemGetDriverVersion answers; calls newer than this driver raise FunctionNotFound (R550 by
+    # default: older than R580, so the exporter's fallbacks for older drivers run in the demo and the tests).
+    driver_version: str = "550.54.15"
+
+    @property
+    def driver_major(self) -> int:
+        return int(self.driver_version.split(".")[0])
 
 
 def default_config(count: int, seed: int = 1) -> SimConfig:
@@ -182,7 +190,7 @@ class _Parser:
             line = line_at(self.root, "")
             raise ConfigError(str(Problem(self.path, line, "(top level)",
                                           f"expected a mapping with 'gpus' (got {_kind(data)})")))
-        self.unknown(data, "", {"gpus", "faults", "seed", "pcie_latency_seconds"})
+        self.unknown(data, "", {"gpus", "faults", "seed", "pcie_latency_seconds", "driver_version"})
         gpus: list[SimGpuSpec] = []
         raw_gpus = data.get("gpus")
         if not isinstance(raw_gpus, list) or not raw_gpus:
@@ -205,22 +213,25 @@ class _Parser:
             self.fail("faults", f"expected at most {MAX_LIST_ITEMS} faults (got {len(raw_faults)})")
             raw_faults = []
         for i, raw in enumerate(raw_faults):
-            fault = self.fault(raw, f"faults[{i}]", len(gpus))
+            fault = self.fault(raw, f"faults[{i}]", gpus)
             if fault is not None:
                 faults.append(fault)
         seed = self.number(data, "seed", "seed", 1, integer=True, minimum=0, maximum=MAX_SEED)
         latency = self.number(data, "pcie_latency_seconds", "pcie_latency_seconds", 0.02, minimum=0,
                               maximum=MAX_PCIE_LATENCY_SECONDS)
+        driver = data.get("driver_version", SimConfig.driver_version)
+        if not isinstance(driver, str) or not DRIVER_VERSION.fullmatch(driver):
+            self.fail("driver_version", f"expected a driver version like 550.54.15 (got {driver!r})")
         if self.problems:
             raise ConfigError("\n".join(str(problem) for problem in sorted(
                 self.problems, key=lambda problem: problem.line)))
-        return SimConfig(tuple(gpus), tuple(faults), int(seed), float(latency))
+        return SimConfig(tuple(gpus), tuple(faults), int(seed), float(latency), str(driver))
 
     def group(self, raw: Any, field: str, first_index: int) -> list[SimGpuSpec]:
         if not isinstance(raw, Mapping):
             self.fail(field, f"expected a mapping with 'model' and 'count' (got {_kind(raw)})")
             return []
-        self.unknown(raw, field, {"model", "count", "load", "processes", "mig", "mig_profile"})
+        self.unknown(raw, field, {"model", "count", "load", "processes", *MIG_KEYS})
         model_key = raw.get("model", "H100")
         model = MODELS.get(str(model_key))
         if model is None:
@@ -229,19 +240,22 @@ class _Parser:
                                 maximum=MAX_SIMULATED_GPUS))
         load = self.load(raw.get("load"), f"{field}.load")
         processes = self.processes(raw.get("processes"), f"{field}.processes")
-        mig = int(self.number(raw, "mig", f"{field}.mig", 0, integer=True, minimum=0, maximum=MAX_MIG_SLICES))
         if model is None:
             return []
-        profile = self.mig_profile(raw, field, model, mig)
-        return [SimGpuSpec(model, load, processes, mig if profile else 0, profile) for _ in range(count)]
+        return [SimGpuSpec(model, load, processes, self.mig_layout(raw, field, model)) for _ in range(count)]
 
-    def mig_profile(self, raw: Mapping[str, Any], field: str, model: GpuModel, mig: int) -> MigProfile | None:
-        """The profile of a `mig: N` group's MIG devices (default the smallest): N of them must fit in the
-        GPU's seven compute slices, and only a MIG-capable model takes `mig` at all."""
+    def mig_layout(self, raw: Mapping[str, Any], field: str, model: GpuModel) -> MigLayout | None:
+        """`mig: N` GPU instances of `mig_profile` (default the smallest), each of `mig_compute_instances`
+        compute instances (default 1): N of them must fit in the GPU's seven compute slices, the compute
+        instances in the profile's slices, and only a MIG-capable model takes `mig` at all."""
+        mig = int(self.number(raw, "mig", f"{field}.mig", 0, integer=True, minimum=0, maximum=MAX_MIG_SLICES))
         name = raw.get("mig_profile")
+        computes = int(self.number(raw, "mig_compute_instances", f"{field}.mig_compute_instances", 1,
+                                   integer=True, minimum=1, maximum=MAX_MIG_SLICES))
         if not mig:
-            if name is not None:
-                self.fail(f"{field}.mig_profile", "only with mig: N (N >= 1)")
+            for key in ("mig_profile", "mig_compute_instances"):
+                if raw.get(key) is not None:
+                    self.fail(f"{field}.{key}", "only with mig: N (N >= 1)")
             return None
         if not model.mig_capable:
             capable = ", ".join(m.key for m in MODELS.values() if m.mig_capable)
@@ -258,7 +272,12 @@ class _Parser:
             self.fail(f"{field}.mig", f"expected at most {fits} {profile.name} devices on one GPU "
                                       f"(got {mig})")
             return None
-        return profile
+        layout = MigLayout(profile, mig, computes)
+        problem = layout.fits()
+        if problem is not None:
+            self.fail(f"{field}.mig_compute_instances", problem)
+            return None
+        return layout
 
     def load(self, raw: Any, field: str) -> LoadPattern:
         if raw is None:
@@ -317,16 +336,17 @@ class _Parser:
             result.append(ProcessSpec(int(pid), int(gib * GIB), float(share)))
         return tuple(result)
 
-    def fault(self, raw: Any, field: str, gpu_count: int) -> Fault | None:
+    def fault(self, raw: Any, field: str, specs: list[SimGpuSpec]) -> Fault | None:
         if not isinstance(raw, Mapping):
             self.fail(field, f"expected a mapping with 'type' (got {_kind(raw)})")
             return None
-        self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error", "celsius", "link"})
+        self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error", "celsius", "link",
+                                  *MIG_KEYS})
         kind = raw.get("type")
         if kind not in FAULT_TYPES:
             self.fail(f"{field}.type", f"expected one of {', '.join(FAULT_TYPES)} (got {kind!r})")
             return None
-        gpus = self.gpu_list(raw.get("gpu"), f"{field}.gpu", gpu_count)
+        gpus = self.gpu_list(raw.get("gpu"), f"{field}.gpu", len(specs))
         at = self.number(raw, "at", f"{field}.at", 0.0, minimum=0, maximum=MAX_SECONDS)
         until = self.number(raw, "until", f"{field}.until", None, minimum=0, maximum=MAX_SECONDS)
         if until is not None and until <= at:
@@ -348,8 +368,25 @@ class _Parser:
         error = self.error_name(raw, str(kind), f"{field}.error")
         celsius = self.overheat_celsius(raw, str(kind), f"{field}.celsius")
         links = self.links(raw, str(kind), f"{field}.link")
+        mig = self.fault_mig(raw, str(kind), field, [specs[i] for i in gpus or range(len(specs))])
         return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error,
-                     celsius, links)
+                     celsius, links, mig)
+
+    def fault_mig(self, raw: Mapping[str, Any], kind: str, field: str,
+                  specs: list[SimGpuSpec]) -> MigLayout | None:
+        """The layout a mig_layout fault gives its GPUs (read as a group's `mig` fields; `mig: 0` turns MIG
+        off); it must fit every GPU it names."""
+        if kind != "mig_layout":
+            for key in MIG_KEYS:
+                if key in raw:
+                    self.fail(f"{field}.{key}", f"only for a mig_layout fault (this fault is {kind})")
+            return None
+        if "until" in raw:
+            self.fail(f"{field}.until", "a mig_layout fault lasts: the next mig_layout fault changes it")
+        if "mig" not in raw:
+            self.fail(f"{field}.mig", "required for a mig_layout fault (GPU instances, 0 for MIG off)")
+        layouts = {self.mig_layout(raw, field, model) for model in {spec.model for spec in specs}}
+        return next(iter(layouts)) if len(layouts) == 1 else None
 
     def links(self, raw: Mapping[str, Any], kind: str, field: str) -> tuple[int, ...]:
         """The NVLink links an nvlink_down fault takes down (a link the GPU does not have changes nothing)."""
@@ -422,6 +459,10 @@ class _Parser:
         node = node_at(self.root, field)
         if node is not None:
             self.reader.mapping(node, field, known=allowed)
+
+
+MIG_KEYS = ("mig", "mig_profile", "mig_compute_instances")
+DRIVER_VERSION = re.compile(r"[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?")
 
 
 def _kind(value: Any) -> str:

@@ -6,6 +6,9 @@ a buffer this module keeps, looked up by address), `nvmlGpmMetricsGet` fills the
 `c_nvmlGpmMetricsGet_t`, each metric with its own `nvmlReturn`. A model without GPM answers
 `nvmlGpmQueryDeviceSupport` with isSupportedDevice 0 and raises NVMLError_NotSupported on sampling, as real
 pre-Hopper boards do. Units are NVML's: utilizations in percent (0..100), NVLink and PCIe in MiB/s.
+Two samples taken less than `GPM_MIN_INTERVAL_SECONDS` apart (NVML's documented minimum) are refused by
+`nvmlGpmMetricsGet` with InvalidArgument, so a reader sampling one GPU instance twice in a pass sees it fail;
+`gpm_samples_allocated` counts the samples not freed, so a test sees a leak.
 
 Kept apart from exporter/simulator/nvml.py so each stays small; `SimulatedNvml` inherits these methods.
 """
@@ -45,6 +48,7 @@ _NVLINK_TX, _NVLINK_RX = (_pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
 _UNSUPPORTED = _pynvml.NVML_ERROR_NOT_SUPPORTED
 NVLINK_TX_SHARE, NVLINK_RX_SHARE = 0.3, 0.25  # of the model's NVLink bandwidth at full load
 PCIE_MIB = 1024.0  # model PCIe figures are KB/s
+GPM_MIN_INTERVAL_SECONDS = 0.1
 
 
 @dataclass
@@ -85,6 +89,11 @@ class GpmSurface:
         if found is None:
             raise _pynvml.NVMLError_InvalidArgument()
         return found
+
+    @property
+    def gpm_samples_allocated(self) -> int:
+        with self._lock:
+            return len(self._gpm_samples())
 
     def nvmlGpmQueryDeviceSupport(self, device: Any) -> Any:
         with self._lock:
@@ -139,6 +148,8 @@ class GpmSurface:
             where = (first.gpu, first.gpu_instance_id)
             if first.gpu is None or where != (second.gpu, second.gpu_instance_id):
                 raise _pynvml.NVMLError_InvalidArgument()  # never filled, or two different GPUs / instances
+            if abs(second.t - first.t) < GPM_MIN_INTERVAL_SECONDS:
+                raise _pynvml.NVMLError_InvalidArgument()
             if not 0 <= metricsGet.numMetrics <= _pynvml.NVML_GPM_METRIC_MAX:
                 raise _pynvml.NVMLError_InvalidArgument()
             gpu = self._gpus[first.gpu]

@@ -23,18 +23,46 @@ class MigProfile:
     slices: int  # compute slices (the `1g` of `1g.10gb`)
     memory_eighths: int  # memory slices out of 8
     first_gpu_instance_id: int  # NVML's GPU instance ids for this profile start here (placement order)
-    nvml_profile: int  # NVML_GPU_INSTANCE_PROFILE_*: the profile id nvmlGpuInstanceGetInfo reports
+    nvml_profile: int  # NVML_GPU_INSTANCE_PROFILE_*: the index nvmlDeviceGetGpuInstanceProfileInfo takes
+    # the profile's id (nvidia-smi's "ID"): what nvmlGpuInstanceGetInfo().profileId says and what
+    # nvmlDeviceGetGpuInstanceProfileInfoById takes; a different number from nvml_profile, as on the board
+    profile_id: int
 
 
-# The A100 80GB and H100 80GB profiles (same names on both boards).
+# The A100 80GB and H100 80GB profiles (same names on both boards; ids as `nvidia-smi mig -lgip` lists them).
 MIG_PROFILES_80GB: tuple[MigProfile, ...] = (
-    MigProfile("1g.10gb", 1, 1, 7, 0x0),
-    MigProfile("1g.20gb", 1, 2, 7, 0x9),
-    MigProfile("2g.20gb", 2, 2, 3, 0x1),
-    MigProfile("3g.40gb", 3, 4, 1, 0x2),
-    MigProfile("4g.40gb", 4, 4, 1, 0x3),
-    MigProfile("7g.80gb", 7, 8, 0, 0x4),
+    MigProfile("1g.10gb", 1, 1, 7, 0x0, 19),
+    MigProfile("1g.20gb", 1, 2, 7, 0x9, 15),
+    MigProfile("2g.20gb", 2, 2, 3, 0x1, 14),
+    MigProfile("3g.40gb", 3, 4, 1, 0x2, 9),
+    MigProfile("4g.40gb", 4, 4, 1, 0x3, 5),
+    MigProfile("7g.80gb", 7, 8, 0, 0x4, 0),
 )
+
+
+@dataclass(frozen=True)
+class MigLayout:
+    """A GPU's MIG layout: `gpu_instances` GPU instances of one profile, each split into `compute_instances`
+    compute instances sharing its memory; every compute instance is one MIG device (its own `MIG-` UUID)."""
+
+    profile: MigProfile
+    gpu_instances: int
+    compute_instances: int = 1
+
+    @property
+    def devices(self) -> int:
+        return self.gpu_instances * self.compute_instances
+
+    def fits(self) -> str | None:
+        """Why this layout cannot be made on one GPU; None when it can."""
+        name, slices = self.profile.name, self.profile.slices
+        fits = min(MAX_MIG_SLICES // slices, 8 // self.profile.memory_eighths)
+        if not 1 <= self.gpu_instances <= fits:
+            return f"expected 1..{fits} {name} GPU instances on one GPU (got {self.gpu_instances})"
+        if not 1 <= self.compute_instances <= slices:
+            computes = self.compute_instances
+            return f"expected 1..{slices} compute instances in a {name} GPU instance (got {computes})"
+        return None
 
 
 @dataclass(frozen=True)

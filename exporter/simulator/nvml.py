@@ -23,6 +23,15 @@ from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHand
 from exporter.simulator.physics import SimGpu, process_memory
 from exporter.simulator.reliability import ReliabilitySurface
 
+# The first driver branch whose libnvidia-ml has each call (of those the exporter makes that are newer than
+# R510): an older driver answers FunctionNotFound, as pynvml does for a symbol its library lacks.
+DRIVER_MINIMUM: dict[str, int] = {
+    "nvmlDeviceGetGpuInstanceProfileInfoById": 580,
+    "nvmlDeviceGetCurrentClocksEventReasons": 535,
+    **{call: 525 for call in ("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree",
+                              "nvmlGpmSampleGet", "nvmlGpmMigSampleGet", "nvmlGpmMetricsGet")},
+}
+
 
 class _Obj:
     """Attribute bag standing in for pynvml's ctypes structures (same field names)."""
@@ -141,6 +150,8 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
                 raise self.NVMLError_FunctionNotFound()
         if call != "nvmlInit" and not self._initialized:
             raise self.NVMLError_Uninitialized()
+        if DRIVER_MINIMUM.get(call, 0) > self.config.driver_major:  # the symbol is not in this libnvidia-ml
+            raise self.NVMLError_FunctionNotFound()
         if index is not None:
             if index >= len(self._gpus) or index < 0:
                 raise self.NVMLError_InvalidArgument()
@@ -159,7 +170,8 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
             raise self.NVMLError_InvalidArgument()
         t = self._enter(call, handle.index)
         gpu = self._gpus[handle.index]
-        if gpu.spec.mig_devices and call in MIG_UNSUPPORTED_CALLS:
+        self._apply_mig_faults(gpu, t)
+        if gpu.mig and call in MIG_UNSUPPORTED_CALLS:
             raise self.NVMLError_NotSupported()
         gpu.advance(t)
         return gpu, t
@@ -178,7 +190,7 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
     def nvmlSystemGetDriverVersion(self) -> str:
         with self._lock:
             self._enter("nvmlSystemGetDriverVersion")
-            return "550.54.15"
+            return str(self.config.driver_version)
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         with self._lock:
@@ -208,8 +220,7 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
     def nvmlDeviceGetUUID(self, handle: SimHandle | SimMigHandle) -> str:
         with self._lock:
             if isinstance(handle, SimMigHandle):
-                self._gpu("nvmlDeviceGetUUID", self._handles[handle.parent])
-                return self.mig_uuid_of(handle)
+                return self.mig_uuid_of("nvmlDeviceGetUUID", handle)
             return self._gpu("nvmlDeviceGetUUID", handle)[0].uuid
 
     def nvmlDeviceGetName(self, handle: SimHandle) -> str:

@@ -61,6 +61,8 @@ class SimGpu:
         self.overheat_override: float | None = None
         self.overheats = tuple(f for f in faults if f.type == "overheat" and f.applies_to(index))
         self.lost = False
+        self.mig = spec.mig  # the MIG layout now (a mig_layout fault or set_mig_layout changes it)
+        self.mig_generation = 0  # bumped on every layout change: MIG handles of an older layout are stale
         self.ecc_corrected = 0
         self.ecc_uncorrected = 0
         self.reliability = Reliability()

@@ -104,9 +104,12 @@ def test_mig_instances_have_ids_profile_memory_and_own_gpm(sim: SimulatedNvml, c
     ids = [sim.nvmlDeviceGetGpuInstanceId(m) for m in migs]
     assert ids == list(range(7, 14)) and {sim.nvmlDeviceGetComputeInstanceId(m) for m in migs} == {0}
     info = sim.nvmlGpuInstanceGetInfo(sim.nvmlDeviceGetGpuInstanceById(gpu, 8))
-    profile = sim.nvmlDeviceGetGpuInstanceProfileInfoById(gpu, info.profileId)
+    with pytest.raises(pynvml.NVMLError_FunctionNotFound):  # R580 and newer; this driver is R550
+        sim.nvmlDeviceGetGpuInstanceProfileInfoById(gpu, info.profileId)
+    profile = sim.nvmlDeviceGetGpuInstanceProfileInfo(gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
     assert isinstance(profile, pynvml.c_nvmlGpuInstanceProfileInfo_v2_t)
     assert profile.name in ("MIG 1g.10gb", b"MIG 1g.10gb")  # pynvml decodes char arrays
+    assert profile.id == info.profileId != pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE  # an id, not the index
     first, second, third = (sim.nvmlDeviceGetMemoryInfo(m) for m in migs[:3])
     assert first.total == second.total < sim.nvmlDeviceGetMemoryInfo(gpu).total / 7
     assert first.used > third.used and second.used > third.used  # pids 11 and 12 sit on the first two
