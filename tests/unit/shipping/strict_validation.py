@@ -19,7 +19,7 @@ from tests.unit.shipping.crd_schemas import SCHEMAS
 
 OLDEST_KUBERNETES = "1.30"
 """The oldest Kubernetes minor we support (the chart's `kubeVersion` in charts/gpu-autoscaler/Chart.yaml)."""
-K8S_VERSIONS = (OLDEST_KUBERNETES, kubernetes_validate.latest_version())
+K8S_VERSIONS = (OLDEST_KUBERNETES, ".".join(kubernetes_validate.latest_version().split(".")[:2]))
 
 
 @functools.cache

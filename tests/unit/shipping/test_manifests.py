@@ -76,6 +76,14 @@ def test_strict_validation_rejects_an_unknown_field() -> None:
         jsonschema.validate(monitor, SCHEMAS["ServiceMonitor"])
 
 
+def test_a_field_newer_than_the_oldest_supported_kubernetes_is_refused() -> None:
+    daemonset = copy.deepcopy(one("DaemonSet", "gpu-exporter"))
+    daemonset["spec"]["template"]["spec"]["hostnameOverride"] = "gpu-node"  # a pod field since 1.34
+    kubernetes_validate.validate(daemonset, K8S_VERSION, strict=True)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_strictly([daemonset])
+
+
 def test_base_and_overlays_share_the_namespace_and_labels() -> None:
     for name in RENDERINGS:
         for obj in render(RENDERINGS[name]):
