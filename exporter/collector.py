@@ -114,6 +114,7 @@ _SIMPLE: tuple[tuple[m.MetricSpec, str], ...] = (
     (m.MEMORY_USED, "memory_used_bytes"),
     (m.MEMORY_FREE, "memory_free_bytes"),
     (m.MEMORY_TOTAL, "memory_total_bytes"),
+    (m.MEMORY_RESERVED, "memory_reserved_bytes"),
     (m.TEMPERATURE, "temperature_celsius"),
     (m.POWER_USAGE, "power_watts"),
     (m.POWER_LIMIT, "power_limit_watts"),

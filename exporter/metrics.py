@@ -55,6 +55,9 @@ MEMORY_UTILIZATION = _gauge("gpu_memory_utilization_ratio",
 MEMORY_USED = _gauge("gpu_memory_used_bytes", "Device memory in use, in bytes.")
 MEMORY_FREE = _gauge("gpu_memory_free_bytes", "Device memory free, in bytes.")
 MEMORY_TOTAL = _gauge("gpu_memory_total_bytes", "Total device memory, in bytes.")
+MEMORY_RESERVED = _gauge("gpu_memory_reserved_bytes",
+                         "Device memory the driver reserves for itself, in bytes (counted in "
+                         "gpu_memory_used_bytes too).")
 TEMPERATURE = _gauge("gpu_temperature_celsius", "GPU core temperature, in degrees Celsius.")
 POWER_USAGE = _gauge("gpu_power_usage_watts", "Power drawn by the board, in watts.")
 POWER_LIMIT = _gauge("gpu_power_limit_watts", "Enforced power limit, in watts.")
@@ -153,10 +156,19 @@ POWER_VIOLATION = _counter("gpu_power_violation_seconds",
                            "Time the power limit held the clocks down, in seconds (NVML violation time).")
 THERMAL_VIOLATION = _counter("gpu_thermal_violation_seconds",
                              "Time heat held the clocks down, in seconds (NVML violation time).")
+PCIE_REPLAYS = _counter("gpu_pcie_replays",
+                        "PCIe replays (link retransmissions) since the driver was loaded.")
+NVLINK_BYTES = _counter("gpu_nvlink_bytes",
+                        "NVLink traffic of all the GPU's links since the driver was loaded, header and "
+                        "payload, in bytes, by direction (tx, rx).", "direction")
+VGPU_LICENSED = _gauge("gpu_vgpu_license_status",
+                       "1 if the vGPU's license is held, 0 if not; absent on a GPU that is not a vGPU.")
 
 # MIG instances: one series per MIG device (GPU instance and its compute instance), pod labels = its holder.
 MIG_LABELS: tuple[str, ...] = ("gpu_instance_id", "compute_instance_id", "mig_profile")
 MIG_MEMORY_USED = _gauge("gpu_mig_memory_used_bytes", "Memory in use on one MIG device, in bytes.",
+                         *MIG_LABELS)
+MIG_MEMORY_FREE = _gauge("gpu_mig_memory_free_bytes", "Memory free on one MIG device, in bytes.",
                          *MIG_LABELS)
 MIG_MEMORY_TOTAL = _gauge("gpu_mig_memory_total_bytes", "Total memory of one MIG device, in bytes.",
                           *MIG_LABELS)
@@ -195,10 +207,10 @@ POD_RESOURCES_ATTEMPTS = MetricSpec("gpu_exporter_pod_resources_refresh_attempts
 
 # Every family the exporter of this issue produces, in exposition order.
 DEVICE_METRICS: tuple[MetricSpec, ...] = (
-    GPU_INFO, GPU_UP, UTILIZATION, MEMORY_UTILIZATION, MEMORY_USED, MEMORY_FREE, MEMORY_TOTAL, TEMPERATURE,
-    POWER_USAGE, POWER_LIMIT, ENERGY, SM_CLOCK, MEMORY_CLOCK, SM_CLOCK_MAX, MEMORY_CLOCK_MAX, FAN_SPEED,
-    PERFORMANCE_STATE, CLOCKS_EVENT_REASON, ECC_ERRORS, PCIE_TX, PCIE_RX, ENCODER_UTILIZATION,
-    DECODER_UTILIZATION, PROCESS_MEMORY,
+    GPU_INFO, GPU_UP, UTILIZATION, MEMORY_UTILIZATION, MEMORY_USED, MEMORY_FREE, MEMORY_TOTAL,
+    MEMORY_RESERVED, TEMPERATURE, POWER_USAGE, POWER_LIMIT, ENERGY, SM_CLOCK, MEMORY_CLOCK, SM_CLOCK_MAX,
+    MEMORY_CLOCK_MAX, FAN_SPEED, PERFORMANCE_STATE, CLOCKS_EVENT_REASON, ECC_ERRORS, PCIE_TX, PCIE_RX,
+    ENCODER_UTILIZATION, DECODER_UTILIZATION, PROCESS_MEMORY,
 )
 EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT)
 # Families the collector's extensions produce: pod attribution (exporter/pods/attribution.py), health and
@@ -213,12 +225,13 @@ PROFILING_METRICS: tuple[MetricSpec, ...] = (
     NVLINK_TX, NVLINK_RX, NVDEC_UTILIZATION, NVJPG_UTILIZATION,
 )
 MIG_METRICS: tuple[MetricSpec, ...] = (
-    MIG_MEMORY_USED, MIG_MEMORY_TOTAL, MIG_SM_ACTIVE, MIG_SM_OCCUPANCY, MIG_TENSOR_ACTIVE, MIG_PIPE_ACTIVE,
-    MIG_DRAM_ACTIVE, MIG_GRAPHICS_ENGINE_ACTIVE, MIG_NVDEC_UTILIZATION, MIG_NVJPG_UTILIZATION,
+    MIG_MEMORY_USED, MIG_MEMORY_FREE, MIG_MEMORY_TOTAL, MIG_SM_ACTIVE, MIG_SM_OCCUPANCY, MIG_TENSOR_ACTIVE,
+    MIG_PIPE_ACTIVE, MIG_DRAM_ACTIVE, MIG_GRAPHICS_ENGINE_ACTIVE, MIG_NVDEC_UTILIZATION,
+    MIG_NVJPG_UTILIZATION,
 )
 RELIABILITY_METRICS: tuple[MetricSpec, ...] = (
     REMAPPED_ROWS, ROW_REMAP_PENDING, ROW_REMAP_FAILED, RETIRED_PAGES, MEMORY_TEMPERATURE, NVLINK_UP,
-    NVLINK_ERRORS, POWER_VIOLATION, THERMAL_VIOLATION,
+    NVLINK_ERRORS, POWER_VIOLATION, THERMAL_VIOLATION, PCIE_REPLAYS, NVLINK_BYTES, VGPU_LICENSED,
 )
 ALL_METRICS: tuple[MetricSpec, ...] = (DEVICE_METRICS + EXPORTER_METRICS + EXTENSION_METRICS
                                        + PROFILING_METRICS + MIG_METRICS + RELIABILITY_METRICS)

@@ -87,6 +87,8 @@ class ProfilingMetrics:
             values = [*labels[:4], *((pod.namespace, pod.pod, pod.container) if pod else ("", "", "")), *ids]
             if mig.memory_used_bytes is not None:
                 families[m.MIG_MEMORY_USED].add_metric(values, float(mig.memory_used_bytes))
+            if mig.memory_free_bytes is not None:
+                families[m.MIG_MEMORY_FREE].add_metric(values, float(mig.memory_free_bytes))
             if mig.memory_total_bytes is not None:
                 families[m.MIG_MEMORY_TOTAL].add_metric(values, float(mig.memory_total_bytes))
             if mig.gpm is not None:

@@ -24,7 +24,8 @@ Family = GaugeMetricFamily | CounterMetricFamily
 
 class ReliabilityMetrics:
     """`gpu_remapped_rows`, `gpu_row_remap_*`, `gpu_retired_pages`, `gpu_memory_temperature_celsius`,
-    `gpu_nvlink_up`, `gpu_nvlink_errors_total`, `gpu_*_violation_seconds_total`."""
+    `gpu_nvlink_up`, `gpu_nvlink_errors_total`, `gpu_*_violation_seconds_total`, `gpu_pcie_replays_total`,
+    `gpu_nvlink_bytes_total`, `gpu_vgpu_license_status`."""
 
     def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]:
         families: dict[m.MetricSpec, Family] = {spec: new_family(spec) for spec in m.RELIABILITY_METRICS}
@@ -40,6 +41,8 @@ class ReliabilityMetrics:
                 families[m.REMAPPED_ROWS].add_metric([*labels, "uncorrectable"], float(remap.uncorrectable))
                 families[m.ROW_REMAP_PENDING].add_metric(labels, 1.0 if remap.pending else 0.0)
                 families[m.ROW_REMAP_FAILED].add_metric(labels, 1.0 if remap.failed else 0.0)
+            if device.pcie_replays is not None:
+                families[m.PCIE_REPLAYS].add_metric(labels, float(device.pcie_replays))
             if device.reliability is not None:
                 self._sampled(families, device.reliability, labels)
         for family in families.values():
@@ -59,6 +62,11 @@ class ReliabilityMetrics:
                 totals[kind] = totals.get(kind, 0.0) + count
         for kind, total in totals.items():  # per GPU, as dcgm-exporter's *_ERROR_COUNT_TOTAL fields
             families[m.NVLINK_ERRORS].add_metric([*labels, kind], total)
+        for direction, count in (("tx", sampled.nvlink_tx_bytes), ("rx", sampled.nvlink_rx_bytes)):
+            if count is not None:
+                families[m.NVLINK_BYTES].add_metric([*labels, direction], float(count))
+        if sampled.vgpu_licensed is not None:
+            families[m.VGPU_LICENSED].add_metric(labels, 1.0 if sampled.vgpu_licensed else 0.0)
         for spec, seconds in ((m.POWER_VIOLATION, sampled.power_violation_seconds),
                               (m.THERMAL_VIOLATION, sampled.thermal_violation_seconds)):
             if seconds is not None:

@@ -221,7 +221,7 @@ class NvmlAdapter:
     def _read_dynamic(self, index: int, s: StaticInfo) -> DeviceSnapshot:
         nvml, h, opt = self._nvml, s.handle, self._optional
         util = opt(index, "nvmlDeviceGetUtilizationRates", h)
-        memory = opt(index, "nvmlDeviceGetMemoryInfo", h)
+        memory, reserved = self._memory(index, h)
         power = opt(index, "nvmlDeviceGetPowerUsage", h)
         limit = opt(index, "nvmlDeviceGetEnforcedPowerLimit", h)
         energy = opt(index, "nvmlDeviceGetTotalEnergyConsumption", h)
@@ -237,6 +237,8 @@ class NvmlAdapter:
             memory_used_bytes=None if memory is None else int(memory.used),
             memory_free_bytes=None if memory is None else int(memory.free),
             memory_total_bytes=None if memory is None else int(memory.total),
+            memory_reserved_bytes=reserved,
+            pcie_replays=opt(index, "nvmlDeviceGetPcieReplayCounter", h),
             temperature_celsius=opt(index, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU),
             power_watts=None if power is None else power / 1000.0,
             power_limit_watts=None if limit is None else limit / 1000.0,
@@ -262,6 +264,23 @@ class NvmlAdapter:
             row_remap=row_remap(self._calls, index, h),
             mig_instances=self._mig_snapshots(index, s),
         )
+
+    def _memory(self, index: int, handle: Any) -> tuple[Any, int | None]:
+        """nvmlDeviceGetMemoryInfo and the reserved bytes: _v2 where the driver has it (its `used` leaves the
+        reserved memory out; ours keeps it in, total - free, as _v1 and before), else _v1 and None."""
+        version = getattr(self._nvml, "nvmlMemory_v2", None)
+        if version is not None and self._calls.resolved.get("memory") != "v1":
+            try:
+                memory = self._nvml.nvmlDeviceGetMemoryInfo(handle, version)
+            except (*self._calls.fallback_errors, TypeError):
+                self._calls.resolved["memory"] = "v1"
+            except self._left_out as exc:
+                self._note_unsupported(index, "nvmlDeviceGetMemoryInfo_v2", exc)
+                return None, None
+            else:
+                total, free = int(memory.total), int(memory.free)
+                return _Memory(total=total, free=free, used=total - free), int(memory.reserved)
+        return self._optional(index, "nvmlDeviceGetMemoryInfo", handle), None
 
     # -- background-only calls ------------------------------------------------------------------------
     def read_pcie(self, index: int) -> tuple[float | None, float | None]:
@@ -387,6 +406,15 @@ class XidEventSet:
             nvml.nvmlEventSetFree(self._set)
         except nvml.NVMLError as exc:
             log.debug("nvmlEventSetFree: %s", exc)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Memory:
+    """nvmlDeviceGetMemoryInfo's three numbers, _v1's meaning (used = total - free)."""
+
+    total: int
+    free: int
+    used: int
 
 
 def handle_key(handle: Any) -> Any:

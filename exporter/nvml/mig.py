@@ -133,5 +133,6 @@ class MigReader:
                 uuid=device.uuid, slot=device.slot, gpu_instance_id=device.gpu_instance_id,
                 compute_instance_id=device.compute_instance_id, profile=device.profile,
                 memory_used_bytes=None if memory is None else int(memory.used),
+                memory_free_bytes=None if memory is None else int(memory.free),
                 memory_total_bytes=None if memory is None else int(memory.total)))
         return tuple(found)

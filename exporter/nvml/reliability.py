@@ -1,6 +1,6 @@
 """Memory and link health reads of the adapter: row remapping and memory temperature (cheap, on every sweep),
-NVLink state and error counters, retired pages and clock violation time (many calls on an NVLink board:
-sampled in the background).
+NVLink state, error and traffic counters, retired pages, clock violation time and the vGPU license (many
+calls on an NVLink board: sampled in the background).
 
 Every call goes through the NVML module object (pynvml or SimulatedNvml); NotSupported / NoPermission leave
 the value out (logged once per GPU and call), as everywhere in the adapter.
@@ -49,6 +49,16 @@ def memory_temperature(calls: NvmlCalls, index: int, handle: Any) -> float | Non
     return field_value(nvml, value)
 
 
+def vgpu_licensed(calls: NvmlCalls, index: int, handle: Any) -> bool | None:
+    """Whether the vGPU's license is held (a licensable feature in the licensed state); None on a GPU that is
+    not a vGPU (isGridLicenseSupported 0) or a driver without the call."""
+    features = calls.optional(index, "nvmlDeviceGetGridLicensableFeatures", handle)
+    if features is None or not int(features.isGridLicenseSupported):
+        return None
+    count = min(int(features.licensableFeaturesCount), len(features.gridLicensableFeatures))
+    return any(int(features.gridLicensableFeatures[i].featureState) == 1 for i in range(count))
+
+
 def field_value(nvml: Any, value: Any) -> float:
     """A c_nvmlFieldValue_t's value as a float, read through the union member its valueType names."""
     member = {
@@ -83,8 +93,12 @@ class ReliabilityReader:
                                 nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
         power = calls.optional(index, "nvmlDeviceGetViolationStatus", handle, nvml.NVML_PERF_POLICY_POWER)
         thermal = calls.optional(index, "nvmlDeviceGetViolationStatus", handle, nvml.NVML_PERF_POLICY_THERMAL)
+        licensed = vgpu_licensed(calls, index, handle)
+        links = self._known_links(index, handle)
+        tx, rx = self._nvlink_bytes(index, handle, links)
         return Reliability(
-            nvlinks=self._nvlinks(index, handle),
+            nvlinks=self._nvlinks(index, handle), nvlink_tx_bytes=tx, nvlink_rx_bytes=rx,
+            vgpu_licensed=licensed,
             retired_pages_single_bit=None if single is None else len(single),
             retired_pages_double_bit=None if double is None else len(double),
             power_violation_seconds=None if power is None else int(power.violationTime) / NS_PER_SECOND,
@@ -110,6 +124,27 @@ class ReliabilityReader:
             found.append(NvLinkSnapshot(link, int(state) == int(getattr(nvml, "NVML_FEATURE_ENABLED", 1)),
                                         tuple(errors)))
         return tuple(found) or None
+
+    def _nvlink_bytes(self, index: int, handle: Any, links: tuple[int, ...]) -> tuple[int | None, int | None]:
+        """NVLink traffic (header and payload) of all links since the driver loaded, in bytes: NVML's
+        NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX/RX field values (KiB, one per link), in one call. None where no
+        link answers the field (an older driver, no NVLink)."""
+        nvml = self._calls.nvml
+        tx_field = getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX", None)
+        rx_field = getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX", None)
+        if not links or tx_field is None or rx_field is None:
+            return None, None
+        fields = (int(tx_field), int(rx_field))
+        request = [(field, link) for field in fields for link in links]
+        values = self._calls.optional(index, "nvmlDeviceGetFieldValues", handle, request)
+        success = getattr(nvml, "NVML_SUCCESS", 0)
+        totals: dict[int, int] = {}
+        for value in values or ():
+            if value.nvmlReturn == success:
+                kib = field_value(nvml, value)
+                if kib >= 0:
+                    totals[int(value.fieldId)] = totals.get(int(value.fieldId), 0) + int(kib) * 1024
+        return totals.get(fields[0]), totals.get(fields[1])
 
     def _known_links(self, index: int, handle: Any) -> tuple[int, ...]:
         """The links this GPU answers for (a link NVML refuses, or one past the board's count, is not one)."""

@@ -62,6 +62,10 @@ class Reliability:
     retired_pages_double_bit: int | None = None
     power_violation_seconds: float | None = None
     thermal_violation_seconds: float | None = None
+    # NVLink traffic of all links, header and payload, since the driver loaded (NVML's raw throughput fields)
+    nvlink_tx_bytes: int | None = None
+    nvlink_rx_bytes: int | None = None
+    vgpu_licensed: bool | None = None  # None: not a vGPU (NVML has no licensable feature here)
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class MigInstanceSnapshot:
     compute_instance_id: int | None
     profile: str  # `1g.10gb`; "" when NVML does not tell
     memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
     memory_total_bytes: int | None = None
     gpm: GpmMetrics | None = None
 
@@ -114,6 +119,7 @@ class DeviceSnapshot:
     memory_used_bytes: int | None = None
     memory_free_bytes: int | None = None
     memory_total_bytes: int | None = None
+    memory_reserved_bytes: int | None = None  # what the driver reserves (nvmlDeviceGetMemoryInfo_v2)
     temperature_celsius: float | None = None
     power_watts: float | None = None
     power_limit_watts: float | None = None
@@ -132,6 +138,7 @@ class DeviceSnapshot:
     processes: tuple[ProcessSnapshot, ...] | None = None
     pcie_tx_bytes_per_second: float | None = None
     pcie_rx_bytes_per_second: float | None = None
+    pcie_replays: int | None = None  # nvmlDeviceGetPcieReplayCounter
     # (pid, SM utilization 0..1) from nvmlDeviceGetProcessUtilization, sampled in the background; None when
     # not sampled or not supported
     process_sm_utilization: tuple[tuple[int, float], ...] | None = None

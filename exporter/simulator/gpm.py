@@ -21,6 +21,7 @@ from typing import Any
 
 from exporter.nvml.adapter import real_nvml
 from exporter.simulator.physics import SimGpu
+from exporter.simulator.reliability import NVLINK_RX_SHARE, NVLINK_TX_SHARE
 
 _pynvml = real_nvml()
 
@@ -46,7 +47,6 @@ _NVJPG = tuple(getattr(_pynvml, f"NVML_GPM_METRIC_NVJPG_{i}_UTIL") for i in rang
 _NVLINK_TX, _NVLINK_RX = (_pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
                           _pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC)
 _UNSUPPORTED = _pynvml.NVML_ERROR_NOT_SUPPORTED
-NVLINK_TX_SHARE, NVLINK_RX_SHARE = 0.3, 0.25  # of the model's NVLink bandwidth at full load
 PCIE_MIB = 1024.0  # model PCIe figures are KB/s
 GPM_MIN_INTERVAL_SECONDS = 0.1
 

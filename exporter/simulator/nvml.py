@@ -20,7 +20,7 @@ from exporter.nvml.adapter import real_nvml
 from exporter.simulator.config import ProcessSpec, SimConfig
 from exporter.simulator.gpm import GpmSurface
 from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
-from exporter.simulator.physics import SimGpu, process_memory
+from exporter.simulator.physics import DRIVER_RESERVED_BYTES, SimGpu, process_memory
 from exporter.simulator.reliability import ReliabilitySurface
 
 # The first driver branch whose libnvidia-ml has each call (of those the exporter makes that are newer than
@@ -70,7 +70,7 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
         real = real_nvml()
         for name in dir(real):  # pynvml's constants, structures and error classes, shared not copied
             if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlEventType", "c_nvml")) or \
-                    name == "NVMLLibraryMismatchError":
+                    name in ("NVMLLibraryMismatchError", "nvmlMemory_v2"):
                 setattr(self, name, getattr(real, name))
         self.config = config
         self._clock = clock
@@ -246,6 +246,10 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
             gpu, t = self._gpu("nvmlDeviceGetMemoryInfo", handle)
             total = gpu.spec.model.memory_bytes
             used = gpu.memory_used(t)
+            if version == self.nvmlMemory_v2:  # _v2 counts what the driver reserves apart from `used`
+                reserved = min(DRIVER_RESERVED_BYTES, used)
+                return _Obj(version=version, total=total, reserved=reserved, free=total - used,
+                            used=used - reserved)
             return _Obj(total=total, free=total - used, used=used)
 
     def nvmlDeviceGetTemperature(self, handle: SimHandle, sensor: int) -> int:

@@ -70,6 +70,9 @@ class SimGpu:
         self.thermal_violation_ns = 0.0  # time heat held the clocks down
         self.last_t = t0
         self.energy_mj = 0.0
+        self.busy_seconds = 0.0  # the integral of utilization over time: drives the traffic counters
+        self.pcie_replays = 0  # nvmlDeviceGetPcieReplayCounter (the load driver adds to it)
+        self.vgpu_licensed: bool | None = None  # None: not a vGPU (no licensable feature), as on bare metal
         self.temperature = 0.0  # settled below: a GPU starts at its steady temperature
         self.temperature = self._temperature_target(self.power_watts(t0), t0)
 
@@ -137,6 +140,7 @@ class SimGpu:
             hot = max(self.temperature, target) >= SW_THERMAL_CELSIUS
             step = min(end - start, HOT_STEP_SECONDS) if hot else end - start
             self.energy_mj += watts * step * 1000.0
+            self.busy_seconds += self.utilization(t) * step
             if self.thermal_clock_factor() < 1.0:
                 self.thermal_violation_ns += step * 1e9
             elif self.demand_watts(t) > self.spec.model.power_limit_watts:

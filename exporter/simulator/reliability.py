@@ -24,6 +24,18 @@ NVLINK_COUNTERS = (_pynvml.NVML_NVLINK_ERROR_DL_REPLAY, _pynvml.NVML_NVLINK_ERRO
                    _pynvml.NVML_NVLINK_ERROR_DL_ECC_DATA)
 
 
+NVLINK_RAW = (_pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX, _pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX)
+NVLINK_TX_SHARE, NVLINK_RX_SHARE = 0.3, 0.25  # of the model's NVLink bandwidth at full load, as GPM reports
+
+
+def nvlink_kib(gpu: SimGpu, tx: bool) -> int:
+    """One link's NVLink traffic counter (header and payload) in KiB since the driver loaded: the GPU's
+    traffic at its load so far, shared evenly by its links."""
+    model = gpu.spec.model
+    share = NVLINK_TX_SHARE if tx else NVLINK_RX_SHARE
+    return int(model.nvlink_mib_per_second * 1024 * share * gpu.busy_seconds / model.nvlinks)
+
+
 class ReliabilitySurface:
     """pynvml's memory and link health calls (needs `_gpu`, `_gpus`, `_lock`, `now`, `config`)."""
 
@@ -69,6 +81,15 @@ class ReliabilitySurface:
             pages = self._gpus[index].reliability.retired_pages[cause]
             pages.extend(0x1000 * (len(pages) + n + 1) + cause for n in range(count))
 
+    def add_pcie_replays(self, index: int, count: int) -> None:
+        with self._lock:
+            self._gpus[index].pcie_replays += count
+
+    def set_vgpu_license(self, index: int, licensed: bool | None) -> None:
+        """Make GPU `index` a vGPU whose license is (not) held; None: not a vGPU (no licensable feature)."""
+        with self._lock:
+            self._gpus[index].vgpu_licensed = licensed
+
     def _fault_active(self, kind: str, index: int) -> list[Any]:
         t = self.now()
         return [f for f in self.config.faults if f.type == kind and f.active(t) and f.applies_to(index)]
@@ -85,6 +106,25 @@ class ReliabilitySurface:
             failed = state.remap_failed or bool(self._fault_active("row_remap_failed", gpu.index))
             return (state.remapped_correctable, state.remapped_uncorrectable + int(pending_fault),
                     int(state.remap_pending or pending_fault), int(failed))
+
+    def nvmlDeviceGetPcieReplayCounter(self, device: Any) -> int:
+        with self._lock:
+            return int(self._gpu("nvmlDeviceGetPcieReplayCounter", device)[0].pcie_replays)
+
+    def nvmlDeviceGetGridLicensableFeatures(self, device: Any) -> Any:
+        """pynvml's c_nvmlGridLicensableFeatures_v4_t: isGridLicenseSupported 0 on bare metal; on a vGPU one
+        vGPU feature, licensed or not."""
+        with self._lock:
+            gpu, _ = self._gpu("nvmlDeviceGetGridLicensableFeatures", device)
+            features = _pynvml.c_nvmlGridLicensableFeatures_v4_t()
+            features.isGridLicenseSupported = 0 if gpu.vgpu_licensed is None else 1
+            if gpu.vgpu_licensed is not None:
+                features.licensableFeaturesCount = 1
+                feature = features.gridLicensableFeatures[0]
+                feature.featureCode = _pynvml.NVML_GRID_LICENSE_FEATURE_CODE_VGPU
+                feature.featureState = 1 if gpu.vgpu_licensed else 0
+                feature.featureEnabled = 1
+            return features
 
     def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:
         with self._lock:
@@ -109,6 +149,11 @@ class ReliabilitySurface:
                 if field_id == _pynvml.NVML_FI_DEV_MEMORY_TEMP and gpu.spec.model.hbm:
                     value.valueType = _pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
                     value.value.uiVal = round(gpu.temperature + HBM_ABOVE_CORE_CELSIUS)
+                    value.nvmlReturn = _pynvml.NVML_SUCCESS
+                elif field_id in NVLINK_RAW and 0 <= scope < gpu.spec.model.nvlinks:
+                    value.valueType = _pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                    tx = field_id == _pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX
+                    value.value.ullVal = nvlink_kib(gpu, tx)
                     value.nvmlReturn = _pynvml.NVML_SUCCESS
                 else:
                     value.nvmlReturn = _pynvml.NVML_ERROR_NOT_SUPPORTED
