@@ -269,10 +269,11 @@ class NvmlAdapter:
         """nvmlDeviceGetMemoryInfo and the reserved bytes: _v2 where the driver has it (its `used` leaves the
         reserved memory out; ours keeps it in, total - free, as _v1 and before), else _v1 and None."""
         version = getattr(self._nvml, "nvmlMemory_v2", None)
+        older: tuple[type[Exception], ...] = (*self._calls.fallback_errors, TypeError)
         if version is not None and self._calls.resolved.get("memory") != "v1":
             try:
                 memory = self._nvml.nvmlDeviceGetMemoryInfo(handle, version)
-            except (*self._calls.fallback_errors, TypeError):
+            except older:
                 self._calls.resolved["memory"] = "v1"
             except self._left_out as exc:
                 self._note_unsupported(index, "nvmlDeviceGetMemoryInfo_v2", exc)
