@@ -1,9 +1,11 @@
 """`gpu-fleet` command line: a registry of subcommands, each a module `fleet/<name>.py`.
 
 A subcommand module exposes `HELP: str` (one line), `add_arguments(parser) -> None` and
-`run(args) -> int` (the exit status: 0 ok, 1 not found / not enough / timed out). To add one, add its name
-to SUBCOMMANDS. A `FleetError` raised by `run` becomes its message on stderr and its `exit_code` (2: bad
-input, or a Prometheus that cannot be reached or answers nonsense), never a traceback.
+`run(args) -> int` (the exit status: 0 ok, 1 not found / not enough / timed out), and may expose `EPILOG`
+(the end of its `--help`; default: the exit statuses). To add one, add its name to SUBCOMMANDS. A
+`FleetError` raised by `run`, and a flag argparse refuses, become one message on stderr and an exit status
+(2: bad input, or a Prometheus that cannot be reached or answers nonsense), never a traceback; with
+`-o json` the same failure is also a JSON document on stdout (fleet/output.py).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import logging
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
-from fleet.errors import FleetError
+from fleet.errors import EXIT_CODES, EXIT_USAGE, FleetError
+from fleet.output import JSON, add_version_argument, failure_json, wants_json
 from plumbing.cli import fail, silence_stdout
 
 PROG = "gpu-fleet"
@@ -40,15 +44,36 @@ def load(name: str) -> ModuleType:
     return module
 
 
+class Refused(Exception):
+    """A command line argparse refused: its usage line and message, printed by `main`."""
+
+    def __init__(self, prog: str, usage: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.usage = usage
+
+
+class FleetParser(argparse.ArgumentParser):
+    """Raises `Refused` instead of printing and exiting, so `main` can answer in JSON too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise Refused(self.prog, self.format_usage(), message)
+
+
 def build_parser(subcommands: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = FleetParser(
         prog=PROG,
         description="The GPUs of a whole cluster, from the exporter's series in Prometheus.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_version_argument(parser, PROG)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in subcommands:
         module = load(name)
-        child = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
+        child = subparsers.add_parser(name, help=module.HELP, description=module.HELP,
+                                      epilog=getattr(module, "EPILOG", EXIT_CODES),
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_version_argument(child, PROG)
         module.add_arguments(child)
         child.set_defaults(run=module.run, prog=f"{PROG} {name}")
     return parser
@@ -58,11 +83,20 @@ def main(argv: Sequence[str] | None = None, subcommands: Sequence[str] = SUBCOMM
     """Parse, dispatch, and turn FleetError into one message on stderr and its exit status."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser(subcommands).parse_args(args_list)
+    try:
+        args = build_parser(subcommands).parse_args(args_list)
+    except Refused as refused:
+        sys.stderr.write(refused.usage)
+        print(f"{refused.prog}: error: {refused}", file=sys.stderr)
+        if wants_json(args_list):
+            print(failure_json(str(refused), EXIT_USAGE))
+        return EXIT_USAGE
     try:
         return int(args.run(args))
     except FleetError as exc:
         sys.stdout.flush()
+        if getattr(args, "output", None) == JSON:
+            print(failure_json(str(exc), exc.exit_code), flush=True)
         fail(args.prog, str(exc))
         return exc.exit_code
     except BrokenPipeError:  # `gpu-fleet status | head`: the reader left, which is not an error

@@ -7,6 +7,19 @@ EXIT_NOT_FOUND = 1
 """Not found, not enough GPUs, a wait that timed out: the command ran, the answer is no."""
 EXIT_USAGE = 2
 """Bad input (a flag, a file) and an unreachable or misbehaving Prometheus, as `gpu-autoscaler check`."""
+EXIT_STALE = 3
+"""`status` answered, but some GPUs are stale: their exporter is down (or no longer reports them)."""
+
+EXIT_CODES = f"""\
+exit status:
+  {EXIT_OK}        done: GPUs shown, a selection found, the estimate fits
+  {EXIT_NOT_FOUND}        the answer is no: no GPU matches, not enough GPUs, the wait timed out,
+           the model does not fit
+  {EXIT_USAGE}        bad input (one line naming the flag), or Prometheus unreachable or answering
+           an error or nonsense
+  {EXIT_STALE}        status: GPUs shown, but some are stale (their exporter is down)
+  130/143  wait stopped by SIGINT / SIGTERM"""
+"""Shown at the end of every `--help`."""
 
 
 class FleetError(Exception):

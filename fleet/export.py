@@ -21,7 +21,7 @@ from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
 from fleet.fetch import MAX_ANSWER_BYTES, gpus_in_window
 from fleet.prom import FleetPrometheus
-from fleet.report import add_window_arguments
+from fleet.report import add_window_arguments, output_of
 from fleet.timeline import Window, merge, parse_span, parse_time
 from plumbing.cli import duration
 from plumbing.numbers import ascii_int
@@ -48,7 +48,10 @@ LABELS = ("node", "gpu", "uuid", "model", "namespace", "pod")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
     add_window_arguments(parser, "1h")
-    parser.add_argument("--format", default="csv", help="csv (default) or json")
+    parser.add_argument("-o", "--output", metavar="FORMAT",
+                        help="csv (default) or json: the rows are streamed, so there is no aligned table")
+    parser.add_argument("--format", help=argparse.SUPPRESS)
+    parser.add_argument("--no-headers", action="store_true", help="leave out the csv header line")
     parser.add_argument("--step", type=duration(1.0, 86400.0), default=60.0, metavar="DURATION",
                         help="seconds between two rows of a GPU, e.g. 60s, 5m (default 60s)")
     parser.add_argument("--series", metavar="NAME,...",
@@ -66,8 +69,7 @@ def columns_of(text: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.format not in ("csv", "json"):
-        raise UsageError(f"--format: expected csv or json (got {args.format!r})")
+    args.output = output_of(args, ("csv", "json"), "csv")
     columns = columns_of(args.series)
     since = parse_span(args.since)
     end = parse_time(args.until, time.time())
@@ -77,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
                          f"{MAX_STEPS:,}: shorten --since or lengthen --step")
     with connect(args, max_body_bytes=MAX_ANSWER_BYTES) as client:
         steps = chunk_steps(gpus_in_window(client, since, end))
-        write(rows(client, window, columns, steps), ["time", *LABELS, *columns], args.format, sys.stdout)
+        write(rows(client, window, columns, steps), ["time", *LABELS, *columns], args.output, sys.stdout,
+              headers=not args.no_headers)
     return 0
 
 
@@ -113,10 +116,12 @@ def _index(row: dict[str, object]) -> float:
     return math.inf if index is None else float(index)
 
 
-def write(records: Iterator[dict[str, object]], header: list[str], form: str, out: TextIO) -> None:
+def write(records: Iterator[dict[str, object]], header: list[str], form: str, out: TextIO,
+          headers: bool = True) -> None:
     if form == "csv":
         writer = csv.DictWriter(out, header, lineterminator="\n")
-        writer.writeheader()
+        if headers:
+            writer.writeheader()
         for record in records:
             writer.writerow({key: "" if value is None else _plain(value) for key, value in record.items()})
         return

@@ -80,7 +80,8 @@ def fetch(client: FleetPrometheus, window: Window, progress: Progress) -> Inputs
     merged: dict[str, object] = {}
     for number, (name, query) in enumerate(QUERIES.items(), start=1):
         progress(f"query {number}/{len(QUERIES)}: {name} ({window.points:,} steps of {window.step:g}s)")
-        series = client.matrix(query, window.start, window.end, window.step, max_points=budget)
+        start = window.start - (window.step if name == "energy" else 0.0)  # the base of the first increase
+        series = client.matrix(query, start, window.end, window.step, max_points=budget)
         merged[name] = _MERGES[name](series, window.step)
         del series
     return Inputs(window=window, **merged)  # type: ignore[arg-type]

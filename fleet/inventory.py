@@ -7,10 +7,16 @@ UUID into one `Gpu` per device.
 `gpu_info` says which GPUs exist; the other series fill in what they know (a value left out by the exporter
 stays None, never 0). Holders come from `gpu_allocation_info` (one series per holding container, whole GPU,
 time-slice or MIG slice alike). `join` is pure, so the tests feed it samples without a Prometheus.
+
+A GPU seen in the last hour (`STALE_LOOKBACK`) whose `gpu_info` is gone now (its exporter is down: Prometheus
+marks a failed target's series stale at once) is kept as a *stale* GPU: its model, whether `up` says its
+target is down, and its last-seen time (the newest `gpu_info` sample, read by one more query, to the second,
+only when there are stale GPUs), so a dead node is shown, never silently dropped.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -18,6 +24,8 @@ from fleet.prom import FleetPrometheus, Sample
 from fleet.scoring import availability_score
 from plumbing.numbers import ascii_int
 
+STALE_LOOKBACK = "1h"
+"""A GPU not reported for longer is forgotten."""
 QUERIES: dict[str, str] = {
     "info": "gpu_info",
     "up": "gpu_up",
@@ -30,8 +38,18 @@ QUERIES: dict[str, str] = {
     "health": "gpu_health_state == 1",
     "score": "gpu_availability_score",
     "holders": "gpu_allocation_info == 1",
+    "stale": f"last_over_time(gpu_info[{STALE_LOOKBACK}]) unless on (node, uuid) gpu_info",
+    "targets_down": "up == 0",
 }
-"""One instant query per series, by the field it fills."""
+"""One instant query per series, by the field it fills. `stale`: the GPUs seen within the lookback that are
+gone now."""
+LAST_SEEN = "max_over_time(timestamp(gpu_info{{instance={instance}}})[{lookback}:1s])"
+"""The time of an instance's last `gpu_info` samples, to the second (a subquery over one target only)."""
+MAX_STALE_INSTANCES = 64
+"""Last-seen times are read for at most this many dead targets (one subquery each, joined by `or`)."""
+THROTTLED_RANK_FACTOR = 0.5
+"""The ranking score of a `throttled` GPU is its availability score times this: the seed's speed multiplier
+of the throttled state (half speed)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +84,22 @@ class Gpu:
     score: float | None = None
     """The exporter's gpu_availability_score; `availability` computes it when the series is absent."""
     holders: tuple[Holder, ...] = field(default=())
+    stale: bool = False
+    """Seen within the lookback but not reported now: its exporter (or the GPU) is gone."""
+    last_seen: float | None = None
+    """Unix time of the last `gpu_info` sample of a stale GPU (None: reported now, or not known)."""
+    target_down: bool | None = None
+    """For a stale GPU: whether `up` says its exporter target is down (None: no `up` series for it)."""
+    instance: str = ""
+    """The Prometheus target (`instance` label) of a stale GPU."""
+
+    @property
+    def used_memory(self) -> float | None:
+        if self.memory_used is not None:
+            return self.memory_used
+        if self.memory_total is not None and self.memory_free is not None:
+            return max(self.memory_total - self.memory_free, 0.0)
+        return None
 
     @property
     def free_memory(self) -> float | None:
@@ -82,6 +116,17 @@ class Gpu:
         if self.up is False:
             return 0.0
         return availability_score(self.free_memory, self.memory_total, self.utilization)
+
+    @property
+    def rank(self) -> float | None:
+        """The score GPUs are ranked by (`status --sort score`, `select`): the availability score, but 0 for
+        a GPU that is down, critical or stale, and halved for a throttled one. None when the score is."""
+        if self.stale or self.up is False or self.health == "critical":
+            return 0.0
+        score = self.availability
+        if score is None:
+            return None
+        return score * THROTTLED_RANK_FACTOR if self.health == "throttled" else score
 
     @property
     def key(self) -> tuple[str, str]:
@@ -124,7 +169,30 @@ def join(answers: Mapping[str, Iterable[Sample]]) -> list[Gpu]:
         holders = row.pop("holders")
         assert isinstance(holders, list)
         gpus.append(Gpu(**row, holders=tuple(sorted(set(holders), key=str))))  # type: ignore[arg-type]
+    gpus += _stale(answers.get("stale", ()), answers.get("targets_down", ()), answers.get("last_seen", ()),
+                   set(base))
     return sorted(gpus, key=lambda g: (g.node, _index_order(g.index), g.uuid))
+
+
+def _stale(samples: Iterable[Sample], targets_down: Iterable[Sample], last_seen: Iterable[Sample],
+           live: set[tuple[str, str]]) -> list[Gpu]:
+    """The GPUs of the `stale` answer not reported now, each once, with their last-seen time if known."""
+    down = {s.labels.get("instance") for s in targets_down if s.labels.get("instance")}
+    seen: dict[tuple[str, str], float] = {}
+    for sample in last_seen:
+        key = _key(sample.labels)
+        if key is not None:
+            seen[key] = max(sample.value, seen.get(key, sample.value))
+    found: dict[tuple[str, str], Gpu] = {}
+    for sample in samples:
+        key, labels = _key(sample.labels), sample.labels
+        if key is None or key in live or key in found:
+            continue
+        instance = labels.get("instance", "")
+        found[key] = Gpu(key[0], labels.get("gpu", ""), key[1], labels.get("model", ""), stale=True,
+                         last_seen=seen.get(key), target_down=(instance in down) if instance else None,
+                         instance=instance)
+    return list(found.values())
 
 
 def _index_order(index: str) -> tuple[int, str]:
@@ -132,9 +200,22 @@ def _index_order(index: str) -> tuple[int, str]:
     return (number, "") if number is not None else (1 << 30, index)
 
 
+def last_seen_query(instances: Iterable[str]) -> str | None:
+    """One subquery per dead target (at most MAX_STALE_INSTANCES), joined by `or`; None for none."""
+    chosen = sorted(set(instances))[:MAX_STALE_INSTANCES]
+    parts = [LAST_SEEN.format(instance=json.dumps(i), lookback=STALE_LOOKBACK) for i in chosen]
+    return " or ".join(parts) or None
+
+
 def gather(client: FleetPrometheus) -> list[Gpu]:
-    """Every GPU Prometheus knows now (one query per series); raises PrometheusError."""
-    return join(client.vectors(QUERIES))
+    """Every GPU Prometheus knows now (one query per series) and the stale ones, with their last-seen time
+    (one more query, only when there are stale GPUs); raises PrometheusError."""
+    answers = client.vectors(QUERIES)
+    query = last_seen_query(s.labels.get("instance", "") for s in answers.get("stale", ())
+                            if s.labels.get("instance"))
+    if query is not None:
+        answers["last_seen"] = client.vector(query)
+    return join(answers)
 
 
 def only(gpus: Iterable[Gpu], node: str | None = None, namespace: str | None = None) -> list[Gpu]:

@@ -1,9 +1,15 @@
-"""GPU memory of serving a transformer, per GPU, for a tensor (tp), pipeline (pp) and data (dp) split; pure.
+"""GPU memory of serving a transformer, per GPU, for a tensor (tp), pipeline (pp), data (dp), context (cp)
+and decode-context (dcp) split; pure.
 
     weights     = params * bytes(dtype) / (tp * pp)
     kv cache    = 2 * (layers / pp) * ceil(kv_heads / tp) * head_dim * context * batch * bytes(kv dtype)
-    activations = 4 * batch * context * hidden * bytes(activation dtype) / tp
+                  / max(cp, dcp)
+    activations = 4 * batch * context * hidden * bytes(activation dtype) / (tp * cp)
     per GPU     = (weights + kv cache + activations) * (1 + fragmentation) + CUDA context
+    GPUs        = tp * pp * max(dp, cp, dcp)
+
+The GPU count is our users' task scheduler's world size. Context parallelism shards the sequence (its KV
+cache and activations) over cp ranks; decode-context parallelism shards the KV cache over dcp ranks.
 
 head_dim = hidden / heads. K and V (the 2) are cached for every layer the GPU holds and every KV head it
 holds; with fewer KV heads than tp each GPU keeps a copy of one (as vLLM and TensorRT-LLM do). Activations are
@@ -73,10 +79,13 @@ class Split:
     tp: int = 1
     pp: int = 1
     dp: int = 1
+    cp: int = 1
+    dcp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        """The world size: tp * pp * max(dp, cp, dcp)."""
+        return self.tp * self.pp * max(self.dp, self.cp, self.dcp)
 
 
 @dataclass(frozen=True)
@@ -106,8 +115,8 @@ def check_architecture(arch: Architecture) -> None:
 
 def check_split(arch: Architecture, split: Split) -> None:
     """InvalidSplit naming the flag when the model cannot be cut this way."""
-    if min(split.tp, split.pp, split.dp) < 1:
-        raise InvalidSplit("--tp, --pp and --dp must be at least 1")
+    if min(split.tp, split.pp, split.dp, split.cp, split.dcp) < 1:
+        raise InvalidSplit("--tp, --pp, --dp, --cp and --dcp must be at least 1")
     if arch.heads % split.tp:
         raise InvalidSplit(f"--tp {split.tp}: the {arch.heads} attention heads are not divisible by it")
     if arch.kv_heads % split.tp and split.tp % arch.kv_heads:
@@ -127,15 +136,17 @@ def estimate(work: Workload, split: Split) -> Estimate:
     check_architecture(work.arch)
     check_split(work.arch, split)
     weights = work.params * BYTES_PER_PARAM[work.dtype] / (split.tp * split.pp)
-    kv = kv_bytes_per_token(work.arch, work.kv_dtype, split) * work.context * work.batch
+    kv = (kv_bytes_per_token(work.arch, work.kv_dtype, split) * work.context * work.batch
+          / max(split.cp, split.dcp))
     activations = (ACTIVATION_TENSORS * work.batch * work.context * work.arch.hidden
-                   * BYTES_PER_PARAM[work.activation_dtype] / split.tp)
+                   * BYTES_PER_PARAM[work.activation_dtype] / (split.tp * split.cp))
     held = weights + kv + activations
     return Estimate(split, weights, kv, activations, held * work.fragmentation, work.cuda_context)
 
 
 def smallest_fit(work: Workload, gpu_memory: float, tp: int | None = None, pp: int | None = None,
-                 dp: int = 1, max_tp: int = 8, max_gpus: int = 1024) -> Estimate | None:
+                 dp: int = 1, max_tp: int = 8, max_gpus: int = 1024, cp: int = 1,
+                 dcp: int = 1) -> Estimate | None:
     """The split with the fewest GPUs per replica (tp * pp) that fits in `gpu_memory`, tensor parallelism
     first (it stays within a node), `tp`/`pp` fixed when given; None when none fits."""
     tps = [tp] if tp is not None else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= max_tp]
@@ -143,7 +154,7 @@ def smallest_fit(work: Workload, gpu_memory: float, tp: int | None = None, pp: i
     candidates: list[Split] = []
     for t in tps:
         for p in pps:
-            split = Split(t, p, dp)
+            split = Split(t, p, dp, cp, dcp)
             try:
                 check_split(work.arch, split)
             except InvalidSplit:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.errors import UsageError
-from fleet.render_md import usage_rows, when
+from fleet.render_md import gpu_time, usage_rows, when
 from fleet.usage import Report
 
 PLOTS = ("utilization.png", "idle-by-namespace.png", "incidents.png")
@@ -105,18 +105,19 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 
 def _page(report: Report) -> str:
     w = report.window
+    unit = gpu_time(w)
     parts = [f"<h1>GPU fleet report</h1><p>{when(w.start)} to {when(w.end)} UTC, every {w.step:g} s; idle: "
              f"an hour averaging below {report.threshold:.0%}.</p>",
              f'<img src="{PLOTS[0]}" alt="utilization heatmap">',
              '<h2>Allocated but idle (biggest saving first)</h2>',
-             _table(["namespace", "pod", "workload", "node", "gpu", "held GPU-hours", "idle GPU-hours",
+             _table(["namespace", "pod", "workload", "node", "gpu", f"held {unit.name}", f"idle {unit.name}",
                      "utilization"],
-                    [[h.namespace, h.pod, h.workload, h.node, h.gpu, f"{h.held_gpu_hours:.1f}",
-                      f"{h.idle_gpu_hours:.1f}", f"{h.utilization:.1%}"] for h in report.allocated_idle]),
+                    [[h.namespace, h.pod, h.workload, h.node, h.gpu, unit(h.held_gpu_hours),
+                      unit(h.idle_gpu_hours), f"{h.utilization:.1%}"] for h in report.allocated_idle]),
              f'<img src="{PLOTS[1]}" alt="idle GPU-hours by namespace">']
     for title, rows in (("Total", [report.total]), ("Per node", report.nodes),
                         ("Per namespace", report.namespaces), ("Per workload", report.workloads)):
-        parts += [f"<h2>{title}</h2>", _table(*usage_rows(rows))]
+        parts += [f"<h2>{title}</h2>", _table(*usage_rows(rows, unit))]
     parts += ["<h2>Health incidents and XID errors</h2>", f'<img src="{PLOTS[2]}" alt="incidents timeline">',
               _table(["start", "node", "gpu", "state", "hours"],
                      [[when(i.start), i.node, i.gpu, i.state, f"{i.duration_seconds / 3600:.2f}"]
@@ -124,8 +125,8 @@ def _page(report: Report) -> str:
               _table(["time", "node", "gpu", "xid", "count"],
                      [[when(x.time), x.node, x.gpu, x.xid, f"{x.count:g}"] for x in report.xids]),
               "<h2>Throttling</h2>",
-              _table(["node", "reason", "GPU-hours"],
-                     [[t.node, t.reason, f"{t.gpu_hours:.1f}"] for t in report.throttling]),
+              _table(["node", "reason", unit.name],
+                     [[t.node, t.reason, unit(t.gpu_hours)] for t in report.throttling]),
               "<h2>Autoscaler</h2>",
               _table(["namespace", "rule", "scale-ups", "scale-downs", "hours at max", "decision reasons"],
                      [[r.namespace, r.rule, r.scale_ups, r.scale_downs, f"{r.seconds_at_max / 3600:.2f}",

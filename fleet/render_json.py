@@ -1,14 +1,27 @@
-"""`gpu-fleet report --format json`: one document with every table, numbers as numbers (unix times)."""
+"""`gpu-fleet report -o json`: one document with every table, numbers as numbers (unix times); `-o csv`:
+the usage rows (total, per node, namespace and workload), one line each, named by their table."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 
+from fleet.output import as_csv
 from fleet.usage import Report
+
+CSV_FIELDS = ("table", "name", "gpu_hours", "busy_gpu_hours", "utilization", "idle_gpu_hours",
+              "allocated_idle_gpu_hours", "energy_kwh", "gpu_cost", "energy_cost")
 
 
 def render_json(report: Report) -> str:
     document = dataclasses.asdict(report)
     document["window"]["points"] = report.window.points
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+
+def render_csv(report: Report, headers: bool = True) -> str:
+    records = [{"table": table, **dataclasses.asdict(row)}
+               for table, rows in (("total", [report.total]), ("node", report.nodes),
+                                   ("namespace", report.namespaces), ("workload", report.workloads))
+               for row in rows]
+    return as_csv(records, CSV_FIELDS, headers) + "\n"

@@ -1,11 +1,40 @@
-"""`gpu-fleet report --format md`: the report as Markdown tables (times in UTC, ISO 8601)."""
+"""`gpu-fleet report -o md`: the report as Markdown tables (times in UTC, ISO 8601).
+
+GPU time is shown in GPU-hours, or in GPU-minutes for a window shorter than SHORT_WINDOW_SECONDS, where one
+GPU's hour-fractions would read 0.0 GPU-hours (the JSON keeps hours, unrounded).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from fleet.timeline import Window
 from fleet.usage import Report, Usage
+
+SHORT_WINDOW_SECONDS = 12 * 3600.0
+
+
+@dataclass(frozen=True)
+class GpuTime:
+    """The unit GPU time is shown in: its column name and how many of it make a GPU-hour."""
+
+    name: str
+    per_hour: float
+
+    def __call__(self, hours: float) -> str:
+        return f"{hours * self.per_hour:.1f}"
+
+
+def gpu_time(window: Window) -> GpuTime:
+    short = window.seconds < SHORT_WINDOW_SECONDS
+    return GpuTime("GPU-minutes", 60.0) if short else GpuTime("GPU-hours", 1.0)
+
+
+def kwh(value: float) -> str:
+    """One decimal from 10 kWh up; three significant digits below, so a short window's energy is not 0.0."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
 
 
 def when(t: float) -> str:
@@ -22,15 +51,17 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     return [*lines, ""] if rows else ["(none)", ""]
 
 
-def usage_rows(rows: Sequence[Usage]) -> tuple[list[str], list[list[object]]]:
+def usage_rows(rows: Sequence[Usage], unit: GpuTime = GpuTime("GPU-hours", 1.0)
+               ) -> tuple[list[str], list[list[object]]]:
     costs = any(r.gpu_cost is not None for r in rows) or any(r.energy_cost is not None for r in rows)
-    header = ["name", "GPU-hours", "busy GPU-hours", "utilization", "idle GPU-hours",
-              "allocated-idle GPU-hours", "energy kWh", *(["GPU cost", "energy cost"] if costs else [])]
+    u = unit.name
+    header = ["name", u, f"busy {u}", "utilization", f"idle {u}", f"allocated-idle {u}", "energy kWh",
+              *(["GPU cost", "energy cost"] if costs else [])]
     out: list[list[object]] = []
     for r in rows:
-        cells: list[object] = [r.name, f"{r.gpu_hours:.1f}", f"{r.busy_gpu_hours:.1f}",
-                               f"{r.utilization:.1%}", f"{r.idle_gpu_hours:.1f}",
-                               f"{r.allocated_idle_gpu_hours:.1f}", f"{r.energy_kwh:.1f}"]
+        cells: list[object] = [r.name, unit(r.gpu_hours), unit(r.busy_gpu_hours),
+                               f"{r.utilization:.1%}", unit(r.idle_gpu_hours),
+                               unit(r.allocated_idle_gpu_hours), kwh(r.energy_kwh)]
         if costs:
             cells += [_money(r.gpu_cost), _money(r.energy_cost)]
         out.append(cells)
@@ -43,22 +74,24 @@ def _money(value: float | None) -> str:
 
 def render_md(report: Report) -> str:
     w = report.window
+    unit = gpu_time(w)
     lines = [f"# GPU fleet report {when(w.start)} to {when(w.end)} UTC", "",
              f"Every {w.step:g} s ({w.points:,} steps); idle means an hour averaging below "
              f"{report.threshold:.0%} utilization.", ""]
     for title, rows in (("Total", [report.total]), ("Per node", report.nodes),
                         ("Per namespace", report.namespaces), ("Per workload", report.workloads)):
-        lines += [f"## {title}", "", *table(*usage_rows(rows))]
+        lines += [f"## {title}", "", *table(*usage_rows(rows, unit))]
     lines += ["## Allocated but idle (biggest saving first)", "", *table(
-        ["namespace", "pod", "workload", "node", "gpu", "held GPU-hours", "idle GPU-hours", "utilization"],
-        [[h.namespace, h.pod, h.workload, h.node, h.gpu, f"{h.held_gpu_hours:.1f}", f"{h.idle_gpu_hours:.1f}",
+        ["namespace", "pod", "workload", "node", "gpu", f"held {unit.name}", f"idle {unit.name}",
+         "utilization"],
+        [[h.namespace, h.pod, h.workload, h.node, h.gpu, unit(h.held_gpu_hours), unit(h.idle_gpu_hours),
           f"{h.utilization:.1%}"] for h in report.allocated_idle])]
     lines += ["## Health incidents", "", *table(
         ["start", "node", "gpu", "state", "duration"],
         [[when(i.start), i.node, i.gpu, i.state, hours(i.duration_seconds)] for i in report.incidents])]
     lines += ["## Throttling", "", *table(
-        ["node", "reason", "GPU-hours"],
-        [[t.node, t.reason, f"{t.gpu_hours:.1f}"] for t in report.throttling])]
+        ["node", "reason", unit.name],
+        [[t.node, t.reason, unit(t.gpu_hours)] for t in report.throttling])]
     lines += ["## XID errors", "", *table(["time", "node", "gpu", "xid", "count"],
                                           [[when(x.time), x.node, x.gpu, x.xid, f"{x.count:g}"]
                                            for x in report.xids])]

@@ -17,22 +17,27 @@ from pathlib import Path
 from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
 from fleet.fetch import MAX_ANSWER_BYTES, fetch, gpus_in_window
-from fleet.render_json import render_json
+from fleet.render_json import render_csv, render_json
 from fleet.render_md import render_md
 from fleet.timeline import parse_span, parse_time, report_window
 from fleet.usage import Prices, compute
 
 HELP = "utilization, idle and allocated-but-idle GPU-hours, energy, cost, incidents and scaling over a window"
-FORMATS = ("md", "json", "html")
+FORMATS = ("table", "wide", "md", "json", "csv", "html")
+MARKDOWN = ("table", "wide", "md")
+"""table and wide are the Markdown report (its tables are the people's view)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
     add_window_arguments(parser, "7d")
-    parser.add_argument("--format", default="md", help="md (default), json or html (PNG plots; needs the "
-                        "`report` extra, matplotlib)")
-    parser.add_argument("--out", metavar="DIR", help="write report.<format> (and the PNGs) into DIR; "
-                        "md and json go to stdout without it, html needs it")
+    parser.add_argument("-o", "--output", metavar="FORMAT",
+                        help="table (default: Markdown tables; also wide, md), json, csv (the usage rows) or "
+                        "html (PNG plots; needs the `report` extra, matplotlib)")
+    parser.add_argument("--format", help=argparse.SUPPRESS)
+    parser.add_argument("--no-headers", action="store_true", help="leave out the csv header line")
+    parser.add_argument("--out", metavar="DIR", help="write report.<md|json|csv|html> (and the PNGs) into "
+                        "DIR (html needs it; the others go to stdout without it)")
     parser.add_argument("--price-per-gpu-hour", metavar="X", help="adds the GPU cost (GPU-hours x X)")
     parser.add_argument("--price-per-kwh", metavar="Y", help="adds the energy cost (kWh x Y)")
     parser.add_argument("--idle-below", metavar="RATIO", default="0.05",
@@ -73,18 +78,27 @@ def writable_dir(out: Path) -> None:
         raise UsageError(f"--out: cannot write into {out}: {exc.strerror or type(exc).__name__}") from exc
 
 
+def output_of(args: argparse.Namespace, formats: tuple[str, ...], default: str) -> str:
+    """`-o` (or its old name `--format`), checked against `formats`; UsageError naming the flag used."""
+    flag, value = ("-o", args.output) if args.output is not None else ("--format", args.format)
+    if value is None:
+        return default
+    if value not in formats:
+        raise UsageError(f"{flag}: expected one of {', '.join(formats)} (got {value!r})")
+    return str(value)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.format not in FORMATS:
-        raise UsageError(f"--format: expected one of {', '.join(FORMATS)} (got {args.format!r})")
-    if args.format == "html" and not args.out:
-        raise UsageError("--format html: give --out DIR for the page and its PNG plots")
+    args.output = output_of(args, FORMATS, "table")
+    if args.output == "html" and not args.out:
+        raise UsageError("-o html: give --out DIR for the page and its PNG plots")
     prices = Prices(number(args.price_per_gpu_hour, "--price-per-gpu-hour"),
                     number(args.price_per_kwh, "--price-per-kwh"))
     threshold = number(args.idle_below, "--idle-below", 1.0)
     window = report_window(parse_span(args.since), parse_time(args.until, time.time()))
     if args.out:
         writable_dir(Path(args.out))  # a bad --out is one message before minutes of queries, not after
-    if args.format == "html":
+    if args.output == "html":
         from fleet.render_html import _pyplot
 
         _pyplot()  # the missing extra is one message before minutes of queries, not after
@@ -99,18 +113,24 @@ def run(args: argparse.Namespace) -> int:
         progress(f"{gpus:,} GPUs in the window: one point every {window.step:g}s")
         inputs = fetch(client, window, progress)
     report = compute(inputs, 0.05 if threshold is None else threshold, prices)
-    if args.format == "html":
+    if args.output == "html":
         from fleet.render_html import write_html
 
         page = write_html(report, Path(args.out))
         progress(f"wrote {page}")
         return 0
-    text = render_json(report) if args.format == "json" else render_md(report)
+    suffix = "md" if args.output in MARKDOWN else args.output
+    if suffix == "json":
+        text = render_json(report)
+    elif suffix == "csv":
+        text = render_csv(report, not args.no_headers)
+    else:
+        text = render_md(report)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"report.{args.format}").write_text(text)
-        progress(f"wrote {out / f'report.{args.format}'}")
+        (out / f"report.{suffix}").write_text(text)
+        progress(f"wrote {out / f'report.{suffix}'}")
     else:
         sys.stdout.write(text)
     return 0

@@ -1,77 +1,149 @@
-"""`gpu-fleet select`: the best free GPUs for a job, and where to tell Kubernetes to put it.
+"""`gpu-fleet select`: the best free GPUs for a job, and where to tell Kubernetes (or Docker) to put it.
 
 Prints the chosen GPUs (the status table's columns) and a nodeSelector (or a nodeAffinity when they span
-nodes) to paste into the pod spec; `--json` prints both as one object. Exit 1 when there are not enough.
+nodes) to paste into the pod spec; `-o json` prints both as one object, `-o kubernetes` the placement alone,
+`-o docker` the `--gpus '"device=UUID,..."'` argument of `docker run` (one node: it implies --same-node).
+Exit 1 when there are not enough (with `-o json`, a JSON document saying why on stdout too).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 import yaml
 
 from fleet.connection import add_connection_arguments, connect
-from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, UsageError
+from fleet.errors import EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, UsageError
 from fleet.inventory import gather
-from fleet.selection import Request, Selection, placement, select
-from fleet.table import as_json, render
+from fleet.output import CSV, FORMATS, JSON, add_output_arguments, failure_json
+from fleet.selection import (
+    DEFAULT_MAX_UTILIZATION_PERCENT,
+    ELIGIBILITY,
+    Request,
+    Selection,
+    placement,
+    select,
+)
+from fleet.table import as_json, formatted
 from fleet.units import parse_bytes
 from plumbing.numbers import ascii_int
 
-HELP = "choose the best free GPUs (availability score) and print a nodeSelector for them"
+HELP = "choose the best free GPUs (ranking score) and print a nodeSelector (or docker --gpus) for them"
+EPILOG = f"{ELIGIBILITY}\n\n{EXIT_CODES}"
+DOCKER = "docker"
+KUBERNETES = "kubernetes"
+SELECT_FORMATS = (*FORMATS, DOCKER, KUBERNETES)
 MAX_GPUS = 4096
 
 
-def add_request_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of a request, shared with `wait`."""
-    parser.add_argument("--gpus", required=True, metavar="N", help="how many GPUs")
-    parser.add_argument("--min-free-memory", metavar="SIZE",
-                        help="free memory each GPU must have, e.g. 40GiB, 80G, 512MiB")
+def add_request_arguments(parser: argparse.ArgumentParser, gpus_required: bool = True) -> None:
+    """The flags of a request, shared with `wait` and `estimate --then-select`."""
+    if gpus_required:
+        parser.add_argument("--gpus", required=True, metavar="N", help="how many GPUs")
+        parser.add_argument("--min-free-memory", metavar="SIZE",
+                            help="free memory each GPU must have, e.g. 40GiB, 80G, 512MiB")
     parser.add_argument("--model", metavar="NAME",
                         help="only GPUs whose model name contains NAME (case-insensitive), e.g. H100")
     parser.add_argument("--same-node", action="store_true", help="all GPUs on one node")
-    parser.add_argument("--json", action="store_true", help="print the choice as JSON")
+    parser.add_argument("--max-utilization", metavar="PERCENT",
+                        help=f"leave out GPUs busier than this (default {DEFAULT_MAX_UTILIZATION_PERCENT}; "
+                        "100 takes any)")
+    parser.add_argument("--idle", action="store_true",
+                        help="only idle GPUs: utilization below 30%% and memory used below 50%% (instead "
+                        "of --max-utilization)")
+    parser.add_argument("--allow-throttled", action="store_true",
+                        help="throttled GPUs are eligible too (ranked at half their score)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_request_arguments(parser)
+    add_output_arguments(parser, SELECT_FORMATS, what="; docker: the --gpus argument of docker run; "
+                         "kubernetes: the nodeSelector or nodeAffinity alone")
     add_connection_arguments(parser)
 
 
-def request_of(args: argparse.Namespace) -> Request:
-    """The request the flags describe; UsageError naming the flag otherwise."""
-    text = str(args.gpus)
-    count = ascii_int(text.strip())
-    if count is None or not 1 <= count <= MAX_GPUS:
-        raise UsageError(f"--gpus: expected a whole number from 1 to {MAX_GPUS} (got {text[:40]!r})")
-    memory = 0
-    if args.min_free_memory is not None:
-        try:
-            memory = parse_bytes(args.min_free_memory)
-        except ValueError as exc:
-            raise UsageError(f"--min-free-memory: {exc}") from None
+def percent(text: str, flag: str) -> float:
+    """A percentage from 0 to 100; UsageError naming `flag` otherwise."""
+    try:
+        value = float(str(text).strip().removesuffix("%"))
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 100:
+        raise UsageError(f"{flag}: expected a percentage from 0 to 100 (got {str(text)[:40]!r})")
+    return value
+
+
+def request_of(args: argparse.Namespace, gpus: int | None = None, memory: int | None = None) -> Request:
+    """The request the flags describe (`gpus`/`memory` given by `estimate`); UsageError naming the flag."""
+    if gpus is None:
+        text = str(args.gpus)
+        gpus = ascii_int(text.strip())
+        if gpus is None or not 1 <= gpus <= MAX_GPUS:
+            raise UsageError(f"--gpus: expected a whole number from 1 to {MAX_GPUS} (got {text[:40]!r})")
+    if memory is None:
+        memory = 0
+        if args.min_free_memory is not None:
+            try:
+                memory = parse_bytes(args.min_free_memory)
+            except ValueError as exc:
+                raise UsageError(f"--min-free-memory: {exc}") from None
     model = args.model.strip() if args.model is not None else None
     if model == "":
         raise UsageError("--model: expected a model name such as H100 (got an empty string)")
-    return Request(count, memory, model, bool(args.same_node))
+    if args.idle and args.max_utilization is not None:
+        raise UsageError("--idle: give either --idle or --max-utilization, not both")
+    most = (DEFAULT_MAX_UTILIZATION_PERCENT if args.max_utilization is None
+            else percent(args.max_utilization, "--max-utilization"))
+    same_node = bool(args.same_node) or getattr(args, "output", None) == DOCKER
+    return Request(gpus, memory, model, same_node, max_utilization_percent=most, idle=bool(args.idle),
+                   allow_throttled=bool(args.allow_throttled))
 
 
-def report(selection: Selection, as_json_output: bool) -> str:
+def docker_argument(selection: Selection) -> str:
+    """`docker run`'s --gpus argument for the chosen GPUs, quoted for a shell: --gpus '"device=A,B"'."""
+    return "--gpus '\"device=" + ",".join(g.uuid for g in selection.chosen) + "\"'"
+
+
+def report(selection: Selection, output: str, headers: bool = True) -> str:
     """What `select` (and `wait`, once found) prints on stdout for a selection that succeeded."""
     where = placement(selection)
-    if as_json_output:
-        return json.dumps({"gpus": [as_json(g) for g in selection.chosen], **where}, indent=2)
-    return f"{render(selection.chosen)}\n\n{yaml.safe_dump(where, sort_keys=False).rstrip()}"
+    if output == JSON:
+        one_node = len({g.node for g in selection.chosen}) == 1
+        return json.dumps({"gpus": [as_json(g) for g in selection.chosen], **where,
+                           "docker": docker_argument(selection) if one_node else None},
+                          indent=2, allow_nan=False)
+    if output == DOCKER:
+        return docker_argument(selection)
+    snippet = yaml.safe_dump(where, sort_keys=False).rstrip()
+    if output == KUBERNETES:
+        return snippet
+    table = formatted(selection.chosen, output, headers=headers)
+    return table if output == CSV else f"{table}\n\n{snippet}"
+
+
+def shortfall(selection: Selection, output: str) -> int:
+    """Not enough GPUs: the reason on stderr (and as JSON on stdout with `-o json`), exit 1."""
+    summary = selection.summary()
+    if output == JSON:
+        print(failure_json(summary, EXIT_NOT_FOUND, requested=selection.request.gpus,
+                           eligible=selection.eligible,
+                           excluded={str(why): count for why, count in sorted(selection.excluded.items())}))
+    print(summary, file=sys.stderr)
+    return EXIT_NOT_FOUND
 
 
 def run(args: argparse.Namespace) -> int:
-    request = request_of(args)
+    return select_and_report(args, request_of(args))
+
+
+def select_and_report(args: argparse.Namespace, request: Request) -> int:
+    """Select for `request` with the flags of `args`, print the outcome; the exit status."""
     with connect(args) as client:
         selection = select(gather(client), request)
     if not selection.ok:
-        print(selection.summary(), file=sys.stderr)
-        return EXIT_NOT_FOUND
-    print(report(selection, args.json))
+        return shortfall(selection, args.output)
+    print(report(selection, args.output, not args.no_headers))
     return EXIT_OK

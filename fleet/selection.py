@@ -1,10 +1,6 @@
-"""Choosing GPUs: the best N by availability score among those free for new work, pure (no I/O).
+"""Choosing GPUs: the best N by ranking score among those free for new work, pure (no I/O).
 
-A GPU is eligible when it is up, not `critical`, held by no pod, has an availability score, has at least
-`min_free_memory` bytes free, and (with `model`) its model name contains the requested one (case-insensitive:
-`H100` matches `NVIDIA H100 80GB HBM3`). The best are taken by score, highest first (node and index break
-ties, so the same fleet gives the same choice). With `same_node` all N come from one node: the node whose N
-best GPUs have the highest total score.
+The rules are in ELIGIBILITY, which `select --help` and `wait --help` print as written.
 """
 
 from __future__ import annotations
@@ -17,18 +13,43 @@ from enum import StrEnum
 from fleet.inventory import Gpu
 from plumbing.numbers import ascii_int
 
+ELIGIBILITY = """\
+A GPU is eligible when all of these hold:
+  - its exporter reports it now (a stale GPU, whose exporter is down, is never chosen)
+  - it is up and not critical; not throttled unless --allow-throttled
+  - no pod holds it
+  - its utilization is at most --max-utilization (default 50%); with --idle instead
+    the idle rule: utilization below 30% and memory used below 50% of its total
+  - it has --min-free-memory free, and its model name contains --model (case-insensitive)
+The best are taken by ranking score, highest first: the availability score
+0.6 * free/total + 0.4 * (1 - utilization), halved for a throttled GPU; ties go to the
+lower node name and index. With --same-node all N come from the node whose N best GPUs
+have the highest total score."""
+"""The rules `exclusion` applies, for `select --help` and `wait --help`."""
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 """The GPU product label of NVIDIA GPU Feature Discovery: the NVML name with spaces as dashes."""
 
 
+IDLE_UTILIZATION_PERCENT = 30
+IDLE_MEMORY_PERCENT = 50
+"""The idle rule of our users' Kubernetes GPU allocator: utilization below 30 % and memory used below 50 %."""
+DEFAULT_MAX_UTILIZATION_PERCENT = 50
+"""`get_available_gpus`' default in our users' GPU tracking tool: at most 50 % busy."""
+
+
 class Exclusion(StrEnum):
     """Why a GPU cannot be chosen."""
 
+    STALE = "stale (exporter down)"
     DOWN = "down"
     CRITICAL = "critical"
+    THROTTLED = "throttled"
     HELD = "held by a pod"
     NO_SCORE = "no availability score"
+    BUSY = "too busy"
+    NOT_IDLE = "not idle"
     LOW_MEMORY = "too little free memory"
     OTHER_MODEL = "another model"
 
@@ -43,6 +64,12 @@ class Request:
     """A substring of the NVML model name (case-insensitive), or None for any model."""
     same_node: bool = False
     """All on one node."""
+    max_utilization_percent: float = DEFAULT_MAX_UTILIZATION_PERCENT
+    """A GPU busier than this (0..100) is left out; 100 takes any."""
+    idle: bool = False
+    """Instead of `max_utilization_percent`, the idle rule (IDLE_UTILIZATION_PERCENT, IDLE_MEMORY_PERCENT)."""
+    allow_throttled: bool = False
+    """A `throttled` GPU is eligible (ranked at half its score)."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +97,29 @@ class Selection:
                 + (f" (left out: {why})" if why else ""))
 
 
+def below_percent(value: float, percent: float) -> bool:
+    """`value` (a 0..1 ratio) < `percent` %, compared as the exporter makes ratios (NVML's percent / 100),
+    so a GPU at 30 % is not below 30 % (0.3 < 0.30000000000000004 would say it is)."""
+    return value < percent / 100
+
+
+def is_idle(gpu: Gpu) -> bool:
+    """The idle rule: utilization below 30 % and memory used below 50 % of total (unknown: not idle)."""
+    used, total = gpu.used_memory, gpu.memory_total
+    return (gpu.utilization is not None and below_percent(gpu.utilization, IDLE_UTILIZATION_PERCENT)
+            and used is not None and total is not None and total > 0 and used * 2 < total)
+
+
 def exclusion(gpu: Gpu, request: Request) -> Exclusion | None:
     """Why `gpu` cannot serve `request`, or None when it can."""
+    if gpu.stale:
+        return Exclusion.STALE
     if gpu.up is False:
         return Exclusion.DOWN
     if gpu.health == "critical":
         return Exclusion.CRITICAL
+    if gpu.health == "throttled" and not request.allow_throttled:
+        return Exclusion.THROTTLED
     if gpu.holders:
         return Exclusion.HELD
     if request.model is not None and request.model.lower() not in gpu.model.lower():
@@ -83,15 +127,19 @@ def exclusion(gpu: Gpu, request: Request) -> Exclusion | None:
     free = gpu.free_memory
     if request.min_free_memory and (free is None or free < request.min_free_memory):
         return Exclusion.LOW_MEMORY
-    if gpu.availability is None:
+    if gpu.rank is None or gpu.utilization is None:
         return Exclusion.NO_SCORE
+    if request.idle:
+        return None if is_idle(gpu) else Exclusion.NOT_IDLE
+    if gpu.utilization > request.max_utilization_percent / 100:
+        return Exclusion.BUSY
     return None
 
 
 def _rank(gpu: Gpu) -> tuple[float, str, int, str]:
     index = ascii_int(gpu.index)
     index = 1 << 30 if index is None else index
-    return -(gpu.availability or 0.0), gpu.node, index, gpu.uuid
+    return -(gpu.rank or 0.0), gpu.node, index, gpu.uuid
 
 
 def select(gpus: Sequence[Gpu], request: Request) -> Selection:
@@ -111,7 +159,7 @@ def select(gpus: Sequence[Gpu], request: Request) -> Selection:
     for gpu in eligible:
         by_node.setdefault(gpu.node, []).append(gpu)
     candidates = [best[:request.gpus] for best in by_node.values() if len(best) >= request.gpus]
-    candidates.sort(key=lambda best: (-sum(g.availability or 0.0 for g in best), best[0].node))
+    candidates.sort(key=lambda best: (-sum(g.rank or 0.0 for g in best), best[0].node))
     most = max((len(best) for best in by_node.values()), default=0)
     return Selection(tuple(candidates[0]) if candidates else (), most, excluded, request)
 

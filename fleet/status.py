@@ -1,18 +1,32 @@
-"""`gpu-fleet status`: every GPU of the cluster in one table (or JSON), from one query per series."""
+"""`gpu-fleet status`: every GPU of the cluster in one table (or JSON, CSV), from one query per series.
+
+A GPU whose exporter is down is listed as stale (exit 3), never dropped. `--watch [SECONDS]` refreshes
+the answer until SIGINT or SIGTERM, as `nvidia-smi -l` and `kubectl -w` do: in place on a terminal
+(critical, down and stale rows in red), one plain answer after another in a pipe (a JSON document per line
+with `-o json`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+import threading
+import time
 from collections.abc import Callable
+from typing import TextIO
 
 from fleet.connection import add_connection_arguments, connect
-from fleet.errors import EXIT_NOT_FOUND, EXIT_OK
+from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_STALE, Unreachable
 from fleet.inventory import Gpu, gather, only
-from fleet.table import as_json, render
+from fleet.output import JSON, add_output_arguments
+from fleet.table import as_json, formatted
+from plumbing.cli import duration, install_stop_handlers
 from plumbing.numbers import ascii_int
 
 HELP = "every GPU of the cluster: utilization, memory, temperature, power, health, score, holder pods"
+DEFAULT_WATCH_SECONDS = 2.0
+CLEAR = "\033[H\033[2J"
 
 SORT_KEYS: dict[str, Callable[[Gpu], object]] = {
     "node": lambda g: (g.node, ascii_int(g.index) or 0),
@@ -22,7 +36,7 @@ SORT_KEYS: dict[str, Callable[[Gpu], object]] = {
     "temperature": lambda g: g.temperature,
     "power": lambda g: g.power,
     "health": lambda g: g.health or "",
-    "score": lambda g: g.availability,
+    "score": lambda g: g.rank,
     "holders": lambda g: ",".join(str(h) for h in g.holders),
 }
 """`--sort` columns: text ascending, numbers highest first; unknown values last."""
@@ -33,8 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", metavar="NS", help="only the GPUs held by pods of this namespace")
     parser.add_argument("--sort", choices=sorted(SORT_KEYS), default="node", metavar="COLUMN",
                         help=f"order of the rows: {', '.join(sorted(SORT_KEYS))} (default node; numbers "
-                        "highest first)")
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
+                        "highest first; score is the ranking score: 0 for critical, down or stale GPUs)")
+    parser.add_argument("--watch", "-w", nargs="?", const=DEFAULT_WATCH_SECONDS, default=None,
+                        type=duration(0.1, 3600.0), metavar="SECONDS",
+                        help=f"refresh every SECONDS (default {DEFAULT_WATCH_SECONDS:g}) until Ctrl-C")
+    add_output_arguments(parser)
     add_connection_arguments(parser)
 
 
@@ -46,15 +63,79 @@ def ordered(gpus: list[Gpu], column: str) -> list[Gpu]:
     return sorted(known, key=key, reverse=numeric) + unknown  # type: ignore[arg-type]
 
 
+def exit_code(gpus: list[Gpu]) -> int:
+    if not gpus:
+        return EXIT_NOT_FOUND
+    return EXIT_STALE if any(g.stale for g in gpus) else EXIT_OK
+
+
+def answer(gpus: list[Gpu], args: argparse.Namespace, *, color: bool = False, now: float | None = None,
+           compact: bool = False) -> str:
+    """What one look prints on stdout."""
+    if args.output == JSON and compact:
+        return json.dumps([as_json(g) for g in gpus], allow_nan=False)
+    if gpus or args.output == JSON:
+        return formatted(gpus, args.output, headers=not args.no_headers, color=color, now=now)
+    where = " ".join(f"{flag} {value}" for flag, value in (("--node", args.node),
+                                                             ("--namespace", args.namespace)) if value)
+    return f"no GPU found{' for ' + where if where else ''} (is the exporter scraped by this Prometheus?)"
+
+
+def stale_note(gpus: list[Gpu]) -> str | None:
+    nodes = sorted({g.node for g in gpus if g.stale})
+    if not nodes:
+        return None
+    count = sum(1 for g in gpus if g.stale)
+    return f"{count} GPU(s) stale on {', '.join(nodes)}: their exporter is down or no longer reports them"
+
+
+def watch(look: Callable[[], str], *, interval: float, stop: threading.Event, out: TextIO, tty: bool,
+          title: str, lines: bool = False, clock: Callable[[], float] = time.time) -> int:
+    """Print `look()` every `interval` seconds until `stop` is set: under a title line, redrawn in place on
+    a terminal, one after another in a pipe (`lines`: each look alone on one line, as JSON lines). An
+    unreachable Prometheus is shown as the answer of that look, and the watch goes on. Returns the looks."""
+    looks = 0
+    while not stop.is_set():
+        looks += 1
+        try:
+            text = look()
+        except Unreachable as exc:
+            text = f"error: {exc}"
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(clock()))
+        if lines:
+            out.write(text + "\n")
+        else:
+            out.write(f"{CLEAR if tty else ''}Every {interval:g}s: {title}    {stamp}\n\n{text}\n"
+                      + ("" if tty else "\n"))
+        out.flush()
+        stop.wait(interval)
+    return looks
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.watch is not None:
+        return _run_watch(args)
     with connect(args) as client:
         gpus = ordered(only(gather(client), args.node, args.namespace), args.sort)
-    if args.json:
-        print(json.dumps([as_json(g) for g in gpus], indent=2))
-    elif gpus:
-        print(render(gpus))
-    else:
-        where = " ".join(f"{flag} {value}" for flag, value in (("--node", args.node),
-                                                                 ("--namespace", args.namespace)) if value)
-        print(f"no GPU found{' for ' + where if where else ''} (is the exporter scraped by this Prometheus?)")
-    return EXIT_OK if gpus else EXIT_NOT_FOUND
+    note = stale_note(gpus)
+    print(answer(gpus, args))
+    if note:
+        print(note, file=sys.stderr)
+    return exit_code(gpus)
+
+
+def _run_watch(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    install_stop_handlers(stop, lambda signum: None)
+    tty = sys.stdout.isatty()
+
+    with connect(args) as client:
+        def look() -> str:
+            gpus = ordered(only(gather(client), args.node, args.namespace), args.sort)
+            return answer(gpus, args, color=tty, compact=True)
+
+        title = "gpu-fleet status" + "".join(f" --{k} {v}" for k, v in (("node", args.node),
+                                                                         ("namespace", args.namespace)) if v)
+        watch(look, interval=args.watch, stop=stop, out=sys.stdout, tty=tty, title=title,
+              lines=args.output == JSON)
+    return EXIT_OK

@@ -5,11 +5,14 @@ Every point of a timeline stands for one step of the window (`step` seconds). De
 - **GPU-hours**: points x step. **Busy GPU-hours**: the sum of utilization x step. **Utilization**: busy /
   GPU-hours.
 - **Idle GPU-hours**: the GPU-hours of hours (whole hours from the window's start, per GPU and holder) whose
-  average utilization is below the threshold (5 % by default). **Allocated-but-idle**: the same, held by a
-  pod.
+  average utilization is below the threshold (5 % by default), compared exactly (`mean_below`: seven samples
+  of 0.05 average 0.05, not the 0.04999... their float sum gives). **Allocated-but-idle**: the same, held by
+  a pod.
 - **Workload**: the pod's owner name as its pod name shows it (`workload_of`).
 - **Energy**: the increase of `gpu_energy_consumption_joules_total` per GPU (a decrease is a reset: the new
-  value counts), attributed to the holder of the step it happened in.
+  value counts), attributed to the holder of the step it happened in. The energy timeline starts one step
+  before the window (`fleet.fetch`), so its n increases cover the same n steps as the n utilization points
+  of GPU time; a point before the window is only the base of the first increase.
 - **Incidents**: runs of consecutive steps in `throttled` or `critical` health, with start and duration.
 - **XIDs**: increases of `gpu_xid_errors_total{xid}`; a counter that appears inside the window counts from 0
   (the exporter serves it from the first XID on).
@@ -20,10 +23,12 @@ Every point of a timeline stands for one step of the window (`step` seconds). De
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from fleet.fetch import Inputs
 from fleet.timeline import Point, Window
@@ -46,6 +51,15 @@ def workload_of(pod: str) -> str:
         if len(parts) > 1 and _HASH.match(parts[-1]) and any(c in "0123456789" for c in parts[-1]):
             parts.pop()
     return "-".join(parts)
+
+
+def mean_below(values: Sequence[float], threshold: float) -> bool:
+    """mean(values) < threshold, exactly: a correctly rounded sum decides when it is clearly apart from
+    threshold x n; near the boundary the values are added as exact fractions."""
+    total, bound = math.fsum(values), threshold * len(values)
+    if abs(total - bound) > 1e-9 * abs(bound):
+        return total < bound
+    return sum(map(Fraction, values), Fraction(0)) < Fraction(threshold) * len(values)
 
 
 @dataclass(frozen=True)
@@ -178,7 +192,7 @@ def compute(inputs: Inputs, threshold: float = 0.05, prices: Prices | None = Non
             values = [p.value for p in members]
             sums[bucket].extend(values)
             gpu_hours, busy = len(values) * hours_per_point, sum(values) * hours_per_point
-            idle = gpu_hours if sum(values) / len(values) < threshold else 0.0
+            idle = gpu_hours if mean_below(values, threshold) else 0.0
             for row in rows(members[-1].labels):
                 row.gpu_hours += gpu_hours
                 row.busy_gpu_hours += busy
@@ -194,6 +208,8 @@ def compute(inputs: Inputs, threshold: float = 0.05, prices: Prices | None = Non
                                    for b in range(hour_count)]
     for points in inputs.energy.values():
         for before, point in itertools.pairwise(points):
+            if point.t < window.start:
+                continue
             delta = point.value - before.value if point.value >= before.value else point.value
             for row in rows(point.labels):
                 row.energy_kwh += delta / 3.6e6

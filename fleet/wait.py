@@ -19,19 +19,26 @@ from dataclasses import dataclass
 from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, Unreachable
 from fleet.inventory import gather
-from fleet.select import add_request_arguments, report, request_of
-from fleet.selection import Selection, select
+from fleet.output import JSON, add_output_arguments, failure_json
+from fleet.select import SELECT_FORMATS, add_request_arguments, report, request_of
+from fleet.selection import Request, Selection, select
 from plumbing.cli import duration, install_stop_handlers
 
 HELP = "repeat select until enough GPUs are free (exit 0) or the timeout passes (exit 1)"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_request_arguments(parser)
+def add_wait_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--timeout` and `--interval`, shared with `estimate --then-wait`."""
     parser.add_argument("--timeout", type=duration(0.0, 7 * 86400.0, above=True), default=1800.0,
                         metavar="DURATION", help="give up after this long, e.g. 30m, 2h (default 30m)")
     parser.add_argument("--interval", type=duration(0.1, 3600.0), default=15.0, metavar="DURATION",
                         help="time between attempts, e.g. 15s (default 15s)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_request_arguments(parser)
+    add_wait_arguments(parser)
+    add_output_arguments(parser, SELECT_FORMATS, what="; as select")
     add_connection_arguments(parser)
 
 
@@ -80,7 +87,11 @@ def _progress_writer(tty: bool) -> Callable[[int, str], None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    request = request_of(args)
+    return wait_and_report(args, request_of(args))
+
+
+def wait_and_report(args: argparse.Namespace, request: Request) -> int:
+    """The wait for `request` with the flags of `args`, its outcome printed; the exit status."""
     stop = threading.Event()
     received: list[int] = []
     install_stop_handlers(stop, received.append)
@@ -91,11 +102,16 @@ def run(args: argparse.Namespace) -> int:
     if tty and (outcome.attempts > 1 or outcome.selection is None):
         sys.stderr.write("\n")
     if received:
-        print(f"stopped by {signal.Signals(received[0]).name} after {outcome.attempts} attempt(s)",
-              file=sys.stderr)
-        return 128 + received[0]
+        return _failed(f"stopped by {signal.Signals(received[0]).name} after {outcome.attempts} attempt(s)",
+                       128 + received[0], args.output)
     if outcome.selection is None:
-        print(f"timed out after {outcome.attempts} attempt(s)", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    print(report(outcome.selection, args.json))
+        return _failed(f"timed out after {outcome.attempts} attempt(s)", EXIT_NOT_FOUND, args.output)
+    print(report(outcome.selection, args.output, not args.no_headers))
     return EXIT_OK
+
+
+def _failed(message: str, code: int, output: str) -> int:
+    if output == JSON:
+        print(failure_json(message, code))
+    print(message, file=sys.stderr)
+    return code

@@ -1,6 +1,6 @@
 """A small cluster for `gpu-fleet`: three live simulated exporters (node-a with pods through a fake kubelet
-gRPC socket, node-b with a critical GPU, node-c with L4s) scraped every second by a real Prometheus on
-127.0.0.1."""
+gRPC socket, node-b with a critical GPU, node-c with L4s) and a dead one (node-d: scraped, then stopped, so
+its GPU is stale), scraped every second by a real Prometheus on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -24,7 +25,7 @@ from tests.processes import start_exporter, stop_all
 from tests.support import wait_for
 
 FLEET = str(Path(sys.executable).parent / "gpu-fleet")
-SEEDS = {"node-a": 11, "node-b": 12, "node-c": 13}
+SEEDS = {"node-a": 11, "node-b": 12, "node-c": 13, "node-d": 14}
 
 
 def gpu_yaml(model: str, load: float) -> str:
@@ -38,7 +39,10 @@ NODES = {
     "node-b": gpu_yaml("H100", 0.2) + gpu_yaml("H100", 0.0)
     + "faults:\n  - {type: row_remap_failed, gpu: 1}\n",
     "node-c": gpu_yaml("L4", 0.3) + gpu_yaml("L4", 0.3),
+    # node-d: an idle H100 whose exporter is stopped once Prometheus has scraped it
+    "node-d": gpu_yaml("H100", 0.0),
 }
+DEAD = "node-d"
 
 
 def uuid(node: str, index: int) -> str:
@@ -54,6 +58,8 @@ def holding(*indexes: int) -> list[PodSpec]:
 class Cluster:
     prometheus: ManagedProcess
     kubelet: KubeletServer
+    started: float
+    """Unix time the cluster's exporters were started."""
 
     def fleet(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run([FLEET, *args, "--prometheus", self.prometheus.url], capture_output=True,
@@ -85,22 +91,28 @@ def cluster() -> Iterator[Cluster]:
         config = workdir / "exporter.yaml"
         config.write_text("pod_resources: {refresh_interval_seconds: 0.1}\n")
         targets = []
+        exporters = {}
+        started_at = time.time()
         for node, gpus in NODES.items():
             sim = workdir / f"{node}.yaml"
             sim.write_text(f"seed: {SEEDS[node]}\ngpus:\n{gpus}")
             socket = kubelet.socket_path if node == "node-a" else str(workdir / "absent.sock")
-            base, _ = start_exporter(started, "--min-interval", "0", "--node-name", node, "--simulate-config",
-                                     str(sim), "--config", str(config), "--pod-resources-socket", socket,
-                                     ready_path="/readyz")
+            base, exporters[node] = start_exporter(
+                started, "--min-interval", "0", "--node-name", node, "--simulate-config", str(sim),
+                "--config", str(config), "--pod-resources-socket", socket, ready_path="/readyz")
             targets.append(base.removeprefix("http://"))
         prom_config = {"global": {"scrape_interval": "1s"},
                        "scrape_configs": [{"job_name": "gpu", "static_configs": [{"targets": targets}]}]}
         with running(start_prometheus(prom_config, workdir=workdir / "prometheus")) as prometheus:
-            cluster = Cluster(prometheus, kubelet)
-            wait_for(lambda: len(cluster.query("gpu_info")) == 7 and cluster.holders() == {"trainer-0"}
+            cluster = Cluster(prometheus, kubelet, started_at)
+            wait_for(lambda: len(cluster.query("gpu_info")) == 8, timeout=60, what="8 GPUs in Prometheus")
+            exporters[DEAD].kill()
+            exporters[DEAD].wait(timeout=10)
+            wait_for(lambda: len(cluster.query("gpu_info")) == 7 and len(cluster.query("up == 0")) == 1
+                     and cluster.holders() == {"trainer-0"}
                      and cluster.query('gpu_health_state{state="critical"} == 1')
                      and len(cluster.query("gpu_availability_score")) == 7,
-                     timeout=60, what="7 GPUs, one holder and one critical GPU in Prometheus")
+                     timeout=60, what="7 live GPUs, a dead target, one holder and one critical GPU")
             yield cluster
     finally:
         stop_all(started)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -15,34 +18,70 @@ from tests.support import reap, wait_for
 pytestmark = pytest.mark.integration
 
 
-def test_status_shows_every_gpu_of_every_node(cluster: Cluster) -> None:
+def test_status_shows_every_gpu_of_every_node_and_the_dead_one_as_stale(cluster: Cluster) -> None:
     result = cluster.fleet("status")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # answered, but a node's exporter is down
     lines = result.stdout.splitlines()
     assert lines[0].split()[:3] == ["NODE", "GPU", "MODEL"]
     rows = [line.split() for line in lines[1:]]
     expected = [("node-a", "0"), ("node-a", "1"), ("node-a", "2"), ("node-b", "0"), ("node-b", "1"),
-                ("node-c", "0"), ("node-c", "1")]
+                ("node-c", "0"), ("node-c", "1"), ("node-d", "0")]
     assert [(r[0], r[1]) for r in rows] == expected
     assert lines[1].endswith("ml/trainer-0") and "critical" in lines[5]
+    assert "stale (exporter down, last seen " in lines[8] and "NVIDIA H100" in lines[8]
+    assert result.stderr == "1 GPU(s) stale on node-d: their exporter is down or no longer reports them\n"
+
+
+def test_the_ranking_score_is_0_for_critical_and_stale_gpus(cluster: Cluster) -> None:
+    result = cluster.fleet("status", "-o", "json", "--sort", "score")
+    gpus = json.loads(result.stdout)
+    critical, stale = gpus[-2:]  # both idle H100s: the exporter's score is the best, the ranking's 0
+    assert (critical["uuid"], critical["health"], critical["score"]) == (uuid("node-b", 1), "critical", 0.0)
+    assert critical["availability_score"] > 0.9
+    assert (stale["uuid"], stale["stale"], stale["score"], stale["target_down"]) == (uuid("node-d", 0), True,
+                                                                                     0.0, True)
+    assert cluster.started < stale["last_seen"] < time.time()  # its last sample, to the second
+    assert all(isinstance(g["index"], int) for g in gpus)
 
 
 def test_status_json_filters_and_sorts(cluster: Cluster) -> None:
-    result = cluster.fleet("status", "--json", "--node", "node-a", "--sort", "score")
+    result = cluster.fleet("status", "-o", "json", "--node", "node-a", "--sort", "score")
     assert result.returncode == 0, result.stderr
     gpus = json.loads(result.stdout)
     assert [g["uuid"] for g in gpus] == [uuid("node-a", 0), uuid("node-a", 2), uuid("node-a", 1)]
     assert gpus[0]["holders"] == [{"namespace": "ml", "pod": "trainer-0", "container": "main",
                                    "resource": "nvidia.com/gpu"}]
-    assert all(g["memory_total_bytes"] > 0 and 0 <= g["availability_score"] <= 1 for g in gpus)
-    held = cluster.fleet("status", "--json", "--namespace", "ml")
+    assert all(isinstance(g["memory_total_bytes"], int) and g["memory_total_bytes"] > 0
+               and 0 <= g["availability_score"] <= 1 for g in gpus)
+    held = cluster.fleet("status", "--json", "--namespace", "ml")  # --json: the old name of -o json
     assert [g["uuid"] for g in json.loads(held.stdout)] == [uuid("node-a", 0)]
     none = cluster.fleet("status", "--node", "node-z")
     assert none.returncode == 1 and "no GPU found for --node node-z" in none.stdout
 
 
+def test_status_csv_without_headers(cluster: Cluster) -> None:
+    result = cluster.fleet("status", "-o", "csv", "--no-headers", "--node", "node-c")
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert [(r[0], r[1], r[3]) for r in rows] == [("node-c", "0", "NVIDIA L4"), ("node-c", "1", "NVIDIA L4")]
+
+
+def test_status_watch_prints_a_json_line_per_look_until_sigterm(cluster: Cluster) -> None:
+    proc = subprocess.Popen([FLEET, "status", "--watch", "0.2", "-o", "json", "--node", "node-b",
+                             "--prometheus", cluster.prometheus.url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        looks = [json.loads(proc.stdout.readline()) for _ in range(2)]  # a pipe: one plain line per look
+        assert [[g["uuid"] for g in look] for look in looks] == [[uuid("node-b", 0), uuid("node-b", 1)]] * 2
+        proc.terminate()
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
+    finally:
+        reap(proc)  # type: ignore[arg-type]
+
+
 def test_select_takes_the_best_free_gpus_never_held_or_critical(cluster: Cluster) -> None:
-    result = cluster.fleet("select", "--gpus", "2", "--json")
+    result = cluster.fleet("select", "--gpus", "2", "-o", "json")
     assert result.returncode == 0, result.stderr
     chosen = json.loads(result.stdout)
     # idle a-0 (held) and b-1 (critical) score highest but are left out; then a-2 (10 % busy), b-0 (20 %)
@@ -51,9 +90,28 @@ def test_select_takes_the_best_free_gpus_never_held_or_critical(cluster: Cluster
     assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["node-a", "node-b"]
 
 
+def test_select_leaves_out_gpus_busier_than_max_utilization(cluster: Cluster) -> None:
+    """node-a's two free H100s are 10 % and 60 % busy: not two on one node at the default 50 %."""
+    busy = cluster.fleet("select", "--gpus", "2", "--same-node", "--model", "h100")
+    assert busy.returncode == 1 and "1 too busy" in busy.stderr, busy.stderr
+    idle = cluster.fleet("select", "--gpus", "3", "--idle", "-o", "json")
+    assert idle.returncode == 1  # the L4s at exactly 30 % are not idle (below 30 %), nor a-1 at 60 %
+    assert json.loads(idle.stdout)["excluded"]["not idle"] == 3
+    at_30 = cluster.fleet("select", "--gpus", "4", "--max-utilization", "30", "-o", "json")
+    assert [g["uuid"] for g in json.loads(at_30.stdout)["gpus"]][2:] == [uuid("node-c", 0), uuid("node-c", 1)]
+
+
+def test_select_docker_and_kubernetes_outputs(cluster: Cluster) -> None:
+    docker = cluster.fleet("select", "--gpus", "2", "-o", "docker", "--max-utilization", "100",
+                           "--model", "H100")
+    assert docker.stdout == f"--gpus '\"device={uuid('node-a', 2)},{uuid('node-a', 1)}\"'\n", docker.stderr
+    placement = yaml.safe_load(cluster.fleet("select", "--gpus", "1", "-o", "kubernetes").stdout)
+    assert placement == {"nodeSelector": {"kubernetes.io/hostname": "node-a"}}
+
+
 def test_select_same_node_and_model_prints_a_node_selector(cluster: Cluster) -> None:
     result = cluster.fleet("select", "--gpus", "2", "--same-node", "--model", "h100",
-                           "--min-free-memory", "40GiB")
+                           "--min-free-memory", "40GiB", "--max-utilization", "100")
     assert result.returncode == 0, result.stderr
     table, snippet = result.stdout.split("\n\n")
     assert [line.split()[:2] for line in table.splitlines()[1:]] == [["node-a", "2"], ["node-a", "1"]]
@@ -65,8 +123,12 @@ def test_select_same_node_and_model_prints_a_node_selector(cluster: Cluster) -> 
 def test_select_exits_1_when_not_enough(cluster: Cluster) -> None:
     result = cluster.fleet("select", "--gpus", "3", "--same-node", "--model", "H100")
     assert result.returncode == 1 and result.stdout == ""
-    assert "not enough GPUs: 3 requested, at most 2 eligible on one node" in result.stderr
-    assert "1 critical" in result.stderr and "1 held by a pod" in result.stderr
+    assert "not enough GPUs: 3 requested, at most 1 eligible on one node" in result.stderr
+    for reason in ("1 critical", "1 held by a pod", "1 stale (exporter down)", "1 too busy"):
+        assert reason in result.stderr
+    as_json = cluster.fleet("select", "--gpus", "9", "-o", "json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["exit_code"] == 1
+    assert json.loads(as_json.stdout)["error"] == as_json.stderr.strip()
     assert cluster.fleet("select", "--gpus", "1", "--min-free-memory", "200GiB").returncode == 1
 
 
@@ -91,7 +153,7 @@ def test_the_prometheus_config_file_is_read(cluster: Cluster, tmp_path) -> None:
     config.write_text(f"endpoints:\n  thanos:\n    url: {cluster.prometheus.url}\n")
     result = subprocess.run([FLEET, "status", "--prometheus-config", str(config)], capture_output=True,
                             text=True, timeout=60, check=False)
-    assert result.returncode == 0 and len(result.stdout.splitlines()) == 8, result.stderr
+    assert result.returncode == 3 and len(result.stdout.splitlines()) == 9, result.stderr
     wrong = subprocess.run([FLEET, "status", "--prometheus-config", str(config), "--endpoint", "mimir"],
                            capture_output=True, text=True, timeout=60, check=False)
     assert wrong.returncode == 2 and "--endpoint: no endpoint 'mimir'" in wrong.stderr
@@ -108,7 +170,7 @@ def test_wait_times_out_with_exit_1(cluster: Cluster) -> None:
 def test_wait_succeeds_when_gpus_free_up(cluster: Cluster) -> None:
     cluster.set_pods(holding(0, 1, 2))
     proc = subprocess.Popen([FLEET, "wait", "--gpus", "2", "--same-node", "--model", "H100",
-                             "--timeout", "90s", "--interval", "0.5s",
+                             "--timeout", "90s", "--interval", "0.5s", "--max-utilization", "100",
                              "--prometheus", cluster.prometheus.url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -141,3 +203,16 @@ def test_wait_ends_cleanly_on_sigterm(cluster: Cluster) -> None:
     finally:
         reap(proc)  # type: ignore[arg-type]
     wait_for(lambda: proc.poll() is not None, timeout=5)
+
+
+def test_estimate_takes_the_fleets_gpu_memory_and_then_selects(cluster: Cluster) -> None:
+    """An "80GB" H100 has 79.6 GiB: 70B in bf16 at tp 2 with 35,000 tokens needs 79.8 GiB per GPU."""
+    tight = cluster.fleet("estimate", "--params", "70B", "--tp", "2", "--pp", "1", "--context", "35000",
+                          "--model", "H100")
+    assert tight.returncode == 1, tight.stderr
+    assert tight.stdout.splitlines()[-1] == ("does NOT fit in 79.6GiB per GPU (NVIDIA H100 80GB HBM3, from "
+                                             "Prometheus): 2 GPU(s)")
+    chosen = cluster.fleet("estimate", "--params", "8B", "--model", "H100", "--then-select", "-o", "json")
+    assert chosen.returncode == 0, chosen.stderr
+    assert [g["uuid"] for g in json.loads(chosen.stdout)["gpus"]] == [uuid("node-a", 2)]
+    assert chosen.stderr.startswith("estimate: 1 GPU(s), each with ")
