@@ -8,7 +8,8 @@ Every dashboard is the bare dashboard object (what file provisioning and "Import
 with a stable lowercase uid and schemaVersion 39; every panel and every target uses the `${datasource}`
 template variable (not an `__inputs` placeholder, which provisioning leaves unresolved:
 grafana/grafana#10786),
-and every panel has a unit.
+and every panel has a unit. The output type-checks against Grafana's own `Dashboard` type (@grafana/schema):
+tests/unit/shipping/test_dashboard_schema.py.
 """
 
 from __future__ import annotations
@@ -362,15 +363,20 @@ def _panels(panels: tuple[Panel, ...]) -> list[dict[str, Any]]:
     return result
 
 
+ALL = {"selected": True, "text": ["All"], "value": ["$__all"]}
+"""The `current` of a multi-value variable with All selected: Grafana's own form. A variable option needs its
+text and value (Grafana's `VariableOption` type); the data source variable has none, so Grafana starts on the
+default Prometheus."""
+
+
 def _variables(variables: tuple[Variable, ...]) -> list[dict[str, Any]]:
     datasource = {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
-                  "current": {}, "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1,
+                  "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1,
                   "regex": "", "skipUrlSync": False}
     return [datasource, *({
         "name": v.name, "label": v.label, "type": "query", "datasource": DATASOURCE,
-        "definition": v.query,
         "query": {"qryType": 1, "query": v.query, "refId": "PrometheusVariableQueryEditor"},
-        "current": {}, "hide": 0, "includeAll": True, "allValue": ".*", "multi": True, "options": [],
+        "current": ALL, "hide": 0, "includeAll": True, "allValue": ".*", "multi": True, "options": [],
         "refresh": 2, "regex": "", "skipUrlSync": False, "sort": 1,
     } for v in variables)]
 

@@ -55,6 +55,7 @@ if $for_tests; then
     command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # the docs test: loopback in a namespace
     command -v buildah >/dev/null 2>&1 || need_apt+=(buildah)       # the image test builds the Dockerfile
     command -v mmdebstrap >/dev/null 2>&1 || need_apt+=(mmdebstrap)     # ... on a Debian base made here
+    command -v npm >/dev/null 2>&1 || need_apt+=(npm)                   # dashboards checked with @grafana/schema
 fi
 if ! uv_works && ! pip_works && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
     package=$(venv_package)

@@ -123,7 +123,7 @@ def test_queries_read_only_existing_series(path: Path) -> None:
     known = known_names()
     dashboard = load(path)
     queries = [t["expr"] for t in all_targets(dashboard)]
-    queries += [v["definition"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    queries += [v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
     for expr in queries:
         unknown = metric_names(re.sub(r"label_values\((.*?),\s*\w+\)", r"\1", expr)) - known
         assert not unknown, f"{path.name}: {expr} reads unknown series {unknown}"
