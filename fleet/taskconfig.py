@@ -39,7 +39,8 @@ _MODEL_SIZE = re.compile(r"(?<![0-9.])([0-9]{1,4}(?:\.[0-9]{1,3})?)[bB](?![a-zA-
 def flag_names(dimension: str) -> list[str]:
     """Every flag spelling of a dimension: --tp, --tp-size, --tp_size, --tensor-parallel-size, ..."""
     names = DIMENSIONS[dimension]
-    return [f"--{n}" for n in sorted({*names, *(n.replace("-", "_") for n in names)}, key=len)]
+    spellings = {*names, *(n.replace("-", "_") for n in names)}
+    return [f"--{n}" for n in sorted(spellings, key=lambda n: (len(n), n))]
 
 
 def canonical(name: str) -> str | None:

@@ -20,6 +20,7 @@ from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, Unreachable
 from fleet.inventory import gather
 from fleet.output import JSON, add_output_arguments, failure_json
+from fleet.select import EPILOG as EPILOG
 from fleet.select import SELECT_FORMATS, add_request_arguments, report, request_of
 from fleet.selection import Request, Selection, select
 from plumbing.cli import duration, install_stop_handlers

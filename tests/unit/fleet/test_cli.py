@@ -95,8 +95,8 @@ def test_a_full_disk_on_stdout_is_one_message() -> None:
     """/dev/full: every write fails with ENOSPC, as a full disk does."""
     gpu_fleet = str(Path(sys.executable).parent / "gpu-fleet")
     with open("/dev/full", "w") as full:
-        done = subprocess.run([gpu_fleet, "estimate", "--params", "70B", "--dtype", "fp16", "--gpu-memory", "80GiB"],
-                              stdout=full,
-                              stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+        done = subprocess.run([gpu_fleet, "estimate", "--params", "70B", "--dtype", "fp16", "--gpu-memory",
+                               "80GiB"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+                              check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip() == "gpu-fleet estimate: cannot write the output: No space left on device"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fleet.inventory import Gpu, Holder
-from fleet.selection import Exclusion, Request, placement, select
+from fleet.selection import Exclusion, Request, is_idle, placement, select
 
 GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
@@ -65,3 +67,48 @@ def test_placement_is_a_node_selector_for_one_node_and_an_affinity_for_several()
 def test_ties_are_broken_by_node_and_index() -> None:
     fleet = [gpu("b", 0, 0.5), gpu("a", 1, 0.5), gpu("a", 0, 0.5)]
     assert [g.uuid for g in select(fleet, Request(2)).chosen] == ["GPU-a-0", "GPU-a-1"]
+
+
+def busy(node: str, index: int, utilization: float, *, health: str = "optimal", used_share: float = 0.1,
+         stale: bool = False) -> Gpu:
+    total = 80 * GIB
+    return Gpu(node, str(index), f"GPU-{node}-{index}", H100, up=True, utilization=utilization,
+               memory_used=used_share * total, memory_free=(1 - used_share) * total, memory_total=total,
+               health=health, stale=stale)
+
+
+def test_max_utilization_is_at_most_the_percentage() -> None:
+    fleet = [busy("a", 0, 0.5), busy("a", 1, 0.51), busy("a", 2, 0.77)]
+    selection = select(fleet, Request(3, same_node=True))
+    assert not selection.ok and selection.excluded == {Exclusion.BUSY: 2}
+    assert chosen_of(fleet, Request(1, same_node=True)) == ["GPU-a-0"]  # 50 % is at most 50 %
+    assert chosen_of(fleet, Request(3, max_utilization_percent=100)) == ["GPU-a-0", "GPU-a-1", "GPU-a-2"]
+
+
+def chosen_of(fleet: list[Gpu], request: Request) -> list[str]:
+    return [g.uuid for g in select(fleet, request).chosen]
+
+
+def test_the_idle_rule_is_below_30_percent_and_below_half_the_memory() -> None:
+    fleet = [busy("a", 0, 0.29), busy("a", 1, 0.30), busy("a", 2, 0.1, used_share=0.5),
+             busy("a", 3, 0.1, used_share=0.49)]
+    assert is_idle(fleet[0]) and not is_idle(fleet[1]) and not is_idle(fleet[2]) and is_idle(fleet[3])
+    selection = select(fleet, Request(4, idle=True))
+    assert selection.eligible == 2 and selection.excluded == {Exclusion.NOT_IDLE: 2}
+
+
+def test_throttled_gpus_only_when_allowed_and_ranked_at_half() -> None:
+    fleet = [busy("a", 0, 0.0, health="throttled"), busy("b", 0, 0.4)]
+    assert chosen_of(fleet, Request(2)) == []
+    assert select(fleet, Request(2)).excluded == {Exclusion.THROTTLED: 1}
+    # idle and throttled: 0.6 * 0.9 + 0.4 = 0.94, halved 0.47; b: 0.54 + 0.24 = 0.78 ranks first
+    assert chosen_of(fleet, Request(2, allow_throttled=True)) == ["GPU-b-0", "GPU-a-0"]
+    assert fleet[0].rank == pytest.approx(0.47) and fleet[0].availability == pytest.approx(0.94)
+
+
+def test_stale_and_critical_gpus_rank_0_and_are_never_chosen() -> None:
+    stale = busy("d", 0, 0.0, stale=True)
+    critical = busy("b", 1, 0.0, health="critical")
+    assert stale.rank == 0.0 and critical.rank == 0.0 and critical.availability == pytest.approx(0.94)
+    selection = select([stale, critical], Request(1, max_utilization_percent=100, allow_throttled=True))
+    assert selection.excluded == {Exclusion.STALE: 1, Exclusion.CRITICAL: 1}

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 import pytest
 
 from fleet.fetch import Inputs, Timelines
+from fleet.render_md import render_md
 from fleet.timeline import Point, Window
-from fleet.usage import UNALLOCATED, Prices, RuleSummary, Usage, compute, workload_of
+from fleet.usage import UNALLOCATED, Prices, RuleSummary, Usage, compute, mean_below, workload_of
 
 
 @pytest.mark.parametrize(("pod", "workload"), [
@@ -297,3 +298,32 @@ def test_a_window_shorter_than_an_hour_has_one_hour_in_the_heatmap() -> None:
     report = compute(make(Window(T0, T0 + 2 * STEP, STEP), utilization={key(a0): at(a0, 0.2, 0.4, 0.6)}))
     assert report.hourly == {"node-a/0": [pytest.approx(0.4)]}
     assert report.total.gpu_hours == 0.75 and report.total.idle_gpu_hours == 0.0
+
+
+def test_a_constant_5_percent_is_not_idle_below_5_percent() -> None:
+    """Seven samples of 0.05 add up to 0.35000000000000003 in floats, whose mean reads 0.04999...; exactly
+    it is 0.05, which is not below 0.05."""
+    assert sum([0.05] * 7) / 7 < 0.05  # the float arithmetic this guards against
+    assert not mean_below([0.05] * 7, 0.05)
+    assert mean_below([0.05] * 6 + [0.0499999999], 0.05)
+    notebook = gpu("node-a", 0, "lab", "notebook")
+    window = Window(T0, T0 + HOUR, HOUR / 7)
+    report = compute(make(window, utilization={key(notebook): at(notebook, *[0.05] * 7)}), threshold=0.05)
+    assert report.total.idle_gpu_hours == 0.0 and report.total.gpu_hours == pytest.approx(1.0)
+
+
+def test_energy_counts_the_same_steps_as_gpu_time() -> None:
+    """The energy timeline starts a step before the window: its first increase is the first point's step."""
+    held = gpu("node-a", 0, "ml", EMBED)
+    report = compute(make(utilization={key(held): at(held, 0.5, 0.5)},
+                          energy={key(held): at(held, 1.0e9, 1.0e9 + 3.6e6, 1.0e9 + 7.2e6, first=-1)}))
+    assert report.total.gpu_hours == pytest.approx(0.5) and report.total.energy_kwh == pytest.approx(2.0)
+
+
+def test_a_short_window_shows_gpu_minutes() -> None:
+    held = gpu("node-a", 0, "ml", EMBED)
+    short = Window(T0, T0 + 1800, 60.0)
+    text = render_md(compute(make(short, utilization={key(held): [Point(T0 + k * 60, 0.5, held)
+                                                                  for k in range(3)]})))
+    assert "| name | GPU-minutes | busy GPU-minutes |" in text and "| total | 3.0 | 1.5 |" in text
+    assert "| name | GPU-hours |" in render_md(compute(make(Window(T0, T0 + 12 * HOUR, STEP))))
