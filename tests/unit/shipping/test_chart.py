@@ -105,6 +105,11 @@ def test_the_schema_refuses_a_wrong_value_naming_it(values: dict[str, Any], name
         render(values)
 
 
+def test_a_priority_class_to_create_needs_its_name() -> None:
+    with pytest.raises(helm.HelmRenderError, match=r"exporter\.priorityClassName"):
+        render({"exporter": {"priorityClassName": ""}})
+
+
 def test_each_process_can_be_left_out() -> None:
     everything = kind_names(render({"prometheusOperator": {"serviceMonitors": True, "prometheusRule": True}})
                             .objects)
