@@ -3,6 +3,7 @@
     GET /api/v1/gpus                          -> {"gpus": [<gpu>, ...]}
     GET /api/v1/gpus/<index>                  -> <gpu>                       (404 for an unknown index)
     GET /api/v1/gpus/<index>/trend?minutes=5  -> <trend>                     (400 naming a bad parameter)
+    GET /api/gpu/status?gpu_id=0              -> {"success": true, "data": {...}}  (the GPU manager's shape)
 
 `handle(path, query, snapshot_provider, history)` returns `(status, body)`; the HTTP server only encodes
 the body (`encode()`) and writes it. Errors are `{"error": "<message>", "parameter": "<name>"?}`:
@@ -12,6 +13,10 @@ the endpoint does not take is 400 naming it; NVML down is 503 with the reason; a
 header from the same tuple). Numbers are rounded for people (percent and °C to 0.1, watts to 0.001, the
 score to 0.0001); /metrics keeps full precision. Units are in the names: `utilization_percent` and
 `memory.percent` are 0..100 here, where /metrics and `status --json` carry 0..1 as `..._ratio`.
+
+`throttling.active` (and the quickstart shape's `is_throttled`) is the state's verdict, `throttled` or
+`critical`, as `speed_multiplier` is, so `state` and `throttling` never contradict each other; the clocks NVML
+slowed are beside it (`reasons`, `clocks_throttled`), whatever the state.
 """
 
 from __future__ import annotations
@@ -33,7 +38,11 @@ from exporter.pods.podresources.mapping import DeviceHolder
 
 log = logging.getLogger(__name__)
 
-API_PREFIX = "/api/v1/"
+API_PREFIX = "/api/"
+"""Every path under it is answered by `handle` (404 for what it does not know)."""
+QUICKSTART_PATH = "/api/gpu/status"
+"""The GPU manager's status endpoint our users' tools call: `?gpu_id=N`, a success/data wrapper, MB."""
+MIB = 1024 * 1024
 ALLOWED_METHODS: tuple[str, ...] = ("GET", "HEAD")
 DEFAULT_TREND_MINUTES = 5.0
 DEFAULT_MAX_TREND_MINUTES = 60.0
@@ -137,6 +146,8 @@ def handle(
 
     `now` is the trend window's end, in the clock of the history's timestamps (None: the newest sample).
     """
+    if path.rstrip("/") == QUICKSTART_PATH:
+        return quickstart(query, snapshot_provider, method)
     parts = [p for p in path.split("/") if p]
     if parts[:3] != ["api", "v1", "gpus"] or len(parts) > 5 or (len(parts) == 5 and parts[4] != "trend"):
         return _error(404, f"no such resource: {path}")
@@ -195,8 +206,9 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
         },
         "power_watts": _round(gpu.power_watts, 3),
         "throttling": {
-            "active": bool(gpu.throttling.reasons),
+            "active": is_throttled(gpu),
             "reasons": list(gpu.throttling.reasons),
+            "clocks_throttled": bool(gpu.throttling.reasons),
             "speed_multiplier": gpu.throttling.speed_multiplier,
         },
         "holders": [
@@ -213,6 +225,67 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
         "availability_score": _round(gpu.availability_score, 4),
         "xid_errors": {str(code): count for code, count in sorted(gpu.xid_errors.items())},
     }
+
+
+def is_throttled(gpu: GpuStatus) -> bool:
+    """The state's verdict: `throttled` or `critical` (half speed or paused), as `speed_multiplier` says."""
+    return gpu.state in (HealthState.THROTTLED, HealthState.CRITICAL)
+
+
+def quickstart(query: str, snapshot_provider: Callable[[], Sequence[GpuStatus]],
+               method: str = "GET") -> tuple[int, dict[str, Any]]:
+    """`GET /api/gpu/status?gpu_id=N` (default 0): one GPU in the GPU manager's shape; failures are
+    `{"success": false, "error": ...}` with the same status codes as /api/v1."""
+    if method not in ALLOWED_METHODS:
+        return _failed(405, f"method {method} not allowed; use {' or '.join(ALLOWED_METHODS)}")
+    params = parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(params) - {"gpu_id"})
+    if unknown:
+        return _failed(400, f"{unknown[0][:40] or '(a parameter with no name)'}: unknown query parameter; it "
+                       "takes: gpu_id", parameter=unknown[0][:40])
+    given = params.get("gpu_id", ["0"])
+    if len(given) > 1 or not _INDEX.match(given[0]):
+        return _failed(400, f"gpu_id: expected a GPU index such as 0 or 3 (got {given[-1][:40]!r})",
+                       parameter="gpu_id")
+    try:
+        gpus = list(snapshot_provider())
+    except Exception as e:  # the request handler must answer, not die
+        log.warning("GPU status unavailable: %s: %s", type(e).__name__, e)
+        return _failed(503, f"GPU status unavailable: {e}")
+    gpu = next((g for g in gpus if g.index == int(given[0])), None)
+    if gpu is None:
+        return _failed(404, f"no GPU with index {given[0]!r}", parameter="gpu_id")
+    return 200, {"success": True, "data": quickstart_json(gpu)}
+
+
+def quickstart_json(gpu: GpuStatus) -> dict[str, Any]:
+    """One GPU as the GPU manager's `get_gpu_status()` gives it: MB (MiB, as nvidia-smi's "MB"), percent."""
+    used, total = gpu.memory.used_bytes, gpu.memory.total_bytes
+    throttled = is_throttled(gpu)
+    return {
+        "available": gpu.up,
+        "gpu_id": gpu.index,
+        "name": gpu.name,
+        "state": gpu.state.value if gpu.state else None,
+        "temperature_celsius": _round(gpu.temperature_celsius, 1),
+        "load_percent": _round(gpu.utilization_percent, 1),
+        "memory": {
+            "used_mb": None if used is None else used // MIB,
+            "total_mb": None if total is None else total // MIB,
+            "percent": _round(gpu.memory.percent, 1),
+        },
+        "throttling": {
+            "is_throttled": throttled,
+            "should_throttle": throttled,
+            "speed_multiplier": gpu.throttling.speed_multiplier,
+            "clock_reasons": list(gpu.throttling.reasons),
+        },
+    }
+
+
+def _failed(status: int, message: str, parameter: str | None = None) -> tuple[int, dict[str, Any]]:
+    _, body = _error(status, message, parameter)
+    return status, {"success": False, **body}
 
 
 def is_shared(holders: Sequence[DeviceHolder]) -> bool:

@@ -114,7 +114,8 @@ def test_list_sorted_by_index_with_every_field() -> None:
         "utilization_percent": 90.0,
         "memory": {"used_bytes": 40 * GIB, "total_bytes": 80 * GIB, "percent": 50.0},
         "power_watts": 610.5,
-        "throttling": {"active": True, "reasons": ["sw_power_cap"], "speed_multiplier": 0.5},
+        "throttling": {"active": True, "reasons": ["sw_power_cap"], "clocks_throttled": True,
+                       "speed_multiplier": 0.5},
         "holders": [
             {"namespace": ns, "pod": pod, "container": "c", "resource": GPU_RESOURCE, "device_id": "GPU-b"}
             for ns, pod in (("a", "p1"), ("b", "p2"))

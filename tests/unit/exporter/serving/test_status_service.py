@@ -67,7 +67,8 @@ def test_idle_and_operator_clock_reasons_are_not_throttling() -> None:
     source.current = dataclasses.replace(source.current, devices=(hot, idle))
     _, body = StatusService(source, GpuHistory()).handle("/api/v1/gpus", "")
     throttling = [gpu["throttling"] for gpu in body["gpus"]]
-    assert [(t["active"], t["reasons"]) for t in throttling] == [(True, ["sw_thermal"]), (False, [])]
+    assert [(t["clocks_throttled"], t["reasons"]) for t in throttling] == [(True, ["sw_thermal"]),
+                                                                           (False, [])]
     table = status_table(source.current, "node-a")
     assert "sw_thermal" in table and "gpu_idle" not in table and "applications_clocks" not in table
 
