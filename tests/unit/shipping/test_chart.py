@@ -6,6 +6,7 @@ promise."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -13,7 +14,9 @@ import pytest
 import yaml
 
 from tests.unit.shipping.helm_chart import (
+    CHART,
     NAMESPACE,
+    NOTES,
     Object,
     chart,
     example,
@@ -103,6 +106,15 @@ def test_the_schema_refuses_a_wrong_value_naming_it(values: dict[str, Any], name
         validate(values)
     with pytest.raises(helm.HelmValuesError, match=named):
         render(values)
+
+
+def test_the_packaged_chart_carries_the_linked_files(tmp_path: Path) -> None:
+    """files/ links to manifests/: `helm package` must store their content, which the release then renders."""
+    values = example("prometheus-operator")
+    with helm.Chart.load(helm.package(CHART, destination=tmp_path)) as packaged:
+        manifests = packaged.render(values, name="gpu-autoscaler", namespace=NAMESPACE)
+    objects = [o for path, text in manifests.items() if path != NOTES for o in yaml.safe_load_all(text) if o]
+    assert by_key(objects) == by_key(render(values).objects)
 
 
 def test_a_priority_class_to_create_needs_its_name() -> None:
