@@ -27,6 +27,7 @@ from exporter.nvml.snapshots import BackgroundReading, DeviceSnapshot, ProcessUt
 log = logging.getLogger(__name__)
 
 SweepHook = Callable[[NodeSnapshot], NodeSnapshot]
+GPM_MIN_INTERVAL_SECONDS = 0.1  # NVML computes GPM metrics from two samples at least this far apart
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class NvmlSource:
                 next_pcie = time.monotonic() + settings.pcie_interval
                 self._pcie_pass()
             if time.monotonic() >= next_profiling and not self._stop.is_set():
-                next_profiling = time.monotonic() + settings.profiling_interval
+                next_profiling = time.monotonic() + max(settings.profiling_interval, GPM_MIN_INTERVAL_SECONDS)
                 self._profiling_pass()
             self._stop.wait(max(min(next_pcie, next_profiling) - time.monotonic(), 0.0))
 
