@@ -23,8 +23,8 @@ def _pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise UsageError("--format html needs matplotlib: pip install 'gpu-autoscaler[report]' "
-                         "(or use --format md or json)") from exc
+        raise UsageError("-o html needs matplotlib: pip install 'gpu-autoscaler[report]' "
+                         "(or use -o table or json)") from exc
     return plt
 
 
