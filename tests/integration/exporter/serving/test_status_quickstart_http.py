@@ -6,14 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.integration.exporter.conftest import StartExporter, get
-
-FLEET = """
-pcie_latency_seconds: 0
-gpus:
-  - model: H100
-    load: {pattern: constant, value: 0.58, noise: 0}
-    processes: [{pid: 4242, memory_gib: 30}]
-"""
+from tests.integration.exporter.test_units_agree import FLEET  # one H100 at a constant 58 %
 
 
 def test_the_quickstart_status_answers_next_to_api_v1(start_exporter: StartExporter) -> None:
