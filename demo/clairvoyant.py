@@ -17,7 +17,7 @@ replayed configuration spends.
 The bound for a budget of B overloaded samples is the Lagrangian dual. For every price p of an overloaded
 sample, min over ready profiles of (GPU-samples + p * overloaded samples) - p * B is at most the GPU-samples
 of any profile with at most B overloaded samples (weak duality). A dynamic program over the ready count gives
-the minimum for one price in one pass; a bisection on p tightens the bound.
+the minimum for one price in one pass; cutting planes on p find the best such bound.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from demo.replay import ReplaySettings
 from demo.traces import Trace, sample
 
-BISECTION_STEPS = 24
+MAX_CUTS = 64
 
 
 @dataclass(frozen=True)
@@ -58,28 +58,30 @@ def cheapest_profile(loads: Sequence[float], price: float, min_replicas: int, ma
         return PricedProfile(price, 0.0, 0.0, 0)
     counts = range(min_replicas, max_replicas + 1)
     top = len(counts) - 1
-    # best[k] = (cost, gpu_samples, overloaded_samples) of the cheapest profile ending ready at counts[k].
-    best: list[tuple[float, float, int]] = []
+    # The cheapest profile ending ready at counts[k]: its cost, GPU-samples and overloaded samples, as three
+    # lists updated in place (tuples per count and sample cost twice the time, and the bound runs this DP
+    # a few dozen times per trace).
+    cost = [0.0] * len(counts)
+    gpus = [0.0] * len(counts)
+    over = [0] * len(counts)
     for index, load in enumerate(loads):
-        if index == 0:
-            reach = [(0.0, 0.0, 0) for _ in counts]
-        else:
+        if index:
             charge = float(min(index, startup_samples))
-            reach = list(best)
             for k in range(1, top + 1):  # from below: the new replica loads first
-                cost, gpus, over = reach[k - 1]
-                if cost + charge < reach[k][0]:
-                    reach[k] = (cost + charge, gpus + charge, over)
+                below = cost[k - 1] + charge
+                if below < cost[k]:
+                    cost[k], gpus[k], over[k] = below, gpus[k - 1] + charge, over[k - 1]
             for k in range(top - 1, -1, -1):  # from above: scale-down is free
-                if reach[k + 1][0] < reach[k][0]:
-                    reach[k] = reach[k + 1]
-        best = []
+                if cost[k + 1] < cost[k]:
+                    cost[k], gpus[k], over[k] = cost[k + 1], gpus[k + 1], over[k + 1]
         for k, r in enumerate(counts):
-            cost, gpus, over = reach[k]
-            overloaded = load > overload_line * r
-            best.append((cost + r + (price if overloaded else 0.0), gpus + r, over + int(overloaded)))
-    cost, gpus, over = min(best, key=lambda b: (b[0], b[2]))
-    return PricedProfile(price, cost, gpus, over)
+            cost[k] += r
+            gpus[k] += r
+            if load > overload_line * r:
+                cost[k] += price
+                over[k] += 1
+    k = min(range(len(counts)), key=lambda k: (cost[k], over[k]))
+    return PricedProfile(price, cost[k], gpus[k], over[k])
 
 
 @dataclass(frozen=True)
@@ -112,21 +114,28 @@ def min_gpu_hours(trace: Trace, overloaded_minutes: float, min_replicas: int, ma
     def cheapest(price: float) -> PricedProfile:
         return cheapest_profile(loads, price, low_count, high_count, startup, settings.overload_line)
 
-    # Every price gives a valid bound; the bisection looks for the best one. It stops early when a profile
-    # within the budget costs (almost) no more than the bound: then no better bound exists.
-    low, high = 0.0, float(high_count * (startup + 1) + 1)
-    profile = cheapest(low)
-    lower = profile.cost - low * budget
-    feasible = profile.gpu_samples if profile.overloaded_samples <= budget else float("inf")
-    for _ in range(BISECTION_STEPS if profile.overloaded_samples > budget else 0):
-        price = (low + high) / 2.0
-        profile = cheapest(price)
-        lower = max(lower, profile.cost - price * budget)
-        if profile.overloaded_samples > budget:
-            low = price
-        else:
-            high = price
-            feasible = min(feasible, profile.gpu_samples)
-        if feasible - lower <= 1e-4 * feasible:
-            break
+    # Every price gives a valid bound; the best is the maximum of the concave, piecewise linear dual. Kelley's
+    # cutting planes find it exactly: each profile is a line (GPU-samples + price * overloaded samples); the
+    # next price is where the cheapest line over the budget meets the cheapest within it, and when the DP
+    # finds nothing cheaper there, that price is the maximum. A few DP passes instead of a bisection's dozens.
+    over_side = cheapest(0.0)
+    lower = over_side.cost
+    if over_side.overloaded_samples > budget:
+        high = float(high_count * (startup + 1) + 1)
+        within = cheapest(high)
+        lower = max(lower, within.cost - high * budget)
+        for _ in range(MAX_CUTS):
+            if within.overloaded_samples >= over_side.overloaded_samples:
+                break  # overload no price avoids: the highest price tried is the bound
+            price = ((within.gpu_samples - over_side.gpu_samples)
+                     / (over_side.overloaded_samples - within.overloaded_samples))
+            profile = cheapest(price)
+            lower = max(lower, profile.cost - price * budget)
+            meet = over_side.gpu_samples + price * over_side.overloaded_samples
+            if profile.cost >= meet - 1e-9 * max(1.0, abs(meet)):
+                break
+            if profile.overloaded_samples > budget:
+                over_side = profile
+            else:
+                within = profile
     return Bound(max(lower, 0.0) * step / 3600.0, overloaded_minutes)

@@ -207,17 +207,25 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
     all_failed_syncs = 0
     llm = LlmQueue(capacity=settings.requests_per_gpu_second)
 
-    def load_at(t: float) -> float:
-        """The load at t; before 0 the warm-up: the end of `previous`, else the trace mirrored."""
-        if t >= 0 or previous is None:
-            return trace(abs(t))
-        return previous(previous.duration_seconds + t)
+    loads: dict[int, float] = {}
+    """The load at each step index (t = index * step), computed once: every sync's rate() windows read the
+    same steps again, and a trace's load is a sum of curves and noise."""
 
-    def mean_load_until(now: float) -> Callable[[float], float]:
+    def load_at_step(index: int) -> float:
+        """The load at step index * step; before 0 the warm-up: the end of `previous`, else the trace
+        mirrored."""
+        load = loads.get(index)
+        if load is None:
+            t = index * step
+            load = trace(abs(t)) if t >= 0 or previous is None else previous(previous.duration_seconds + t)
+            loads[index] = load
+        return load
+
+    def mean_load_until(now_index: int) -> Callable[[float], float]:
         """The mean of the load sampled every step over (now - window, now], as a rate() over the window."""
         def mean(window: float) -> float:
             count = max(1, round(window / step))
-            return sum(load_at(now - k * step) for k in range(count)) / count
+            return sum(load_at_step(now_index - k) for k in range(count)) / count
         return mean
 
     samples: list[Sample] = []
@@ -225,14 +233,14 @@ def replay(rule: Rule, trace: Trace, settings: ReplaySettings | None = None,
     for index in range(total_steps + 1):
         now = (index - warmup_steps) * step
         clock.now = now
-        load = load_at(now)
+        load = load_at_step(index - warmup_steps)
         others = trace.others_at(abs(now))
         deployment.set_others(others)
         snapshot = deployment.snapshot(load)
         llm.step(load * settings.requests_per_gpu_second, snapshot.ready, step)
         if index % steps_per_sync == 0:
             current = deployment.spec_replicas
-            seen = observations(rule, snapshot, settings, mean_load_until(now), llm)
+            seen = observations(rule, snapshot, settings, mean_load_until(index - warmup_steps), llm)
             all_failed_syncs = count_all_failed(all_failed_syncs, seen)
             plan = plan_replicas(
                 rule=rule,
