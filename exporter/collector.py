@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from exporter import metrics as m
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
+from exporter.pods.dra import dra_mig
 
 WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 # MIG device ids under any resource name: the device plugin's `mig-strategy=single` advertises MIG devices as
@@ -38,12 +39,14 @@ class PodRef:
     container: str
     resource: str = WHOLE_GPU_RESOURCE
     device_id: str = ""  # as the plugin named it: `GPU-<uuid>`, `MIG-<uuid>`, `0`, `0:1`, `nvidia0/gi1`, ...
+    claim: str = ""  # the DRA ResourceClaim it holds the device through; "" for a device plugin's device
 
     @property
     def is_mig(self) -> bool:
         """A MIG slice: a MIG resource (`nvidia.com/mig-*`), or a MIG device id under any resource name
-        (`MIG-<uuid>`, the index strategy's `0:1`, GKE's `nvidia0/gi1`)."""
-        return self.resource.startswith("nvidia.com/mig-") or _MIG_DEVICE_ID.match(self.device_id) is not None
+        (`MIG-<uuid>`, the index strategy's `0:1`, GKE's `nvidia0/gi1`, DRA's `gpu-0-mig-...`)."""
+        return (self.resource.startswith("nvidia.com/mig-") or dra_mig(self.device_id) is not None
+                or _MIG_DEVICE_ID.match(self.device_id) is not None)
 
 
 def exclusive_holder(held: Sequence[PodRef]) -> PodRef | None:

@@ -89,7 +89,8 @@ PROCESS_MEMORY = _gauge("gpu_process_memory_used_bytes",
 ALLOCATION_INFO = _gauge("gpu_allocation_info",
                          "Value 1 per container holding (a share or a MIG slice of) the GPU, from the "
                          "kubelet pod-resources API; shared is true when the device series are not this "
-                         "holder's alone.", "resource", "shared")
+                         "holder's alone; claim is the DRA ResourceClaim (empty for a device plugin's GPU).",
+                         "resource", "shared", "claim")
 POD_UTILIZATION = _gauge("gpu_pod_utilization_ratio",
                          "GPU utilization of one holding container (0..1): the device value for an exclusive "
                          "GPU, the sum of its processes' SM shares for a shared one.")

@@ -7,7 +7,8 @@
 A GPU without GPM (pre-Hopper, or a driver that refuses) has `gpu_exporter_gpm_supported 0` and no profiling
 series; the others are unchanged. MIG instances get their own `gpu_mig_*` names, not the GPU's names with
 more labels, so `sum by (gpu)` over a GPU family never adds instances to their GPU. Their pod labels name the
-container holding that MIG device (by the device plugin's id: `MIG-<uuid>`, `<gpu>:<slot>`, GKE's `/gi<id>`).
+container holding that MIG device (by the device plugin's id: `MIG-<uuid>`, `<gpu>:<slot>`, GKE's `/gi<id>`;
+by the DRA driver's device name `gpu-<minor>-mig-...-<profile id>-<placement start>`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from exporter import metrics as m
 from exporter.collector import PodRef, ScrapeContext, new_family
 from exporter.nvml.snapshots import DeviceSnapshot, GpmMetrics, MigInstanceSnapshot, NodeSnapshot
+from exporter.pods.dra import dra_mig
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -41,9 +43,17 @@ def mig_holder(held: Sequence[PodRef], gpu_index: int, mig: MigInstanceSnapshot)
     """The one container holding this MIG device; None when none does, or several share it."""
     gke = re.compile(rf"/gi{mig.gpu_instance_id}(?:/|$)") if mig.gpu_instance_id is not None else None
     found = [ref for ref in held if ref.device_id == mig.uuid or ref.device_id == f"{gpu_index}:{mig.slot}"
-             or (gke is not None and gke.search(ref.device_id) is not None)]
+             or (gke is not None and gke.search(ref.device_id) is not None) or _is_dra_name_of(ref, mig)]
     containers = {(r.namespace, r.pod, r.container) for r in found}
     return found[0] if len(containers) == 1 else None
+
+
+def _is_dra_name_of(ref: PodRef, mig: MigInstanceSnapshot) -> bool:
+    """The DRA driver's name of this MIG device: same GPU instance profile, same placement (the parent GPU
+    is already the one the holder is filed under)."""
+    named = dra_mig(ref.device_id) if ref.claim else None
+    return (named is not None and mig.placement_start is not None
+            and (named.profile_id, named.placement_start) == (mig.profile_id, mig.placement_start))
 
 
 def _add_gpm(families: dict[m.MetricSpec, Family], gpm: GpmMetrics, labels: list[str], mig: bool) -> None:

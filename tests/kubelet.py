@@ -17,8 +17,22 @@ import pytest
 
 from exporter.pods.podresources import api_pb2, api_pb2_grpc
 
-# (namespace, pod, [(container, [(resource, [device ids])])])
-PodSpec = tuple[str, str, Sequence[tuple[str, Sequence[tuple[str, Sequence[str]]]]]]
+DRA_DRIVER = "gpu.nvidia.com"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A DRA ResourceClaim's devices as the kubelet lists them in a container's `dynamic_resources`."""
+
+    name: str
+    devices: Sequence[str]  # DRA device names: `gpu-0`, `gpu-0-mig-1g10gb-19-0`
+    namespace: str = ""  # "" = the pod's
+    driver: str = DRA_DRIVER
+    pool: str = "node-a"
+
+
+# (namespace, pod, [(container, [(resource, [device ids]) or Claim])])
+PodSpec = tuple[str, str, Sequence[tuple[str, Sequence["tuple[str, Sequence[str]] | Claim"]]]]
 
 
 def make_response(pods: Sequence[PodSpec]) -> api_pb2.ListPodResourcesResponse:
@@ -27,8 +41,17 @@ def make_response(pods: Sequence[PodSpec]) -> api_pb2.ListPodResourcesResponse:
         pod = response.pod_resources.add(name=name, namespace=namespace)
         for container_name, devices in containers:
             container = pod.containers.add(name=container_name)
-            for resource, ids in devices:
-                container.devices.add(resource_name=resource, device_ids=list(ids))
+            for entry in devices:
+                if isinstance(entry, Claim):
+                    dynamic = container.dynamic_resources.add(
+                        claim_name=entry.name, claim_namespace=entry.namespace or namespace)
+                    for device in entry.devices:
+                        claimed = dynamic.claim_resources.add(driver_name=entry.driver, pool_name=entry.pool,
+                                                              device_name=device)
+                        claimed.cdi_devices.add(name=f"k8s.{entry.driver}/claim=0b3a7c52-{entry.name}-{device}")
+                else:
+                    resource, ids = entry
+                    container.devices.add(resource_name=resource, device_ids=list(ids))
     return response
 
 

@@ -7,6 +7,9 @@ nvidia-smi shows it. That last call exists only from driver R580: on older drive
 board's profiles are listed once with nvmlDeviceGetGpuInstanceProfileInfo over every profile index, and the
 name is the one whose `id` is the instance's profileId. "" only when the driver refuses all of these.
 
+The profile id and placement start of each GPU instance come from the same nvmlGpuInstanceGetInfo: NVIDIA's
+DRA driver names a MIG device by them (exporter/pods/dra.py).
+
 A MIG layout can change while the exporter runs (an operator re-partitions a GPU): the old handles then
 answer InvalidArgument or NotFound, which `MigReader.snapshots` raises as MigLayoutChanged so the adapter
 lists the GPU's MIG devices again instead of marking the GPU down.
@@ -32,6 +35,17 @@ class MigDevice:
     gpu_instance_id: int | None
     compute_instance_id: int | None
     profile: str
+    profile_id: int | None = None
+    placement_start: int | None = None
+
+
+@dataclass(frozen=True)
+class _Profile:
+    """What nvmlGpuInstanceGetInfo tells of a GPU instance: its profile (id and name) and placement."""
+
+    name: str = ""
+    profile_id: int | None = None
+    placement_start: int | None = None
 
 
 class MigLayoutChanged(Exception):
@@ -69,20 +83,27 @@ class MigReader:
                 continue
             gpu_instance = calls.optional(index, "nvmlDeviceGetGpuInstanceId", mig)
             compute_instance = calls.optional(index, "nvmlDeviceGetComputeInstanceId", mig)
+            profile = self._profile(index, handle, gpu_instance)
             found.append(MigDevice(mig, uuid, slot, None if gpu_instance is None else int(gpu_instance),
                                    None if compute_instance is None else int(compute_instance),
-                                   self._profile(index, handle, gpu_instance)))
+                                   profile.name, profile.profile_id, profile.placement_start))
         return tuple(found)
 
-    def _profile(self, index: int, handle: Any, gpu_instance_id: int | None) -> str:
+    def _profile(self, index: int, handle: Any, gpu_instance_id: int | None) -> _Profile:
         if gpu_instance_id is None:
-            return ""
+            return _Profile()
         calls = self._calls
         instance = calls.optional(index, "nvmlDeviceGetGpuInstanceById", handle, gpu_instance_id)
         info = None if instance is None else calls.optional(index, "nvmlGpuInstanceGetInfo", instance)
         if info is None:
-            return ""
+            return _Profile()
         profile_id = int(info.profileId)
+        placement = getattr(info, "placement", None)
+        start = None if placement is None else int(placement.start)
+        return _Profile(self._profile_name(index, handle, profile_id), profile_id, start)
+
+    def _profile_name(self, index: int, handle: Any, profile_id: int) -> str:
+        calls = self._calls
         with self._lock:
             known = self._names.get(index, {}).get(profile_id)
         if known is not None:
@@ -132,6 +153,7 @@ class MigReader:
             found.append(MigInstanceSnapshot(
                 uuid=device.uuid, slot=device.slot, gpu_instance_id=device.gpu_instance_id,
                 compute_instance_id=device.compute_instance_id, profile=device.profile,
+                profile_id=device.profile_id, placement_start=device.placement_start,
                 memory_used_bytes=None if memory is None else int(memory.used),
                 memory_free_bytes=None if memory is None else int(memory.free),
                 memory_total_bytes=None if memory is None else int(memory.total)))

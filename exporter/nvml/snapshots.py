@@ -90,6 +90,8 @@ class MigInstanceSnapshot:
     memory_used_bytes: int | None = None
     memory_free_bytes: int | None = None
     memory_total_bytes: int | None = None
+    profile_id: int | None = None  # the GPU instance's profile id and placement start (NVIDIA's DRA
+    placement_start: int | None = None  # driver names a MIG device by them); None when NVML does not tell
     gpm: GpmMetrics | None = None
 
 

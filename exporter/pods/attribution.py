@@ -18,7 +18,8 @@ NVML cannot list the GPU's processes, and gpu_pod_utilization_ratio when it has 
 (a GPU in MIG mode never has: NVML does not support it there).
 
 Device ids are mapped to GPU uuids here (`by_uuid`): the `index` strategy's `0` / `0:1` by NVML index, GKE's
-`nvidia0` / `nvidia0/gi1` by device minor (from the driver's /proc/driver/nvidia, or an injected lookup).
+`nvidia0` / `nvidia0/gi1` and NVIDIA's DRA driver's `gpu-0` / `gpu-0-mig-...` by device minor (from the
+driver's /proc/driver/nvidia, or an injected lookup; see exporter/pods/dra.py).
 An id that matches no GPU of the node is logged once (WARNING) and its holders get no GPU series.
 """
 
@@ -35,6 +36,7 @@ from prometheus_client.core import Metric
 from exporter import metrics as m
 from exporter.collector import PodRef, ScrapeContext, exclusive_holder, new_family
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
+from exporter.pods.dra import dra_minor
 from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.mapping import DeviceHolder
 from exporter.pods.procfs import (
@@ -59,13 +61,15 @@ UuidLookup = Callable[[int], "str | None"]
 
 
 def pod_ref(holder: DeviceHolder) -> PodRef:
-    return PodRef(holder.namespace, holder.pod, holder.container, holder.resource, holder.device_id)
+    return PodRef(holder.namespace, holder.pod, holder.container, holder.resource, holder.device_id,
+                  holder.claim)
 
 
 def by_uuid(raw: Holders, uuid_of_index: UuidLookup | None,
             uuid_of_minor: UuidLookup | None = None) -> Holders:
     """Holders keyed by GPU uuid: ids of the `index` strategy (`0`, `0:1`) are filed under GPU 0's uuid,
-    GKE ids (`nvidia0`, `nvidia0/gi1`) under the uuid of the GPU with device minor 0; others stay as given."""
+    GKE ids (`nvidia0`, `nvidia0/gi1`) and DRA device names (`gpu-0`, `gpu-0-mig-...`) under the uuid of
+    the GPU with device minor 0; others stay as given."""
     if not any(_gpu_number(key, uuid_of_index, uuid_of_minor) for key in raw):
         return raw
     merged: dict[str, set[DeviceHolder]] = {}
@@ -74,19 +78,25 @@ def by_uuid(raw: Holders, uuid_of_index: UuidLookup | None,
     return {key: tuple(sorted(held)) for key, held in merged.items()}
 
 
+def minor_of(device_id: str) -> int | None:
+    """The device minor a GKE id (`nvidia<minor>` with an optional `/gi<id>` or `/vgpu<n>`) or a DRA device
+    name (`gpu-<minor>`, `gpu-<minor>-mig-...`) names its GPU by; None for any other id."""
+    match = _MINOR_ID.match(device_id)
+    return int(match.group(1)) if match is not None else dra_minor(device_id)
+
+
 def is_minor_id(device_id: str) -> bool:
-    """GKE's device plugin ids, `nvidia<minor>` with an optional `/gi<id>` or `/vgpu<n>`: they name a GPU by
-    its device minor, which only the driver maps to a uuid (`read_driver_minors`)."""
-    return _MINOR_ID.match(device_id) is not None
+    """An id naming a GPU by its device minor, which only the driver maps to a uuid (`read_driver_minors`)."""
+    return minor_of(device_id) is not None
 
 
 def _gpu_number(key: str, uuid_of_index: UuidLookup | None, uuid_of_minor: UuidLookup | None) -> str | None:
     """The GPU uuid an index or minor id names; None for any other id or a number no GPU has."""
-    index, minor = _INDEX_ID.match(key), _MINOR_ID.match(key)
+    index, minor = _INDEX_ID.match(key), minor_of(key)
     if index is not None and uuid_of_index is not None:
         return uuid_of_index(int(index.group(1)))
     if minor is not None and uuid_of_minor is not None:
-        return uuid_of_minor(int(minor.group(1)))
+        return uuid_of_minor(minor)
     return None
 
 
@@ -170,7 +180,7 @@ class KubeletAttribution:
         if self._uuid_of_minor is not None:
             return
         raw = self.cache.snapshot().holders
-        wanted = {int(m.group(1)) for key in raw if (m := _MINOR_ID.match(key))}
+        wanted = {minor for key in raw if (minor := minor_of(key)) is not None}
         missing = frozenset(wanted - set(self._minors))
         devices = tuple((d.uuid, d.pci_bus_id) for d in snapshot.devices if d.uuid)
         if not missing or (missing, devices) == self._minors_tried:
@@ -188,8 +198,8 @@ class KubeletAttribution:
             self._logged_ids.add(key)
             pods = ", ".join(sorted({f"{h.namespace}/{h.pod}" for h in holders[key]}))
             log.warning("kubelet device id %r (held by %s) matches no GPU on this node (known forms: "
-                        "GPU-<uuid>, MIG-<uuid>, an index such as 0 or 0:1, GKE's nvidia<minor>); those pods "
-                        "get no GPU series", key, pods)
+                        "GPU-<uuid>, MIG-<uuid>, an index such as 0 or 0:1, GKE's nvidia<minor>, DRA's "
+                        "gpu-<minor>); those pods get no GPU series", key, pods)
 
     def _log_unattributed(self, snapshot: NodeSnapshot, holders: Holders,
                           converted: Mapping[str, tuple[PodRef, ...]]) -> None:
@@ -222,7 +232,8 @@ class KubeletAttribution:
             base = context.device_labels(device)[:4]
             shared = "false" if exclusive_holder(held) is not None else "true"
             for ref in held:
-                info.add_metric([*base, ref.namespace, ref.pod, ref.container, ref.resource, shared], 1.0)
+                labels = [*base, ref.namespace, ref.pod, ref.container, ref.resource, shared, ref.claim]
+                info.add_metric(labels, 1.0)
             if not device.up:
                 continue
             for usage in self.usage(device, raw.get(device.uuid, ()), shared == "true"):

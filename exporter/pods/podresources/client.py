@@ -92,7 +92,10 @@ class PodResourcesClient:
 
 
 def allocations_from_response(response: api_pb2.ListPodResourcesResponse) -> tuple[DeviceAllocation, ...]:
-    """Flatten pods -> containers -> devices -> ids. DRA claims (dynamic_resources) are not GPU plugin ids."""
+    """Flatten pods -> containers -> devices -> ids, device-plugin devices and DRA claims' devices alike.
+
+    A DRA device is filed with its driver as the resource and its device name as the id (see mapping.py);
+    its claim is the claim's name, with the claim's namespace in front only when it is not the pod's."""
     found: list[DeviceAllocation] = []
     for pod in response.pod_resources:
         for container in pod.containers:
@@ -105,6 +108,22 @@ def allocations_from_response(response: api_pb2.ListPodResourcesResponse) -> tup
                             container=container.name,
                             resource=devices.resource_name,
                             device_id=device_id,
+                        )
+                    )
+            for dynamic in container.dynamic_resources:
+                claim = dynamic.claim_name
+                if dynamic.claim_namespace and dynamic.claim_namespace != pod.namespace:
+                    claim = f"{dynamic.claim_namespace}/{claim}"
+                for resource in dynamic.claim_resources:
+                    found.append(
+                        DeviceAllocation(
+                            namespace=pod.namespace,
+                            pod=pod.name,
+                            container=container.name,
+                            resource=resource.driver_name,
+                            device_id=resource.device_name,
+                            claim=claim,
+                            pool=resource.pool_name,
                         )
                     )
     return tuple(found)

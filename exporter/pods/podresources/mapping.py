@@ -10,8 +10,11 @@ The kubelet reports device ids exactly as the NVIDIA device plugin advertised th
   MIG uuid itself.
 - GKE's device plugin: `nvidia<minor>` (a whole GPU, by its device minor), `nvidia<minor>/vgpu<n>` (replica n
   of a time-shared GPU: the suffix is stripped like `::<n>`), `nvidia<minor>/gi<id>` (a MIG GPU instance);
-- anything else (deviceIDStrategy index: `0`, `1`, `0:1`, and the GKE ids) is filed under the id as given;
-  exporter/pods/attribution.py's `by_uuid` maps index and minor ids to GPU uuids.
+- Dynamic Resource Allocation (the kubelet's `dynamic_resources`): NVIDIA's DRA driver (`gpu.nvidia.com`)
+  names its devices by device minor, `gpu-<minor>` for a whole GPU and `gpu-<minor>-mig-...` for a MIG
+  device; the driver name stands in for the resource name and the claim rides along on the holder;
+- anything else (deviceIDStrategy index: `0`, `1`, `0:1`, the GKE and the DRA ids) is filed under the id as
+  given; exporter/pods/attribution.py's `by_uuid` maps index and minor ids to GPU uuids.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 DEFAULT_RESOURCE_NAMES: tuple[str, ...] = (GPU_RESOURCE, SHARED_GPU_RESOURCE)
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # MIG resources (`nvidia.com/mig-1g.10gb`, `...gb.shared`) always
+# NVIDIA's DRA driver: its allocations carry this driver name where a device plugin's carry a resource name.
+DRA_GPU_DRIVER = "gpu.nvidia.com"
 
 _REPLICA_SUFFIX = re.compile(r"(?:::\d+|(?<=\S)/vgpu\d+)$")  # `GPU-<uuid>::3`, GKE `nvidia0/vgpu3`
 
@@ -38,8 +43,10 @@ class DeviceAllocation:
     namespace: str
     pod: str
     container: str
-    resource: str
-    device_id: str
+    resource: str  # the extended resource (`nvidia.com/gpu`), or the DRA driver (`gpu.nvidia.com`)
+    device_id: str  # the device plugin's id, or the DRA device name (`gpu-0`)
+    claim: str = ""  # DRA only: the ResourceClaim's name (`<namespace>/<name>` outside the pod's namespace)
+    pool: str = ""  # DRA only: the resource pool (NVIDIA's driver names it after the node)
 
 
 @dataclass(frozen=True, order=True)
@@ -51,18 +58,21 @@ class DeviceHolder:
     container: str
     resource: str
     device_id: str  # normalized id the holder was granted: `GPU-<uuid>` or `MIG-<uuid>` (no `::<n>`)
+    claim: str = ""  # the DRA ResourceClaim it was granted through; "" for a device plugin's device
 
 
 def resource_filter(names: Iterable[str] = DEFAULT_RESOURCE_NAMES) -> Callable[[str], bool]:
-    """A filter accepting the given resource names (like dcgm-exporter's --nvidia-resource-names) and every
-    MIG resource (`nvidia.com/mig-*`)."""
-    accepted = frozenset(names)
+    """A filter accepting the given resource names (like dcgm-exporter's --nvidia-resource-names), every
+    MIG resource (`nvidia.com/mig-*`) and NVIDIA's DRA driver (`gpu.nvidia.com`)."""
+    accepted = frozenset(names) | {DRA_GPU_DRIVER}
     return lambda name: name in accepted or name.startswith(MIG_RESOURCE_PREFIX)
 
 
 def is_gpu_resource(resource_name: str) -> bool:
-    """True for the default resource names (whole and renamed shared GPUs) and MIG slices."""
-    return resource_name in DEFAULT_RESOURCE_NAMES or resource_name.startswith(MIG_RESOURCE_PREFIX)
+    """True for the default resource names (whole and renamed shared GPUs), MIG slices and NVIDIA's DRA
+    driver."""
+    return resource_name in (*DEFAULT_RESOURCE_NAMES, DRA_GPU_DRIVER) or resource_name.startswith(
+        MIG_RESOURCE_PREFIX)
 
 
 def normalize_device_id(device_id: str) -> str:
@@ -100,6 +110,7 @@ def build_holder_map(
             container=allocation.container,
             resource=allocation.resource,
             device_id=device_id,
+            claim=allocation.claim,
         )
         holders.setdefault(key, set()).add(holder)
     return {key: tuple(sorted(found)) for key, found in holders.items()}

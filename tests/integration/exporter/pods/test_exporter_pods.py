@@ -20,7 +20,7 @@ from exporter.health.history import HistorySettings
 from exporter.simulator.config import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
-from tests.kubelet import GPU, MIG_RESOURCE, NODE_YAML, KubeletServer, node_pods, node_uuids
+from tests.kubelet import GPU, MIG_RESOURCE, NODE_YAML, Claim, KubeletServer, node_pods, node_uuids
 from tests.scrape import Samples, samples
 from tests.support import wait_for
 
@@ -328,6 +328,51 @@ def test_gke_device_ids_map_by_device_minor_and_an_unknown_id_is_logged_once(
     assert [(h["pod"], h["device_id"]) for h in one["holders"]] == [("trainer-0", "nvidia3")]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "'nvidia9'" in warnings[0] and "infra/ghost" in warnings[0], warnings
+
+
+def test_dra_claims_next_to_device_plugin_gpus_on_one_node(
+        kubelet: KubeletServer, start_node: Callable[..., Node], proc_root: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """GPU 0 from the device plugin; GPUs 1-3 from NVIDIA's DRA driver, named by device minor (here opposite
+    to the NVML index): one claim shared by two pods (GPU 1, `gpu-2`), one MIG device of GPU 2 (`gpu-1-mig-
+    1g10gb-19-0`: profile 19 at placement 0, the first instance), a whole GPU 3 (`gpu-0`). Another driver's
+    claim is not a GPU's, and nothing is logged."""
+    caplog.set_level(logging.WARNING, logger="exporter.pods.attribution")
+    write_driver_minors(proc_root, {0: 3, 1: 2, 2: 1, 3: 0})
+    uuids = node_uuids()
+    kubelet.set_pods([
+        ("ml", "trainer-0", [("main", [(GPU, [uuids[0]])])]),
+        ("serve", "llm-a", [("server", [Claim("llm-gpu", ["gpu-2"])])]),
+        ("serve", "llm-b", [("server", [Claim("llm-gpu", ["gpu-2"])])]),
+        ("batch", "mig-job", [("worker", [Claim("mig-slice", ["gpu-1-mig-1g10gb-19-0"])])]),
+        ("infra", "agent", [("main", [Claim("whole", ["gpu-0"]),
+                                      Claim("domain", ["channel-0"], driver="compute-domain.nvidia.com")])]),
+    ])
+    node = start_node(kubelet.socket_path)
+    wait_for(lambda: {s["gpu"] for s, _ in node.scrape().get("gpu_pod_utilization_ratio", [])} == {
+        "0", "1", "3"} and len(node.scrape().get("gpu_pod_memory_used_bytes", [])) == 5, timeout=15)
+    samples = node.scrape()
+    keys = ("gpu", "namespace", "pod", "resource", "shared", "claim")
+    assert sorted(tuple(s[k] for k in keys) for s, _ in samples["gpu_allocation_info"]) == [
+        ("0", "ml", "trainer-0", GPU, "false", ""),
+        ("1", "serve", "llm-a", "gpu.nvidia.com", "true", "llm-gpu"),
+        ("1", "serve", "llm-b", "gpu.nvidia.com", "true", "llm-gpu"),
+        ("2", "batch", "mig-job", "gpu.nvidia.com", "true", "mig-slice"),
+        ("3", "infra", "agent", "gpu.nvidia.com", "false", "whole"),
+    ]
+    # the device series carry the pod of an exclusive holder, whichever way it was allocated
+    assert {s["gpu"]: s["pod"] for s, _ in samples["gpu_up"]} == {"0": "trainer-0", "1": "", "2": "",
+                                                                  "3": "agent"}
+    assert (value(samples, "gpu_pod_utilization_ratio", gpu="1", pod="llm-a"),
+            value(samples, "gpu_pod_utilization_ratio", gpu="1", pod="llm-b")) == pytest.approx((0.2, 0.4))
+    assert value(samples, "gpu_pod_memory_used_bytes", gpu="2", pod="mig-job") == \
+        value(samples, "gpu_process_memory_used_bytes", pid="301")
+    # the MIG device the claim names, and only that one, carries its pod
+    assert {s["gpu_instance_id"]: s["pod"] for s, _ in samples["gpu_mig_memory_used_bytes"]} == {
+        "7": "mig-job", "8": ""}
+    status, one = get_json(node.base + "/api/v1/gpus/3")
+    assert status == 200 and [(h["pod"], h["device_id"]) for h in one["holders"]] == [("agent", "gpu-0")]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == []
 
 
 def test_shared_gpu_with_unreadable_environ_has_no_pod_series(
