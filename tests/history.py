@@ -40,7 +40,9 @@ started, 3 nodes x 4 GPUs):
   its lease does), so a query that does not read the leader's series (`and on (instance)
   (gpu_autoscaler_leader == 1)`, as the shipped alert rules do) sees two counts after hour 45.
   The recorded replicas are those of a deliberately slow controller: `ceil(rate / 50)` at once upward, but
-  held at the highest count of the last `RECORDED_HOLD_MINUTES` (60) downward.
+  held at the highest count of the last `RECORDED_HOLD_MINUTES` (60) downward. kube-state-metrics' view of
+  the Deployment: `kube_deployment_spec_replicas{namespace="ml",deployment="embed"}` (the recorded count)
+  and `kube_deployment_status_replicas_ready` (each new replica ready `STARTUP_SECONDS` (180) later).
 
 `EMBED_RULES` is a rules file whose rule `embed` queries this history (a Total metric on the request rate),
 with a slow scale-down like the recorded controller's.
@@ -93,6 +95,9 @@ RULE_LABELS = 'namespace="ml",rule="embed",target="embed"'
 CONTROLLERS = ("10.0.1.5:9401", "10.0.1.6:9401")
 """The autoscaler's two replicas (`instance`): the first leads until FAILOVER_HOURS, the second after."""
 FAILOVER_HOURS = 45
+STARTUP_SECONDS = 180
+"""A new embed replica is ready this long after the spec count rose (kube-state-metrics' series)."""
+KSM_LABELS = 'namespace="ml",deployment="embed",job="kube-state-metrics"'
 HOUR = 3600
 LOOKBACK = "6m"
 """Prometheus' --query.lookback-delta: an instant query between two 5 min samples always sees the last one."""
@@ -272,14 +277,21 @@ def _service_families(spec: HistorySpec) -> list[_Family]:
     families = {name: _Family(f"gpu_autoscaler_{name}", "gauge") for name in (
         "current_replicas", "desired_replicas", "min_replicas", "max_replicas", "metric_value",
         "metric_target", "decision_reason")}
+    spec_count = _Family("kube_deployment_spec_replicas", "gauge")
+    ready_count = _Family("kube_deployment_status_replicas_ready", "gauge")
     served = 0.0
     previous = None
     last: dict[str, list[tuple[str, str, float]]] = {}
+    counts: dict[int, int] = {}
     for t in range(spec.start, spec.end + 1, SERVICE_STEP):
         offset = t - spec.start
         rate = request_rate(offset)
         served += rate * SERVICE_STEP
         requests.add('namespace="ml",service="embed"', round(served), t)
+        counts[offset] = recorded_replicas(offset)
+        ready = min(counts[offset], counts.get(offset - STARTUP_SECONDS, counts[offset]))
+        spec_count.add(KSM_LABELS, float(counts[offset]), t)
+        ready_count.add(KSM_LABELS, float(ready), t)
         active = CONTROLLERS[0] if offset < FAILOVER_HOURS * HOUR else CONTROLLERS[1]
         for instance in CONTROLLERS:
             labels = f'{RULE_LABELS},instance="{instance}",job="gpu-autoscaler"'
@@ -291,7 +303,7 @@ def _service_families(spec: HistorySpec) -> list[_Family]:
                 for name, line_labels, value in last.get(instance, []):
                     families[name].add(line_labels, value, t)
                 continue
-            replicas, wanted = recorded_replicas(offset), desired_replicas(offset)
+            replicas, wanted = counts[offset], desired_replicas(offset)
             why = ("ScaleDownStabilized" if wanted < replicas else "WithinTolerance" if replicas == previous
                    else "DesiredWithinRange")
             decision = [("current_replicas", labels, float(replicas)),
@@ -303,7 +315,7 @@ def _service_families(spec: HistorySpec) -> list[_Family]:
                 families[name].add(line_labels, value, t)
             last[instance] = decision
             previous = replicas
-    return [requests, leader, *families.values()]
+    return [requests, leader, spec_count, ready_count, *families.values()]
 
 
 def openmetrics_lines(spec: HistorySpec) -> Iterator[str]:

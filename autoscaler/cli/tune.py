@@ -5,8 +5,10 @@ rule's), checked on a held-out last day.
 
 The history is each metric's query over `--since` every `--step` (`range_query.query_range`, through the
 endpoint the rule names, with its auth and TLS), plus the replicas the controller recorded
-(`gpu_autoscaler_current_replicas` of the rule), needed to rescale an Average metric. The arithmetic lives in
-`autoscaler.planning.tuning` (pure); this module fetches, prints and exits.
+(`gpu_autoscaler_current_replicas` of the rule), needed to rescale an Average metric. Without
+`--startup-seconds`, the start-up time is measured from kube-state-metrics' spec and ready counts of the
+target (`autoscaler.planning.startup`). The arithmetic lives in `autoscaler.planning` (pure); this module
+fetches, prints and exits.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TextIO
 
 from autoscaler.cli.args import add_prometheus_arguments, prometheus_config
@@ -25,6 +28,7 @@ from autoscaler.cli.simulate import select_rule
 from autoscaler.config.rules import load_rules
 from autoscaler.controller.past import recorded_query
 from autoscaler.errors import UsageError
+from autoscaler.planning.startup import StartupMeasure, measure_startup, startup_queries
 from autoscaler.planning.tuning import (
     HistoryStep,
     Recommendation,
@@ -36,7 +40,7 @@ from autoscaler.planning.tuning import (
 )
 from autoscaler.policy import MetricObservation, Rule
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoint_names
-from plumbing.prometheus.range_query import RangeSeries, RangeSettings, query_range
+from plumbing.prometheus.range_query import RangeQueryError, RangeSeries, RangeSettings, query_range
 from plumbing.prometheus.session import EndpointSession
 
 HELP = "replay a rule's metric history with candidate behaviors and targets; recommend the cheapest"
@@ -83,9 +87,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how far back to replay, e.g. 7d, 36h (default 7d, at most 90d)")
     parser.add_argument("--step", type=span(MIN_STEP_SECONDS, 3600), default=15.0, metavar="DURATION",
                         help="sync interval of the replay, e.g. 15s, 1m (default 15s)")
-    parser.add_argument("--startup-seconds", type=span(0, 3600, zero=True), default=0.0, metavar="DURATION",
+    parser.add_argument("--startup-seconds", type=span(0, 3600, zero=True), default=None, metavar="DURATION",
                         help="how long a new replica takes to serve, e.g. 120s, 2m: replicas count as ready "
-                             "only after it, in the replay and the score (default 0: at once)")
+                             "only after it, in the replay and the score (default: measured from "
+                             "kube-state-metrics' spec and ready replicas of the target over the range; 0 "
+                             "when nothing can be measured)")
     parser.add_argument("--max-overloaded-minutes", type=_minutes, default=None, metavar="MINUTES",
                         help="the overload budget the pick must meet over the whole range (default: the "
                              "current rule's own overloaded minutes)")
@@ -105,17 +111,53 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
         raise UsageError("gpu-autoscaler tune: --prometheus URL or --prometheus-config FILE is required")
     end = math.floor((time.time() if now is None else now) / args.step) * args.step
     start = end - args.since
-    history = fetch_history(rule, _session(config, rule), start, end, args.step)
+    with _session(config, rule) as session:
+        history = fetch_history(rule, session, start, end, args.step)
+        startup = Startup(args.startup_seconds, "--startup-seconds") if args.startup_seconds is not None \
+            else measured_startup(rule, session, start, end, args.step)
     first = next((s.recorded_replicas for s in history if s.recorded_replicas is not None), None)
-    setup = ReplaySetup(args.step, rule.min_replicas if first is None else first, args.startup_seconds)
+    setup = ReplaySetup(args.step, rule.min_replicas if first is None else first, startup.seconds)
     result = recommend(rule, history, setup, args.max_overloaded_minutes)
     diff = rules_diff(args.rules, rule, result.best.candidate.rule) if result.best else ""
     if args.json:
-        json.dump(as_json(rule, result, diff, start, end, args.step), out, indent=2)
+        answer = as_json(rule, result, diff, start, end, args.step)
+        answer["startup"] = {"seconds": startup.seconds, "source": startup.source}
+        json.dump(answer, out, indent=2)
         out.write("\n")
     else:
+        print(f"start-up {startup.seconds:g}s ({startup.source})", file=out)
         write_report(out, rule, result, diff, len(history), args.step)
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Startup:
+    """The start-up time the replay uses, and where it comes from (said in the report)."""
+
+    seconds: float
+    source: str
+
+
+def measured_startup(rule: Rule, session: EndpointSession, start: float, end: float, step: float,
+                     settings: RangeSettings | None = None) -> Startup:
+    """The target's start-up measured from kube-state-metrics over the range; 0 with the reason when it
+    cannot be (another kind, no such series, no scale-up, a failed query): tune still runs."""
+    queries = startup_queries(rule.target)
+    if queries is None:
+        return Startup(0.0, "not measured: kube-state-metrics has no replica counts of a "
+                            f"{rule.target.kind}; give --startup-seconds")
+    settings = settings or RangeSettings()
+    try:
+        spec, ready = (query_range(session, query, start, end, step, settings) for query in queries)
+    except RangeQueryError as exc:
+        return Startup(0.0, f"not measured: {exc}; give --startup-seconds")
+    measure: StartupMeasure | None = measure_startup(spec.values, ready.values)
+    if measure is None:
+        target = f"{rule.target.kind} {rule.target.namespace}/{rule.target.name}"
+        return Startup(0.0, f"not measured: no scale-up of {target} reached its ready count in "
+                            "kube-state-metrics' series over the range; give --startup-seconds")
+    return Startup(measure.seconds, f"measured: the median of {measure.scale_ups} scale-up(s) in "
+                                    "kube-state-metrics, from the spec count's rise to its ready replicas")
 
 
 def _session(config: PrometheusConfig, rule: Rule) -> EndpointSession:
@@ -130,11 +172,10 @@ def fetch_history(rule: Rule, session: EndpointSession, start: float, end: float
                   settings: RangeSettings | None = None) -> list[HistoryStep]:
     """Each metric's samples and the recorded replicas over [start, end], as steps; EmptyHistory if none."""
     settings = settings or RangeSettings()
-    with session:
-        series = [query_range(session, m.query, start, end, step, settings) for m in rule.metrics]
-        needs_recorded = any(m.type == "Average" for m in rule.metrics)
-        recorded = query_range(session, recorded_query(rule), start, end, step, settings) if needs_recorded \
-            else RangeSeries("", {})
+    series = [query_range(session, m.query, start, end, step, settings) for m in rule.metrics]
+    needs_recorded = any(m.type == "Average" for m in rule.metrics)
+    recorded = query_range(session, recorded_query(rule), start, end, step, settings) if needs_recorded \
+        else RangeSeries("", {})
     return to_steps(rule, series, recorded, start, end, step)
 
 

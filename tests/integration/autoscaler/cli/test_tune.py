@@ -15,7 +15,14 @@ import requests
 from autoscaler.config.rules import parse_rules
 from autoscaler.controller.past import recorded_query
 from demo.processes import free_port
-from tests.history import EMBED_RULES, FAILOVER_HOURS, HOUR, BackfilledPrometheus, recorded_replicas
+from tests.history import (
+    EMBED_RULES,
+    FAILOVER_HOURS,
+    HOUR,
+    STARTUP_SECONDS,
+    BackfilledPrometheus,
+    recorded_replicas,
+)
 
 CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
 FAST_RULES = EMBED_RULES.replace("stabilizationWindowSeconds: 3600", "stabilizationWindowSeconds: 0").replace(
@@ -52,8 +59,10 @@ def test_start_up_time_and_an_overload_budget(tmp_path: Path, backfilled_prometh
     """Replicas that take two minutes to serve overload the service longer than instant ones; a budget of
     overloaded minutes larger than the current rule's lets the pick trade them for GPU-hours."""
     base = ["--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url, "--json"]
-    instant = json.loads(tune(tmp_path, EMBED_RULES, *base).stdout)
+    instant = json.loads(tune(tmp_path, EMBED_RULES, *base, "--startup-seconds", "0").stdout)
     loading = json.loads(tune(tmp_path, EMBED_RULES, *base, "--startup-seconds", "2m").stdout)
+    assert (instant["startup"], loading["startup"]["seconds"]) == (
+        {"seconds": 0.0, "source": "--startup-seconds"}, 120.0)
     assert loading["current"]["overloaded_minutes"] > instant["current"]["overloaded_minutes"]
     assert loading["current"]["gpu_hours"] == instant["current"]["gpu_hours"]
     loose = json.loads(tune(tmp_path, EMBED_RULES, *base, "--max-overloaded-minutes", "100000").stdout)
@@ -120,3 +129,20 @@ def test_the_recorded_replicas_are_the_leaders(tmp_path: Path, backfilled_promet
     assert float(series["value"][1]) == recorded_replicas(at - spec.start)
     stale = recorded_replicas(FAILOVER_HOURS * HOUR - 60)  # the old leader's last count
     assert stale > recorded_replicas(at - spec.start)  # max() over both replicas would read the stale one
+
+
+def test_the_start_up_is_measured_from_kube_state_metrics_when_not_given(
+        tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+    """Without --startup-seconds, the time from a rise of the Deployment's spec count to its ready replicas
+    (tests/history.py: 180 s), the median over the range's scale-ups; a kind kube-state-metrics does not
+    export is said, and tune still runs with replicas ready at once."""
+    base = ["--since", "1d", "--step", "1m", "--prometheus", backfilled_prometheus.url]
+    measured = json.loads(tune(tmp_path, EMBED_RULES, *base, "--json").stdout)
+    assert measured["startup"]["seconds"] == STARTUP_SECONDS
+    assert measured["startup"]["source"].startswith("measured: the median of ")
+    rollout = EMBED_RULES.replace(
+        "{kind: Deployment, namespace: ml, name: embed}",
+        "{kind: Rollout, apiVersion: argoproj.io/v1alpha1, namespace: ml, name: embed}")
+    result = tune(tmp_path, rollout, *base)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("start-up 0s (not measured: ") and "--startup-seconds" in result.stdout
