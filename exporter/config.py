@@ -23,7 +23,7 @@ Every section and field is optional; a missing one keeps its default:
       timeout_seconds: 5
       max_receive_message_bytes: 67108864
       stale_grace_intervals: 3    # refresh intervals the last pod labels outlive a kubelet failure
-      resource_names: [nvidia.com/gpu, nvidia.com/gpu.shared]   # nvidia.com/mig-*, DRA's gpu.nvidia.com always
+      resource_names: [nvidia.com/gpu, nvidia.com/gpu.shared]   # and always nvidia.com/mig-*, gpu.nvidia.com
 
 A bad file raises `ExporterConfigError` listing every problem as `file:line: field: message`, read by the
 same `NodeReader` as the autoscaler's rules file so both CLIs word a mistake alike.
