@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.client import PodResourcesClient
 from exporter.pods.procfs import DEFAULT_PROC_ROOT, ProcessAttributor
 from exporter.profiling import ProfilingMetrics
+from exporter.serving.exposition import StateKey
 from exporter.serving.server import ExporterServer
 from exporter.serving.status_service import StatusService
 from exporter.source import NvmlSource, SourceSettings
@@ -79,11 +81,23 @@ class ExporterApp:
         self.registry.register(self.collector)
         self.server: ExporterServer | None = None
         self._uses_kubelet = attribution is None
+        # The key of the rendered /metrics body. Our own families change only with what it names; an
+        # injected attribution or extension may change at any time, so with one every scrape renders.
+        self.exposition_key: StateKey | None = (
+            self.exposition_state if attribution is None and not extensions else None)
+
+    @contextmanager
+    def exposition_state(self) -> Iterator[tuple[int, int, int]]:
+        """What the /metrics body is made of (see exporter/serving/exposition.py): the NVML sweep (taken
+        now when the last one is older than the min interval, and the one the scrape renders), the kubelet
+        refresh, the XID events."""
+        with self.source.one_sweep() as sweep:
+            yield (sweep, self.pod_resources.attempts, self.xid.events)
 
     def bind(self, address: str, port: int, web_config: WebConfig | None = None) -> ExporterServer:
         """Bind the HTTP port first (raises ServeError when in use), before any thread starts."""
         self.server = ExporterServer(address, port, self.registry, self.source, api=self.status.handle,
-                                     web_config=web_config)
+                                     web_config=web_config, state=self.exposition_key)
         return self.server
 
     def start(self, address: str = "127.0.0.1", port: int = 0) -> ExporterServer:

@@ -17,7 +17,8 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from exporter.errors import NvmlUnavailableError
@@ -80,6 +81,8 @@ class NvmlSource:
         self._down_gpus: set[int] = set()
         self._init_attempted = threading.Event()
         self.sweeps = 0
+        self.generation = 0  # snapshots published so far, NVML up or not: a new one means new values
+        self._pinned = threading.local()  # the sweep one_sweep() holds this thread to
 
     def add_sweep_hook(self, hook: SweepHook) -> None:
         """Call `hook` on every fresh NVML sweep (not on cached scrapes); its result replaces the sweep."""
@@ -204,15 +207,35 @@ class NvmlSource:
     # -- the scrape path ------------------------------------------------------------------------------
     def snapshot(self) -> NodeSnapshot:
         """The latest sweep, taking a new one when the cached one is older than `min_interval`."""
+        pinned: NodeSnapshot | None = getattr(self._pinned, "snapshot", None)
+        if pinned is not None:
+            return pinned
         with self._sweep_lock:
-            now = self._monotonic()
-            cached = self._cached
-            if cached is not None and now - self._cached_at < self.settings.min_interval:
-                return cached
-            snapshot = self._sweep()
-            self._cached = snapshot
-            self._cached_at = now
-            return snapshot
+            return self._latest()
+
+    @contextmanager
+    def one_sweep(self) -> Iterator[int]:
+        """Within the block every snapshot() of this thread answers one sweep (taken as snapshot() would):
+        one scrape renders one sweep, even with `min_interval` 0. Yields that sweep's generation."""
+        with self._sweep_lock:
+            self._pinned.snapshot = self._latest()
+            generation = self.generation
+        try:
+            yield generation
+        finally:
+            self._pinned.snapshot = None
+
+    def _latest(self) -> NodeSnapshot:
+        """Under the sweep lock: the cached sweep, or a new one when it is older than `min_interval`."""
+        now = self._monotonic()
+        cached = self._cached
+        if cached is not None and now - self._cached_at < self.settings.min_interval:
+            return cached
+        snapshot = self._sweep()
+        self._cached = snapshot
+        self._cached_at = now
+        self.generation += 1
+        return snapshot
 
     def _sweep(self) -> NodeSnapshot:
         start = time.perf_counter()

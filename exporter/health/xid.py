@@ -74,6 +74,7 @@ class XidWatcher:
         self._down: dict[str, tuple[float, int]] = {}
         self._registered: frozenset[str] = frozenset()
         self._unattributed = 0
+        self._events = 0
         self._loop = BackgroundLoop(self._run, "xid-watcher")
         self._stop = self._loop.stopping
         self._last_error: str | None = None
@@ -98,6 +99,12 @@ class XidWatcher:
         """Events whose device could not be named (counted nowhere else)."""
         with self._lock:
             return self._unattributed
+
+    @property
+    def events(self) -> int:
+        """Events recorded so far, attributed or not: a new one changes the XID families."""
+        with self._lock:
+            return self._events
 
     def is_down(self, uuid: str) -> bool:
         with self._lock:
@@ -221,6 +228,7 @@ class XidWatcher:
         """Count one event (the thread calls this; also usable to replay events in tests)."""
         marks_down = event.uuid is not None and event.xid in self.settings.down_xids
         with self._lock:
+            self._events += 1
             if event.uuid is None:
                 self._unattributed += 1
             else:

@@ -1,4 +1,5 @@
-"""The exporter's HTTP endpoints: /metrics (Prometheus text or OpenMetrics, gzip when asked), /healthz,
+"""The exporter's HTTP endpoints: /metrics (Prometheus text or OpenMetrics, gzip when asked; rendered once
+per sweep and served as bytes between sweeps, see exporter/serving/exposition.py), /healthz,
 /readyz, and the JSON status API under /api/v1/ (answered by an injected `ApiHandler`, see
 exporter/serving/status_service.py), served by the shared server of plumbing/web (aiohttp; TLS and basic
 auth from a `--web-config-file`).
@@ -19,16 +20,15 @@ The listen address may be IPv4 or IPv6 (`::`, `::1`).
 
 from __future__ import annotations
 
-import gzip
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
 
 from exporter.errors import ServeError
+from exporter.serving.exposition import Exposition, StateKey
 from exporter.serving.status_api import API_PREFIX, encode
 from plumbing.web import PLAIN, Answer, HttpServer, ListenError, Request, Route, ServerSettings, WebConfig
 
@@ -54,13 +54,16 @@ class Readiness(Protocol):
 
 
 class ExporterServer:
-    """Binds at construction (so a port in use fails before anything starts), serves in a thread."""
+    """Binds at construction (so a port in use fails before anything starts), serves in a thread.
+
+    `state` keys the rendered /metrics body (see exporter/serving/exposition.py); without it every scrape
+    renders."""
 
     def __init__(self, address: str, port: int, registry: CollectorRegistry, readiness: Readiness,
                  api: ApiHandler | None = None,
                  handler_timeout_seconds: float = DEFAULT_HANDLER_TIMEOUT_SECONDS,
-                 web_config: WebConfig | None = None) -> None:
-        self._registry = registry
+                 web_config: WebConfig | None = None, state: StateKey | None = None) -> None:
+        self.exposition = Exposition(registry, state)
         self._readiness = readiness
         self._api = api
         self._failures = 0
@@ -115,9 +118,9 @@ class ExporterServer:
         return Answer(200, f"ready: nvml down: {reason}\n".encode())
 
     def _metrics(self, request: Request) -> Answer:
-        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        want_gzip = "gzip" in request.headers.get("Accept-Encoding", "")
         try:
-            body = encoder(self._registry)
+            body, content_type = self.exposition.body(request.headers.get("Accept", ""), want_gzip)
         except Exception:  # the one broad handler: a collector bug must not kill the server
             with self._failures_lock:
                 self._failures += 1
@@ -125,9 +128,8 @@ class ExporterServer:
             if failures == 1 or failures % 100 == 0:
                 log.exception("scrape failed (%d so far)", failures)
             return Answer(500, b"scrape failed; see the exporter log\n", PLAIN)
-        if "gzip" in request.headers.get("Accept-Encoding", ""):
-            body, headers = gzip.compress(body, compresslevel=1), {"Content-Encoding": "gzip"}
-            return Answer(200, body, content_type, headers)
+        if want_gzip:
+            return Answer(200, body, content_type, {"Content-Encoding": "gzip"})
         return Answer(200, body, content_type)
 
     def _api_answer(self, request: Request) -> Answer:

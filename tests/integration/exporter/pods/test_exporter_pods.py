@@ -311,7 +311,7 @@ def test_gke_device_ids_map_by_device_minor_and_an_unknown_id_is_logged_once(
     wait_for(lambda: len(node.scrape().get("gpu_pod_memory_used_bytes", [])) == 4, timeout=15)
     sweeps = node.app.source.sweeps
     # more sweeps: the id is still logged once
-    wait_for(lambda: node.app.source.sweeps >= sweeps + 3, timeout=15)
+    wait_for(lambda: node.scrape() and node.app.source.sweeps >= sweeps + 3, timeout=15)  # a scrape sweeps
     samples = node.scrape()
     allocation = sorted((s["gpu"], s["pod"], s["shared"]) for s, _ in samples["gpu_allocation_info"])
     assert allocation == [("0", "trainer-0", "false"), ("1", "llm-a", "true"), ("1", "llm-b", "true"),
@@ -389,7 +389,7 @@ def test_shared_gpu_with_unreadable_environ_has_no_pod_series(
     wait_for(lambda: {s["gpu"] for s, _ in node.scrape().get("gpu_pod_memory_used_bytes", [])} == {"0", "2"},
              timeout=15)
     sweeps = node.app.source.sweeps
-    wait_for(lambda: node.app.source.sweeps >= sweeps + 3, timeout=15)
+    wait_for(lambda: node.scrape() and node.app.source.sweeps >= sweeps + 3, timeout=15)  # a scrape sweeps
     samples = node.scrape()
     assert {s["gpu"] for s, _ in samples["gpu_pod_memory_used_bytes"]} == {"0", "2"}
     held = sorted(s["pod"] for s, _ in samples["gpu_allocation_info"] if s["gpu"] == "1")
