@@ -9,13 +9,17 @@ the per-holder series, health and availability (and the exporter's RSS includes 
 
 The baseline is prometheus_client serializing the very same samples from a pre-filled registry (Gauge and
 Counter objects holding the values of one exporter scrape), measured in the same run, interleaved with the
-exporter's scrapes so machine noise hits both alike. Two comparisons:
+exporter's scrapes so machine noise hits both alike. Three comparisons:
 
-- HTTP: the exporter process (min interval 0, so every scrape runs a full NVML sweep) against
-  prometheus_client's own `start_http_server` serving the pre-filled registry in another process.
-- in-process: collect + serialize of the exporter's registry against `generate_latest` of the pre-filled one.
+- HTTP: the exporter process (the default min interval, 1 s: one NVML sweep per second at most, the body
+  rendered once per sweep and served as bytes until the next) against prometheus_client's own
+  `start_http_server` serving the pre-filled registry in another process; plain, then with
+  `Accept-Encoding: gzip` as Prometheus sends it (both servers compress; ours once per sweep).
+- in-process, a new sweep on every scrape (min interval 0: the worst case, every scrape renders): sweep +
+  collect + serialize of the exporter against `generate_latest` of the pre-filled registry.
 
-Targets: median scrape <= 1.5x the baseline; exporter resident memory <= 60 MiB.
+Targets: median HTTP scrape <= 1.0x the baseline, plain and gzip; exporter resident memory <= 60 MiB. The
+in-process render of a new sweep is reported against 1.5x (what a sweep costs, once per second at most).
 Run: .venv/bin/python -m benchmarks.exporter_scrape [--scrapes 400]
 """
 
@@ -40,7 +44,8 @@ from exporter.simulator.physics import gpu_uuid
 
 GPUS = 8
 PROCESSES_PER_GPU = 3
-RATIO_TARGET = 1.5
+RATIO_TARGET = 1.0  # a scrape served between sweeps against prometheus_client serving the same samples
+RENDER_RATIO_TARGET = 1.5  # a scrape that renders a new sweep
 RSS_TARGET_MIB = 60.0
 MIG_GPU, MIG_DEVICES = 7, 7  # GPU 7 is in MIG mode with seven 1g.10gb MIG devices, one pod each
 # every family is in the first timed scrape: background PCIe, pods, GPM (two passes, 5 s) per GPU and instance
@@ -140,9 +145,13 @@ def serve_baseline(exposition_file: str, port: int) -> None:
         time.sleep(3600)
 
 
-def fetch(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read()
+def fetch(url: str, gzip: bool = False) -> bytes:
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzip else {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body: bytes = response.read()
+        if gzip and response.headers.get("Content-Encoding") != "gzip":
+            raise RuntimeError(f"{url} did not answer gzip")
+        return body
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -169,11 +178,13 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], n: int) -> tup
     return times_a, times_b
 
 
-def report(title: str, exporter: list[float], baseline: list[float]) -> float:
+def report(title: str, exporter: list[float], baseline: list[float], target: float = RATIO_TARGET) -> float:
     med_e, med_b = statistics.median(exporter), statistics.median(baseline)
     ratio = med_e / med_b
-    print(f"{title}: exporter median {med_e * 1e3:.2f} ms, baseline median {med_b * 1e3:.2f} ms, "
-          f"ratio {ratio:.2f} (target <= {RATIO_TARGET}) {'OK' if ratio <= RATIO_TARGET else 'MISSED'}")
+    p95_e, p95_b = (statistics.quantiles(times, n=20)[-1] for times in (exporter, baseline))
+    print(f"{title}: exporter median {med_e * 1e3:.2f} ms (p95 {p95_e * 1e3:.2f}), baseline median "
+          f"{med_b * 1e3:.2f} ms (p95 {p95_b * 1e3:.2f}), ratio {ratio:.2f} (target <= {target}) "
+          f"{'OK' if ratio <= target else 'MISSED'}")
     return ratio
 
 
@@ -198,17 +209,18 @@ def in_process(scrapes: int, socket_path: str, proc_root: Path) -> float:
             lambda: generate_latest(app.registry), lambda: generate_latest(baseline), scrapes)
     finally:
         app.stop()
-    return report("in-process (collect + serialize)", exporter_times, baseline_times)
+    return report("in-process, a new sweep every scrape (sweep + collect + serialize)", exporter_times,
+                  baseline_times, RENDER_RATIO_TARGET)
 
 
-def over_http(scrapes: int, workdir: Path, socket_path: str) -> tuple[float, float, float]:
+def over_http(scrapes: int, workdir: Path, socket_path: str) -> tuple[float, float, float, float]:
     config = workdir / "fleet.yaml"
     config.write_text(fleet_yaml())
     exporter_port, baseline_port = free_port(), free_port()
     exporter_bin = str(Path(sys.executable).parent / "gpu-exporter")
     exporter = subprocess.Popen(
         [exporter_bin, "--simulate-config", str(config), "--address", "127.0.0.1",
-         "--port", str(exporter_port), "--min-interval", "0", "--log-level", "WARNING",
+         "--port", str(exporter_port), "--log-level", "WARNING",
          "--node-name", "bench-node", "--pod-resources-socket", socket_path, "--proc-root",
          str(workdir / "proc")])
     baseline: subprocess.Popen[bytes] | None = None
@@ -234,11 +246,14 @@ def over_http(scrapes: int, workdir: Path, socket_path: str) -> tuple[float, flo
             lambda: fetch(exporter_url), lambda: fetch(baseline_url), scrapes)
         ratio = report("HTTP scrape (exporter process vs prometheus_client start_http_server)",
                        exporter_times, baseline_times)
+        exporter_times, baseline_times = interleaved(
+            lambda: fetch(exporter_url, gzip=True), lambda: fetch(baseline_url, gzip=True), scrapes)
+        gzip_ratio = report("HTTP scrape, Accept-Encoding: gzip", exporter_times, baseline_times)
         rss, peak = rss_mib(exporter.pid)
         verdict = "OK" if peak <= RSS_TARGET_MIB else "MISSED"
         print(f"exporter resident memory: {rss:.1f} MiB (peak {peak:.1f} MiB; "
               f"target <= {RSS_TARGET_MIB:.0f} MiB) {verdict}")
-        return ratio, rss, peak
+        return ratio, gzip_ratio, rss, peak
     finally:
         for proc in (exporter, baseline):
             if proc is not None:
@@ -257,18 +272,18 @@ def main() -> int:
         serve_baseline(args.serve_baseline, args.port)
         return 0
     print(f"{GPUS} simulated H100 (GPM, NVLink; GPU {MIG_GPU} with {MIG_DEVICES} MIG devices), "
-          f"{PROCESSES_PER_GPU} processes per GPU, {args.scrapes} scrapes per side, NVML min interval 0 "
-          f"(every scrape sweeps)")
+          f"{PROCESSES_PER_GPU} processes per GPU, {args.scrapes} scrapes per side")
     with tempfile.TemporaryDirectory(prefix="gpu-exporter-bench-", dir="/tmp") as tmp:
         socket_path = str(Path(tmp) / "kubelet.sock")
         kubelet = start_kubelet(socket_path)
         write_proc_tree(Path(tmp) / "proc")
         try:
-            http_ratio, _, peak = over_http(args.scrapes, Path(tmp), socket_path)
+            http_ratio, gzip_ratio, _, peak = over_http(args.scrapes, Path(tmp), socket_path)
             process_ratio = in_process(args.scrapes, socket_path, Path(tmp) / "proc")
         finally:
             kubelet.stop(None)  # type: ignore[attr-defined]
-    ok = http_ratio <= RATIO_TARGET and process_ratio <= RATIO_TARGET and peak <= RSS_TARGET_MIB
+    ok = (max(http_ratio, gzip_ratio) <= RATIO_TARGET and process_ratio <= RENDER_RATIO_TARGET
+          and peak <= RSS_TARGET_MIB)
     print("all targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 
