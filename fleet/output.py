@@ -66,11 +66,18 @@ def failure_json(message: str, exit_code: int, **extra: object) -> str:
 def aligned(header: Sequence[str], rows: Sequence[Sequence[str]], headers: bool = True) -> str:
     """Columns padded to their widest cell, two spaces apart; the last column unpadded."""
     shown = [tuple(header), *map(tuple, rows)] if headers else [tuple(r) for r in rows]
-    if not shown:
-        return ""
-    widths = [max(len(r[i]) for r in shown) for i in range(len(header) - 1)]
-    return "\n".join(("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1])
-                     .rstrip() for r in shown)
+    return "\n".join(padded(shown, widths(shown, len(header))))
+
+
+def widths(rows: Sequence[Sequence[str]], columns: int, at_least: Sequence[int] = ()) -> list[int]:
+    """The width of each column but the last: its widest cell, and at least `at_least`'s."""
+    return [max([len(r[i]) for r in rows] + list(at_least[i:i + 1]), default=0) for i in range(columns - 1)]
+
+
+def padded(rows: Sequence[Sequence[str]], sizes: Sequence[int]) -> list[str]:
+    """Each row's cells padded to `sizes`, two spaces apart, the last cell unpadded; no trailing blanks."""
+    return [("  ".join(c.ljust(w) for c, w in zip(r[:-1], sizes, strict=True)) + "  " + r[-1]).rstrip()
+            for r in rows]
 
 
 def as_csv(records: Sequence[Mapping[str, object]], fields: Sequence[str], headers: bool = True) -> str:

@@ -216,6 +216,13 @@ def test_export_csv_and_json(backfilled_prometheus: BackfilledPrometheus) -> Non
     assert set(records[0]) == {"time", "node", "gpu", "uuid", "model", "namespace", "pod", "utilization",
                                "power_watts"}
     assert all(isinstance(r["utilization"], float) and isinstance(r["time"], float) for r in records)
+    assert [r["gpu"] for r in records] == [int(row["gpu"]) for row in table]  # integer indexes in JSON
+    wide = fleet("export", *args, "-o", "wide", "--series", "memory_total_bytes")
+    assert wide.returncode == 0, wide.stderr
+    header, *lines = wide.stdout.splitlines()
+    assert header.split() == ["TIME", "NODE", "GPU", "UUID", "MODEL", "MEMORY", "TOTAL", "POD"]
+    assert len(lines) == len(table) and lines[0].split()[2:4] == [table[0]["gpu"], table[0]["uuid"]]
+    assert "  80.0 GiB  " in lines[0]
 
 
 @pytest.mark.parametrize(("command", "args", "flag"), [
