@@ -99,31 +99,14 @@ def allocations_from_response(response: api_pb2.ListPodResourcesResponse) -> tup
     found: list[DeviceAllocation] = []
     for pod in response.pod_resources:
         for container in pod.containers:
-            for devices in container.devices:
-                for device_id in devices.device_ids:
-                    found.append(
-                        DeviceAllocation(
-                            namespace=pod.namespace,
-                            pod=pod.name,
-                            container=container.name,
-                            resource=devices.resource_name,
-                            device_id=device_id,
-                        )
-                    )
+            holder = (pod.namespace, pod.name, container.name)
+            found.extend(DeviceAllocation(*holder, resource=devices.resource_name, device_id=device_id)
+                         for devices in container.devices for device_id in devices.device_ids)
             for dynamic in container.dynamic_resources:
                 claim = dynamic.claim_name
                 if dynamic.claim_namespace and dynamic.claim_namespace != pod.namespace:
                     claim = f"{dynamic.claim_namespace}/{claim}"
-                for resource in dynamic.claim_resources:
-                    found.append(
-                        DeviceAllocation(
-                            namespace=pod.namespace,
-                            pod=pod.name,
-                            container=container.name,
-                            resource=resource.driver_name,
-                            device_id=resource.device_name,
-                            claim=claim,
-                            pool=resource.pool_name,
-                        )
-                    )
+                found.extend(DeviceAllocation(*holder, resource=r.driver_name, device_id=r.device_name,
+                                              claim=claim, pool=r.pool_name)
+                             for r in dynamic.claim_resources)
     return tuple(found)
