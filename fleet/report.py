@@ -25,15 +25,17 @@ from fleet.usage import Prices, compute
 HELP = "utilization, idle and allocated-but-idle GPU-hours, energy, cost, incidents and scaling over a window"
 FORMATS = ("table", "wide", "md", "json", "csv", "html")
 MARKDOWN = ("table", "wide", "md")
-"""table and wide are the Markdown report (its tables are the people's view)."""
+"""table (and its old name md) is the Markdown report (its tables are the people's view); wide adds columns
+and the scale events."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
     add_window_arguments(parser, "7d")
     parser.add_argument("-o", "--output", metavar="FORMAT",
-                        help="table (default: Markdown tables; also wide, md), json, csv (the usage rows) or "
-                        "html (PNG plots; needs the `report` extra, matplotlib)")
+                        help="table (default: Markdown tables; md is its old name), wide (more columns and "
+                        "the scale events), json, csv (the usage rows) or html (PNG plots; needs the "
+                        "`report` extra, matplotlib)")
     parser.add_argument("--format", help=argparse.SUPPRESS)
     parser.add_argument("--no-headers", action="store_true", help="leave out the csv header line")
     parser.add_argument("--out", metavar="DIR", help="write report.<md|json|csv|html> (and the PNGs) into "
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     elif suffix == "csv":
         text = render_csv(report, not args.no_headers)
     else:
-        text = render_md(report)
+        text = render_md(report, wide=args.output == "wide")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -176,12 +176,19 @@ def test_autoscaler_scale_events_and_time_at_max(report: dict[str, Any], expecte
     assert sum(rule["reason_shares"].values()) == pytest.approx(1.0)
 
 
-def test_md_and_html(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+def test_md_and_html(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus,
+                     expected: dict[str, Any]) -> None:
     md = fleet("report", *window(backfilled_prometheus), "--quiet")
     assert md.returncode == 0 and md.stderr == ""
     for heading in ("## Per node", "## Per namespace", "## Per workload", "## Allocated but idle",
                     "## Health incidents", "## XID errors", "## Autoscaler", "| research/batch-job |"):
         assert heading in md.stdout
+    wide = fleet("report", *window(backfilled_prometheus), "-o", "wide", "--quiet")
+    assert wide.returncode == 0, wide.stderr
+    assert "| idle share | average W per GPU |" in wide.stdout
+    events = wide.stdout.split("## Scale events\n\n")[1].splitlines()[2:]
+    assert len(events) == expected["ups"] + expected["downs"] and all(" | ml | embed | " in e for e in events)
+    assert "## Scale events" not in md.stdout and "| idle share |" not in md.stdout
     html = fleet("report", *window(backfilled_prometheus), "--format", "html", "--out", str(tmp_path / "r"),
                  "--quiet")
     assert html.returncode == 0, html.stderr

@@ -327,3 +327,26 @@ def test_a_short_window_shows_gpu_minutes() -> None:
                                                                   for k in range(3)]})))
     assert "| name | GPU-minutes | busy GPU-minutes |" in text and "| total | 3.0 | 1.5 |" in text
     assert "| name | GPU-hours |" in render_md(compute(make(Window(T0, T0 + 12 * HOUR, STEP))))
+
+
+def test_wide_adds_columns_and_the_scale_events() -> None:
+    held = gpu("node-a", 0, "ml", EMBED)
+    report = compute(make(
+        utilization={key(held): at(held, *[0.0] * 8)},  # 2.0 GPU-h, both hours idle: idle share 100 %
+        # 8 increases of 3.6e5 J = 0.8 kWh over 2.0 GPU-h: 400 W per GPU on average
+        energy={key(held): at(held, *(1.0e9 + k * 3.6e5 for k in range(9)), first=-1)},
+        health={key(held, "critical"): at(held, 1, 1, first=2)},  # 00:30 to 01:00 UTC
+        xid={key(held, "79"): at(held, 0, 1)},
+        replicas={("ml", "embed"): [(T0, 2), (T0 + STEP, 3)]}))
+    plain, wide = render_md(report), render_md(report, wide=True)
+    assert "| name | GPU-minutes | busy GPU-minutes | utilization | idle GPU-minutes | allocated-idle " \
+           "GPU-minutes | energy kWh | idle share | average W per GPU |" in wide
+    assert "| ml | 120.0 | 0.0 | 0.0% | 120.0 | 120.0 | 0.8 | 100.0% | 400 |" in wide
+    assert "| ml | 120.0 | 0.0 | 0.0% | 120.0 | 120.0 | 0.8 |\n" in plain
+    assert "| 2027-01-15 08:30 | 2027-01-15 09:00 | node-a | 0 | GPU-node-a-0 | critical | 0.50 h |" in wide
+    assert "| 2027-01-15 08:30 | node-a | 0 | critical | 0.50 h |" in plain
+    assert "| node-a | 0 | GPU-node-a-0 | 79 | 1 |" in wide and "| node-a | 0 | 79 | 1 |" in plain
+    assert "| ml | embed-7d9f8c6b5d-x7k2p | embed | node-a | 0 | GPU-node-a-0 | 120.0 | 120.0 |" in wide
+    assert "## Scale events" not in plain
+    assert wide.endswith("## Scale events\n\n| time | namespace | rule | from | to |\n|---|---|---|---|---|\n"
+                         "| 2027-01-15 08:15 | ml | embed | 2 | 3 |\n")
