@@ -95,19 +95,13 @@ class Gpu:
 
     @property
     def used_memory(self) -> float | None:
-        if self.memory_used is not None:
-            return self.memory_used
-        if self.memory_total is not None and self.memory_free is not None:
-            return max(self.memory_total - self.memory_free, 0.0)
-        return None
+        """Memory used: the exporter's, else total - free."""
+        return _served_or_rest(self.memory_used, self.memory_total, self.memory_free)
 
     @property
     def free_memory(self) -> float | None:
-        if self.memory_free is not None:
-            return self.memory_free
-        if self.memory_total is not None and self.memory_used is not None:
-            return max(self.memory_total - self.memory_used, 0.0)
-        return None
+        """Memory free: the exporter's, else total - used."""
+        return _served_or_rest(self.memory_free, self.memory_total, self.memory_used)
 
     @property
     def availability(self) -> float | None:
@@ -131,6 +125,16 @@ class Gpu:
     @property
     def key(self) -> tuple[str, str]:
         return self.node, self.uuid
+
+
+def _served_or_rest(served: float | None, total: float | None, other: float | None) -> float | None:
+    """A part of the memory: as the exporter serves it, else what `other` leaves of `total` (never below 0);
+    None when neither is known."""
+    if served is not None:
+        return served
+    if total is not None and other is not None:
+        return max(total - other, 0.0)
+    return None
 
 
 def _key(labels: Mapping[str, str]) -> tuple[str, str] | None:

@@ -17,9 +17,10 @@ from collections.abc import Callable
 from typing import TextIO
 
 from fleet.connection import add_connection_arguments, connect
-from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_STALE, Unreachable
+from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_STALE
 from fleet.inventory import Gpu, gather, only
 from fleet.output import JSON, add_output_arguments
+from fleet.polling import attempts
 from fleet.table import as_json, formatted
 from plumbing.cli import duration, install_stop_handlers
 from plumbing.numbers import ascii_int
@@ -95,12 +96,9 @@ def watch(look: Callable[[], str], *, interval: float, stop: threading.Event, ou
     a terminal, one after another in a pipe (`lines`: each look alone on one line, as JSON lines). An
     unreachable Prometheus is shown as the answer of that look, and the watch goes on. Returns the looks."""
     looks = 0
-    while not stop.is_set():
-        looks += 1
-        try:
-            text = look()
-        except Unreachable as exc:
-            text = f"error: {exc}"
+    for tried in attempts(look, interval=interval, stop=stop):
+        looks = tried.number
+        text = f"error: {tried.error}" if tried.error is not None else str(tried.value)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(clock()))
         if lines:
             out.write(text + "\n")
@@ -108,7 +106,6 @@ def watch(look: Callable[[], str], *, interval: float, stop: threading.Event, ou
             out.write(f"{CLEAR if tty else ''}Every {interval:g}s: {title}    {stamp}\n\n{text}\n"
                       + ("" if tty else "\n"))
         out.flush()
-        stop.wait(interval)
     return looks
 
 

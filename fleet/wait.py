@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet.connection import add_connection_arguments, connect
-from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, Unreachable
+from fleet.errors import EXIT_NOT_FOUND, EXIT_OK
 from fleet.inventory import gather
 from fleet.output import JSON, add_output_arguments, failure_json
+from fleet.polling import attempts
 from fleet.select import EPILOG as EPILOG
 from fleet.select import SELECT_FORMATS, add_request_arguments, report, request_of
 from fleet.selection import Request, Selection, select
@@ -56,23 +57,14 @@ def wait_for(attempt: Callable[[], Selection], *, timeout: float, interval: floa
              monotonic: Callable[[], float] = time.monotonic) -> Outcome:
     """Call `attempt` until it succeeds, `timeout` seconds pass or `stop` is set; `progress(n, line)` after
     each failed attempt. An Unreachable Prometheus is a failed attempt."""
-    deadline = monotonic() + timeout
-    attempts = 0
-    while not stop.is_set():
-        attempts += 1
-        try:
-            selection = attempt()
-        except Unreachable as exc:
-            line = str(exc)
-        else:
-            if selection.ok:
-                return Outcome(selection, attempts)
-            line = selection.summary()
-        left = deadline - monotonic()
-        progress(attempts, f"{line}; {max(left, 0.0):.0f}s left")
-        if left <= 0 or stop.wait(min(interval, left)):
-            break
-    return Outcome(None, attempts)
+    tries = 0
+    for tried in attempts(attempt, interval=interval, stop=stop, timeout=timeout, monotonic=monotonic):
+        tries, selection = tried.number, tried.value
+        if selection is not None and selection.ok:
+            return Outcome(selection, tries)
+        line = selection.summary() if selection is not None else str(tried.error)
+        progress(tries, f"{line}; {max(tried.left, 0.0):.0f}s left")
+    return Outcome(None, tries)
 
 
 def _progress_writer(tty: bool) -> Callable[[int, str], None]:

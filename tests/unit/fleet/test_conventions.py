@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleet import cli
+from fleet.errors import Unreachable
 from fleet.status import CLEAR, watch
 
 FLAT = ["--gpu-memory", "80GiB"]
@@ -103,3 +104,17 @@ def test_watch_redraws_on_a_terminal_and_appends_in_a_pipe() -> None:
         else:
             assert text.count(CLEAR) == (2 if tty else 0) and text.count("Every 0.01s: gpu-fleet status") == 2
             assert "look 1" in text and "look 2" in text
+
+
+def test_watch_shows_an_unreachable_prometheus_and_goes_on() -> None:
+    stop, looks, out = threading.Event(), [], io.StringIO()
+
+    def look() -> str:
+        looks.append(1)
+        if len(looks) == 1:
+            raise Unreachable("cannot reach Prometheus at http://127.0.0.1:9")
+        stop.set()
+        return "back"
+
+    assert watch(look, interval=0.01, stop=stop, out=out, tty=False, title="t", lines=True) == 2
+    assert out.getvalue() == "error: cannot reach Prometheus at http://127.0.0.1:9\nback\n"

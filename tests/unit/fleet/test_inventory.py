@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.inventory import join, last_seen_query
+from fleet.inventory import Gpu, join, last_seen_query
 from fleet.prom import Sample
 from fleet.table import as_json, render
 
@@ -36,3 +36,13 @@ def test_critical_rows_are_red_on_a_terminal_only() -> None:
     gpus = join({"info": [Sample(A0, 1.0)], "health": [Sample({**A0, "state": "critical"}, 1.0)]})
     assert "\033[1;31m" in render(gpus, color=True).splitlines()[1]
     assert "\033[" not in render(gpus)
+
+
+def test_used_and_free_memory_are_served_or_what_the_other_leaves_of_the_total() -> None:
+    served = Gpu("a", "0", "GPU-a0", H100, memory_used=30.0, memory_free=40.0, memory_total=80.0)
+    assert (served.used_memory, served.free_memory) == (30.0, 40.0)  # as served, even if they disagree
+    assert (Gpu("a", "0", "GPU-a0", H100, memory_used=30.0, memory_total=80.0).free_memory,
+            Gpu("a", "0", "GPU-a0", H100, memory_free=30.0, memory_total=80.0).used_memory) == (50.0, 50.0)
+    assert Gpu("a", "0", "GPU-a0", H100, memory_used=90.0, memory_total=80.0).free_memory == 0.0
+    assert (Gpu("a", "0", "GPU-a0", H100, memory_total=80.0).free_memory,
+            Gpu("a", "0", "GPU-a0", H100, memory_free=30.0).used_memory) == (None, None)
