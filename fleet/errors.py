@@ -18,7 +18,7 @@ exit status:
   {EXIT_USAGE}        bad input (one line naming the flag), or Prometheus unreachable or answering
            an error or nonsense
   {EXIT_STALE}        status: GPUs shown, but some are stale (their exporter is down)
-  130/143  wait stopped by SIGINT / SIGTERM"""
+  130/143  wait (or estimate --then-wait) stopped by SIGINT / SIGTERM"""
 """Shown at the end of every `--help`."""
 
 

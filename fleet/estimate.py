@@ -30,7 +30,7 @@ from fleet.memory import (
     kv_bytes_per_token,
     smallest_fit,
 )
-from fleet.output import CSV, JSON, WIDE, add_output_arguments, aligned, as_csv
+from fleet.output import CSV, JSON, WIDE, add_output_arguments, aligned, as_csv, failure_json
 from fleet.select import (
     DOCKER,
     KUBERNETES,
@@ -39,6 +39,7 @@ from fleet.select import (
     request_of,
     select_and_report,
 )
+from fleet.selection import ELIGIBILITY
 from fleet.taskconfig import (
     DIMENSIONS,
     Combination,
@@ -56,6 +57,9 @@ HELP = "memory per GPU and GPU count to serve a model (weights, KV cache, activa
 EPILOG = f"""\
 GPUs = tp * pp * max(dp, cp, dcp). Without --gpu-memory, the GPU's memory is the smallest
 total of the fleet's GPUs (those matching --model) in Prometheus, else 80GiB.
+
+With --then-select or --then-wait (--gpus and --min-free-memory are the estimate's GPU count
+and memory per GPU): {ELIGIBILITY[0].lower()}{ELIGIBILITY[1:]}
 
 {EXIT_CODES}"""
 DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp32")
@@ -346,7 +350,7 @@ def _then(args: argparse.Namespace, rows: list[Row], fits: bool) -> int:
     if not fits:
         message = "the estimate does not fit in one GPU's memory: nothing to select"
         if args.output == JSON:
-            print(json.dumps({"error": message, "exit_code": EXIT_NOT_FOUND}, indent=2))
+            print(failure_json(message, EXIT_NOT_FOUND))
         print(message, file=sys.stderr)
         return EXIT_NOT_FOUND
     results = [r.result for r in rows if r.result is not None]

@@ -1,5 +1,6 @@
-"""`gpu-fleet report -o json`: one document with every table, numbers as numbers (unix times); `-o csv`:
-the usage rows (total, per node, namespace and workload), one line each, named by their table."""
+"""`gpu-fleet report -o json`: one document with every table, numbers as numbers (unix times, integer GPU
+indexes); `-o csv`: the usage rows (total, per node, namespace and workload), one line each, named by their
+table."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ import json
 
 from fleet.output import as_csv
 from fleet.usage import Report
+from plumbing.numbers import ascii_int
 
 CSV_FIELDS = ("table", "name", "gpu_hours", "busy_gpu_hours", "utilization", "idle_gpu_hours",
               "allocated_idle_gpu_hours", "energy_kwh", "gpu_cost", "energy_cost")
 
 
 def render_json(report: Report) -> str:
+    """The report as one document; GPU indexes are integers, as in every `gpu-fleet` JSON answer."""
     document = dataclasses.asdict(report)
     document["window"]["points"] = report.window.points
+    for table in ("allocated_idle", "incidents", "xids"):
+        for row in document[table]:
+            row["gpu"] = ascii_int(row["gpu"])
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 

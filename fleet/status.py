@@ -71,12 +71,16 @@ def exit_code(gpus: list[Gpu]) -> int:
 
 
 def answer(gpus: list[Gpu], args: argparse.Namespace, *, color: bool = False, now: float | None = None,
-           compact: bool = False) -> str:
-    """What one look prints on stdout."""
+           compact: bool = False) -> str | None:
+    """What one look prints on stdout; None for no GPU in a format for people (`nothing_found` says so)."""
     if args.output == JSON and compact:
         return json.dumps([as_json(g) for g in gpus], allow_nan=False)
     if gpus or args.output == JSON:
         return formatted(gpus, args.output, headers=not args.no_headers, color=color, now=now)
+    return None
+
+
+def nothing_found(args: argparse.Namespace) -> str:
     where = " ".join(f"{flag} {value}" for flag, value in (("--node", args.node),
                                                              ("--namespace", args.namespace)) if value)
     return f"no GPU found{' for ' + where if where else ''} (is the exporter scraped by this Prometheus?)"
@@ -114,10 +118,12 @@ def run(args: argparse.Namespace) -> int:
         return _run_watch(args)
     with connect(args) as client:
         gpus = ordered(only(gather(client), args.node, args.namespace), args.sort)
-    note = stale_note(gpus)
-    print(answer(gpus, args))
-    if note:
-        print(note, file=sys.stderr)
+    text, note = answer(gpus, args), stale_note(gpus)
+    if text is not None:
+        print(text)
+    for message in (None if text is not None else nothing_found(args), note):
+        if message:
+            print(message, file=sys.stderr)
     return exit_code(gpus)
 
 
@@ -129,7 +135,8 @@ def _run_watch(args: argparse.Namespace) -> int:
     with connect(args) as client:
         def look() -> str:
             gpus = ordered(only(gather(client), args.node, args.namespace), args.sort)
-            return answer(gpus, args, color=tty, compact=True)
+            text = answer(gpus, args, color=tty, compact=True)
+            return nothing_found(args) if text is None else text
 
         title = "gpu-fleet status" + "".join(f" --{k} {v}" for k, v in (("node", args.node),
                                                                          ("namespace", args.namespace)) if v)

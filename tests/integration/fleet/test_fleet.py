@@ -56,7 +56,8 @@ def test_status_json_filters_and_sorts(cluster: Cluster) -> None:
     held = cluster.fleet("status", "--json", "--namespace", "ml")  # --json: the old name of -o json
     assert [g["uuid"] for g in json.loads(held.stdout)] == [uuid("node-a", 0)]
     none = cluster.fleet("status", "--node", "node-z")
-    assert none.returncode == 1 and "no GPU found for --node node-z" in none.stdout
+    assert none.returncode == 1 and none.stdout == ""  # the message is on stderr
+    assert none.stderr.startswith("no GPU found for --node node-z")
 
 
 def test_status_csv_without_headers(cluster: Cluster) -> None:

@@ -162,9 +162,9 @@ def test_energy_throttling_incidents_xids(report: dict[str, Any], expected: dict
     assert capped == pytest.approx(dict(expected["power_cap"]))
     spells = [(i["state"], i["start"], i["duration_seconds"]) for i in report["incidents"]]
     assert spells == expected["spells"]
-    assert {(i["node"], i["gpu"]) for i in report["incidents"]} == {("node-2", "1")}
+    assert {(i["node"], i["gpu"]) for i in report["incidents"]} == {("node-2", 1)}
     assert [(x["time"], x["xid"]) for x in report["xids"]] == expected["xids"]
-    assert {(x["node"], x["gpu"], x["count"]) for x in report["xids"]} == {("node-1", "2", 1.0)}
+    assert {(x["node"], x["gpu"], x["count"]) for x in report["xids"]} == {("node-1", 2, 1.0)}
 
 
 def test_autoscaler_scale_events_and_time_at_max(report: dict[str, Any], expected: dict[str, Any]) -> None:

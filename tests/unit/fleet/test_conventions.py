@@ -82,8 +82,8 @@ def test_every_command_has_version_output_and_exit_codes_in_help(command: str) -
     assert code == 0 and out.startswith("gpu-fleet ")
     code, out, _ = run(command, "--help")
     assert code == 0 and "-o FORMAT, --output FORMAT" in out and "exit status:" in out
-    if command in ("select", "wait"):
-        assert "A GPU is eligible when all of these hold:" in out and "--allow-throttled" in out
+    if command in ("select", "wait", "estimate"):
+        assert "a gpu is eligible when all of these hold:" in out.lower() and "--allow-throttled" in out
 
 
 def test_watch_redraws_on_a_terminal_and_appends_in_a_pipe() -> None:

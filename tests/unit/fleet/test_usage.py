@@ -3,11 +3,13 @@ built by hand, each expected number worked out in a comment."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import pytest
 
 from fleet.fetch import Inputs, Timelines
+from fleet.render_json import render_json
 from fleet.render_md import render_md
 from fleet.timeline import Point, Window
 from fleet.usage import UNALLOCATED, Prices, RuleSummary, Usage, compute, mean_below, workload_of
@@ -350,3 +352,12 @@ def test_wide_adds_columns_and_the_scale_events() -> None:
     assert "## Scale events" not in plain
     assert wide.endswith("## Scale events\n\n| time | namespace | rule | from | to |\n|---|---|---|---|---|\n"
                          "| 2027-01-15 08:15 | ml | embed | 2 | 3 |\n")
+
+
+def test_json_gives_gpu_indexes_as_integers() -> None:
+    held = gpu("node-a", 3, "ml", EMBED)
+    document = json.loads(render_json(compute(make(
+        utilization={key(held): at(held, *[0.0] * 8)}, health={key(held, "critical"): at(held, 1)},
+        xid={key(held, "79"): at(held, 0, 1)}))))
+    tables = ("allocated_idle", "incidents", "xids")
+    assert [row["gpu"] for table in tables for row in document[table]] == [3, 3, 3]
