@@ -259,7 +259,7 @@ def row_json(work: Workload, row: Row, memory: GpuMemory) -> dict[str, object]:
     result = row.result
     s = result.split if result else None
     document: dict[str, object] = {
-        "params": work.params, "dtype": work.dtype, "kv_dtype": work.kv_dtype,
+        "params": round(work.params), "dtype": work.dtype, "kv_dtype": work.kv_dtype,
         "architecture": {"layers": work.arch.layers, "hidden": work.arch.hidden, "heads": work.arch.heads,
                          "kv_heads": work.arch.kv_heads, "head_dim": work.arch.head_dim},
         "context": work.context, "batch": work.batch,

@@ -51,9 +51,9 @@ def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str]
 def wants_json(argv: Sequence[str]) -> bool:
     """Whether the command line asks for JSON output (read before argparse, for its own errors)."""
     for number, arg in enumerate(argv):
-        if arg in ("--json", "-ojson", "--output=json"):
+        if arg in ("--json", "-ojson", "--output=json", "--format=json"):
             return True
-        if arg in ("-o", "--output") and number + 1 < len(argv) and argv[number + 1] == JSON:
+        if arg in ("-o", "--output", "--format") and number + 1 < len(argv) and argv[number + 1] == JSON:
             return True
     return False
 

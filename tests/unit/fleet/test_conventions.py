@@ -35,6 +35,8 @@ def test_70b_bf16_at_tp_2_with_35000_tokens_does_not_fit_an_h100s_real_memory() 
     code, out, _ = run(*args, "--gpu-memory", "79.6GiB", "-o", "json")
     assert code == 1 and json.loads(out)["fits"] is False
     assert isinstance(json.loads(out)["bytes_per_gpu"]["total"], int)
+    assert json.loads(out)["params"] == 70_000_000_000
+    assert isinstance(json.loads(out)["gpu_memory_bytes"], int)
 
 
 def test_world_size_is_tp_pp_max_of_dp_cp_dcp() -> None:
@@ -69,6 +71,8 @@ def test_json_on_failure_too() -> None:
     assert code == 2 and "--sort" in json.loads(out)["error"] and json.loads(out)["exit_code"] == 2
     assert err.startswith("usage: gpu-fleet status")
     assert run("status", "--sort", "x")[1] == ""  # no JSON unless asked
+    code, out, _ = run("export", "--format", "json", "--step", "soon")  # --format: -o's old name
+    assert code == 2 and "--step" in json.loads(out)["error"]
 
 
 def test_docker_output_needs_a_selection() -> None:
