@@ -190,7 +190,7 @@ def report(title: str, exporter: list[float], baseline: list[float], target: flo
 
 def in_process(scrapes: int, socket_path: str, proc_root: Path) -> float:
     from exporter.app import ExporterApp
-    from exporter.simulator.config import parse_sim_config
+    from exporter.simulator.config_file import parse_sim_config
     from exporter.simulator.nvml import SimulatedNvml
     from exporter.source import SourceSettings
 

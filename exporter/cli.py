@@ -22,7 +22,8 @@ from exporter.errors import ConfigError, ExporterError
 from exporter.malloc import limit_malloc_arenas
 from exporter.nvml.adapter import real_nvml
 from exporter.pods.procfs import DEFAULT_PROC_ROOT
-from exporter.simulator.config import MAX_SIMULATED_GPUS, default_config, load_sim_config
+from exporter.simulator.config import MAX_SIMULATED_GPUS, default_config
+from exporter.simulator.config_file import load_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status

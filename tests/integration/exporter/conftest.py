@@ -11,7 +11,8 @@ import pytest
 
 from exporter.app import ExporterApp
 from exporter.nvml.adapter import real_nvml
-from exporter.simulator.config import default_config, parse_sim_config
+from exporter.simulator.config import default_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from tests.kubelet import kubelet, proc_root, socket_dir  # noqa: F401  (fixtures of every exporter test)

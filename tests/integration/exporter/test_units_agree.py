@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import ExporterConfig, PodResourcesConfig
-from exporter.simulator.config import parse_sim_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.status_cli import run_status
 from tests.integration.exporter.conftest import StartExporter, get

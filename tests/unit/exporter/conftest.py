@@ -7,7 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from exporter.nvml.adapter import NvmlAdapter
-from exporter.simulator.config import SimConfig, default_config, parse_sim_config
+from exporter.simulator.config import SimConfig, default_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from tests.clock import ManualClock as FakeClock
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from exporter import metrics as m
-from exporter.simulator.config import FAULT_TYPES, parse_sim_config
+from exporter.simulator.config import FAULT_TYPES
+from exporter.simulator.config_file import parse_sim_config
 from tests import REPO_ROOT
 
 DOCS = REPO_ROOT / "docs"

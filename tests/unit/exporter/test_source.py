@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from exporter.nvml.adapter import NvmlAdapter
-from exporter.simulator.config import default_config, parse_sim_config
+from exporter.simulator.config import default_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import NvmlSource, SourceSettings
 from tests.support import wait_for

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from exporter.config import ExporterConfig, PodResourcesConfig
-from exporter.simulator.config import parse_sim_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.status_cli import run_status
 from tests.unit.exporter.conftest import FakeClock

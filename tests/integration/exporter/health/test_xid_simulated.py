@@ -7,7 +7,7 @@ import pytest
 
 from exporter.health.xid import XidSettings, XidWatcher
 from exporter.nvml.adapter import NvmlAdapter
-from exporter.simulator.config import parse_sim_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from tests.clock import ManualClock as FakeClock
 from tests.support import wait_for

@@ -17,7 +17,7 @@ from demo.processes import promtool
 from exporter.app import ExporterApp
 from exporter.config import ExporterConfig, PodResourcesConfig, XidConfig
 from exporter.health.history import HistorySettings
-from exporter.simulator.config import parse_sim_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from tests.kubelet import GPU, MIG_RESOURCE, NODE_YAML, Claim, KubeletServer, node_pods, node_uuids

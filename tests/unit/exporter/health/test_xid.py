@@ -12,7 +12,8 @@ import pytest
 
 from exporter.health.xid import XidRecord, XidSettings, XidWatcher
 from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, NvmlAdapter, handle_key
-from exporter.simulator.config import default_config, parse_sim_config
+from exporter.simulator.config import default_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml, _Obj
 from tests.support import wait_for
 

@@ -11,7 +11,7 @@ import pytest
 from exporter.errors import ConfigError
 from exporter.nvml.adapter import NvmlAdapter
 from exporter.nvml.snapshots import BackgroundReading
-from exporter.simulator.config import parse_sim_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import with_background
 from tests.unit.exporter.conftest import FakeClock, SimFactory

@@ -15,7 +15,8 @@ import pytest
 from exporter.collector import GpuCollector
 from exporter.errors import ConfigError
 from exporter.nvml.adapter import NvmlAdapter, real_nvml
-from exporter.simulator.config import ERROR_FAULT_ERRORS, parse_sim_config
+from exporter.simulator.config import ERROR_FAULT_ERRORS
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import NvmlSource, SourceSettings
 from tests.scrape import collect

@@ -11,7 +11,7 @@ import pynvml
 import pytest
 
 from exporter.errors import ConfigError
-from exporter.simulator.config import parse_sim_config
+from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from tests.unit.exporter.conftest import FakeClock
 

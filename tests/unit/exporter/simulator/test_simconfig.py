@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from exporter.errors import ConfigError
-from exporter.simulator.config import (
-    GIB,
-    MAX_SIMULATED_GPUS,
-    default_config,
-    load_sim_config,
-    parse_sim_config,
-)
+from exporter.simulator.config import GIB, MAX_SIMULATED_GPUS, default_config
+from exporter.simulator.config_file import load_sim_config, parse_sim_config
 
 FULL = """
 seed: 7
