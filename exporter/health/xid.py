@@ -5,9 +5,9 @@ marks a GPU down on XID 79 (fallen off the bus) or 48 (double-bit ECC). `apply_d
 a marked GPU is reported `up=False` until a sweep that started at least `recovery_grace_seconds` after the
 XID reads it successfully, so a scraper on a 15-30 s interval sees the 0 even when the GPU keeps answering.
 
-NVML is reached only through `NvmlAdapter.open_xid_events()` / `XidEventSet` (exporter/nvml/adapter.py stays
-the only caller of pynvml functions). Handles belong to one NVML session: when the adapter re-initialises (its
-`generation` changes) the watcher closes its set and opens a new one.
+NVML is reached only through `NvmlAdapter.open_xid_events()` / `XidEventSet` (exporter/nvml/events.py: the
+NVML side stays the only caller of pynvml functions). Handles belong to one NVML session: when the adapter
+re-initialises (its `generation` changes) the watcher closes its set and opens a new one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from exporter import metrics as m
 from exporter.background import BackgroundLoop
 from exporter.collector import ScrapeContext, new_family
 from exporter.errors import NvmlEventError
-from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter, XidEventSet
+from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
+from exporter.nvml.events import XidEventSet
 
 log = logging.getLogger(__name__)
 

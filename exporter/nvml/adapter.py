@@ -1,6 +1,8 @@
 """NVML adapter: the only module that imports pynvml; it turns NVML answers into frozen snapshots.
-Its call helpers (optional / versioned calls, reason bits, static facts) live in exporter/nvml/calls.py,
-which calls NVML only through the module object handed over here.
+It owns the NVML session, each GPU's static facts and MIG listing, and the background reads. Its call helpers
+(optional / versioned calls, reason bits, static facts) live in exporter/nvml/calls.py, a sweep's per-GPU
+reads in exporter/nvml/sweep.py, the XID event set in exporter/nvml/events.py: all call NVML only through
+the module object handed over here.
 
 The adapter takes the NVML module-like object as a constructor argument (`pynvml` on a GPU node, a
 `exporter.simulator.nvml.SimulatedNvml` in the demo and the tests), so the same code runs on both. NVML errors
@@ -11,7 +13,6 @@ error marks that GPU down, and a library-wide failure raises `NvmlUnavailableErr
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import logging
 import threading
@@ -23,20 +24,18 @@ import pynvml
 
 from exporter.errors import NvmlEventError, NvmlUnavailableError
 from exporter.nvml.calls import (
-    CLOCKS_EVENT_CALLS,
     CUDA_VERSION_CALLS,
-    PROCESS_CALLS,
     NvmlCalls,
     StaticInfo,
     clocks_event_reasons,
     format_cuda_version,
     mhz,
-    performance_state,
     text,
 )
+from exporter.nvml.events import XidEventSet, handle_key
 from exporter.nvml.gpm import GpmReader
 from exporter.nvml.mig import MigLayoutChanged, MigReader
-from exporter.nvml.reliability import ReliabilityReader, memory_temperature, row_remap
+from exporter.nvml.reliability import ReliabilityReader
 from exporter.nvml.snapshots import (
     BackgroundReading,
     DeviceSnapshot,
@@ -46,11 +45,11 @@ from exporter.nvml.snapshots import (
     ProcessUtilizationSample,
     XidEvent,
 )
+from exporter.nvml.sweep import DeviceReader
 
 __all__ = [
     "CLOCKS_EVENT_REASONS", "BackgroundReading", "DeviceSnapshot", "NodeSnapshot", "NvmlAdapter",
-    "ProcessSnapshot", "ProcessUtilizationSample", "XidEvent", "XidEventSet", "format_cuda_version",
-    "handle_key", "real_nvml",
+    "ProcessSnapshot", "ProcessUtilizationSample", "XidEvent", "format_cuda_version", "real_nvml",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,8 +57,6 @@ log = logging.getLogger(__name__)
 # The reason labels with pynvml's own bits (this pynvml's constants, literal fallback); see nvml_calls.py.
 CLOCKS_EVENT_REASONS: tuple[tuple[str, int], ...] = clocks_event_reasons(pynvml)
 
-MIB = 1024 * 1024
-NO_INSTANCE = 0xFFFFFFFF  # gpuInstanceId / computeInstanceId of an event that is not about a MIG instance
 PCIE_KB = 1024  # nvmlDeviceGetPcieThroughput answers in KB/s
 
 
@@ -81,13 +78,12 @@ class NvmlAdapter:
         self._error: type[Exception] = nvml.NVMLError
         self._left_out = self._calls.left_out
         self._library_wide = self._calls.library_wide
-        self._reasons = clocks_event_reasons(nvml)
         self._lock = threading.Lock()
         self._optional = self._calls.optional
-        self._optional_versioned = self._calls.optional_versioned
         self._versioned = self._calls.versioned
         self._note_unsupported = self._calls.note_unsupported
         self._static: dict[int, StaticInfo] = {}
+        self._device = DeviceReader(nvml, self._calls)
         self._gpm = GpmReader(nvml, self._calls)
         self._mig = MigReader(self._calls)
         self._reliability = ReliabilityReader(self._calls)
@@ -165,7 +161,7 @@ class NvmlAdapter:
         static: StaticInfo | None = None
         try:
             static = self._static_info(index)
-            return self._read_dynamic(index, static)
+            return self._device.read(index, static, self._mig_snapshots)
         except self._error as exc:
             prefix = "library: " if isinstance(exc, self._library_wide) else ""
             reason = f"{prefix}{exc} ({type(exc).__name__})"
@@ -217,71 +213,6 @@ class NvmlAdapter:
             return self._mig.snapshots(index, static.mig_devices)
         except MigLayoutChanged:  # changing while we read: the next sweep lists it again
             return ()
-
-    def _read_dynamic(self, index: int, s: StaticInfo) -> DeviceSnapshot:
-        nvml, h, opt = self._nvml, s.handle, self._optional
-        util = opt(index, "nvmlDeviceGetUtilizationRates", h)
-        memory, reserved = self._memory(index, h)
-        power = opt(index, "nvmlDeviceGetPowerUsage", h)
-        limit = opt(index, "nvmlDeviceGetEnforcedPowerLimit", h)
-        energy = opt(index, "nvmlDeviceGetTotalEnergyConsumption", h)
-        fan = opt(index, "nvmlDeviceGetFanSpeed", h)
-        reasons = self._optional_versioned(index, "clocks_event_reasons", CLOCKS_EVENT_CALLS, h)
-        encoder = opt(index, "nvmlDeviceGetEncoderUtilization", h)
-        decoder = opt(index, "nvmlDeviceGetDecoderUtilization", h)
-        processes = self._optional_versioned(index, "processes", PROCESS_CALLS, h)
-        return DeviceSnapshot(
-            index=index, uuid=s.uuid, name=s.name, pci_bus_id=s.pci_bus_id, up=True,
-            utilization=None if util is None else util.gpu / 100.0,
-            memory_utilization=None if util is None else util.memory / 100.0,
-            memory_used_bytes=None if memory is None else int(memory.used),
-            memory_free_bytes=None if memory is None else int(memory.free),
-            memory_total_bytes=None if memory is None else int(memory.total),
-            memory_reserved_bytes=reserved,
-            pcie_replays=opt(index, "nvmlDeviceGetPcieReplayCounter", h),
-            temperature_celsius=opt(index, "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU),
-            power_watts=None if power is None else power / 1000.0,
-            power_limit_watts=None if limit is None else limit / 1000.0,
-            energy_joules=None if energy is None else energy / 1000.0,
-            sm_clock_hertz=mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)),
-            memory_clock_hertz=mhz(opt(index, "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)),
-            sm_clock_max_hertz=s.sm_clock_max_hertz,
-            memory_clock_max_hertz=s.memory_clock_max_hertz,
-            fan_speed_ratio=None if fan is None else fan / 100.0,
-            performance_state=performance_state(opt(index, "nvmlDeviceGetPerformanceState", h)),
-            clocks_event_reasons=None if reasons is None else tuple(
-                (label, bool(int(reasons) & bit)) for label, bit in self._reasons),
-            ecc_corrected=opt(index, "nvmlDeviceGetTotalEccErrors", h, nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                              nvml.NVML_VOLATILE_ECC),
-            ecc_uncorrected=opt(index, "nvmlDeviceGetTotalEccErrors", h,
-                                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
-            encoder_utilization=None if encoder is None else encoder[0] / 100.0,
-            decoder_utilization=None if decoder is None else decoder[0] / 100.0,
-            processes=None if processes is None else tuple(
-                ProcessSnapshot(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
-                for p in processes),
-            memory_temperature_celsius=memory_temperature(self._calls, index, h),
-            row_remap=row_remap(self._calls, index, h),
-            mig_instances=self._mig_snapshots(index, s),
-        )
-
-    def _memory(self, index: int, handle: Any) -> tuple[Any, int | None]:
-        """nvmlDeviceGetMemoryInfo and the reserved bytes: _v2 where the driver has it (its `used` leaves the
-        reserved memory out; ours keeps it in, total - free, as _v1 and before), else _v1 and None."""
-        version = getattr(self._nvml, "nvmlMemory_v2", None)
-        older: tuple[type[Exception], ...] = (*self._calls.fallback_errors, TypeError)
-        if version is not None and self._calls.resolved.get("memory") != "v1":
-            try:
-                memory = self._nvml.nvmlDeviceGetMemoryInfo(handle, version)
-            except older:
-                self._calls.resolved["memory"] = "v1"
-            except self._left_out as exc:
-                self._note_unsupported(index, "nvmlDeviceGetMemoryInfo_v2", exc)
-                return None, None
-            else:
-                total, free = int(memory.total), int(memory.free)
-                return _Memory(total=total, free=free, used=total - free), int(memory.reserved)
-        return self._optional(index, "nvmlDeviceGetMemoryInfo", handle), None
 
     # -- background-only calls ------------------------------------------------------------------------
     def read_pcie(self, index: int) -> tuple[float | None, float | None]:
@@ -348,7 +279,8 @@ class NvmlAdapter:
                 log.warning("GPU %d: XID events not watched: %s (%s)", index, exc, type(exc).__name__)
             else:
                 registered.append(index)
-        return XidEventSet(self, event_set, tuple(registered))
+        return XidEventSet(nvml, event_set, registered=tuple(registered), generation=self.generation,
+                           index_of_handle=self.index_of_handle)
 
     def uuid_of(self, index: int) -> str | None:
         """The UUID read at init for GPU `index`; None when it could not be read."""
@@ -371,67 +303,3 @@ class NvmlAdapter:
             return int(self._nvml.nvmlDeviceGetIndex(handle))
         except self._error:
             return None
-
-
-class XidEventSet:
-    """Wraps an NVML event set: `wait()` returns the next XID event or None after the timeout.
-
-    `registered` lists the GPU indexes whose XID events it receives. Errors other than a timeout are raised
-    as NvmlEventError (the set is then unusable if NVML was shut down: close it and open a new one).
-    """
-
-    def __init__(self, adapter: NvmlAdapter, event_set: Any, registered: tuple[int, ...] = ()) -> None:
-        self._adapter = adapter
-        self._set = event_set
-        self.registered = registered
-        self.generation = adapter.generation
-
-    def wait(self, timeout_ms: int) -> XidEvent | None:
-        nvml = self._adapter._nvml
-        try:
-            data = nvml.nvmlEventSetWait_v2(self._set, timeout_ms)
-        except nvml.NVMLError_Timeout:
-            return None
-        except nvml.NVMLError as exc:
-            raise NvmlEventError(f"nvmlEventSetWait failed: {exc} ({type(exc).__name__})") from exc
-        if not int(data.eventType) & int(nvml.nvmlEventTypeXidCriticalError):
-            return None
-        return XidEvent(gpu_index=self._adapter.index_of_handle(data.device), xid=int(data.eventData),
-                        event_type=int(data.eventType),
-                        gpu_instance_id=_instance(getattr(data, "gpuInstanceId", None)),
-                        compute_instance_id=_instance(getattr(data, "computeInstanceId", None)))
-
-    def close(self) -> None:
-        nvml = self._adapter._nvml
-        try:
-            nvml.nvmlEventSetFree(self._set)
-        except nvml.NVMLError as exc:
-            log.debug("nvmlEventSetFree: %s", exc)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Memory:
-    """nvmlDeviceGetMemoryInfo's three numbers, _v1's meaning (used = total - free)."""
-
-    total: int
-    free: int
-    used: int
-
-
-def handle_key(handle: Any) -> Any:
-    """Hashable identity of a device handle: the pointer value for pynvml's ctypes handles (a fresh pointer
-    object per event), the object itself (or its id when unhashable) otherwise."""
-    if isinstance(handle, ctypes._Pointer):
-        return ("pointer", ctypes.cast(handle, ctypes.c_void_p).value)
-    try:
-        hash(handle)
-    except TypeError:
-        return ("id", id(handle))
-    return ("object", handle)
-
-
-def _instance(value: Any) -> int | None:
-    if value is None:
-        return None
-    number = int(value)
-    return None if number == NO_INSTANCE else number

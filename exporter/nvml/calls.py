@@ -1,9 +1,9 @@
 """The NVML call helpers of the adapter (exporter/nvml/adapter.py): optional calls, newer-to-older call
 fallback, clocks-event reason bits, static per-GPU facts and unit helpers.
 
-Kept apart so nvml.py stays small. Nothing here imports pynvml: every call goes through the module-like
-object the adapter was given (`pynvml` or `SimulatedNvml`), so only the NVML side (nvml.py + this module)
-ever calls an NVML function.
+Kept apart so the adapter stays small. Nothing here imports pynvml: every call goes through the module-like
+object the adapter was given (`pynvml` or `SimulatedNvml`), so only the NVML side (exporter/nvml/) ever calls
+an NVML function.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from exporter.health.xid import XidRecord, XidSettings, XidWatcher
-from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, NvmlAdapter, handle_key
+from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, NvmlAdapter
+from exporter.nvml.events import handle_key
 from exporter.simulator.config import default_config
 from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml, _Obj
