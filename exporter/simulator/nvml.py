@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from exporter.nvml.adapter import real_nvml
 from exporter.simulator.config import ProcessSpec, SimConfig
+from exporter.simulator.events import EventSurface, SimEventSet
 from exporter.simulator.gpm import GpmSurface
 from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
 from exporter.simulator.physics import DRIVER_RESERVED_BYTES, SimGpu, process_memory
 from exporter.simulator.reliability import ReliabilitySurface
+from exporter.simulator.structs import SimStruct
 
 # The first driver branch whose libnvidia-ml has each call (of those the exporter makes that are newer than
 # R510): an older driver answers FunctionNotFound, as pynvml does for a symbol its library lacks.
@@ -33,16 +35,6 @@ DRIVER_MINIMUM: dict[str, int] = {
 }
 
 
-class _Obj:
-    """Attribute bag standing in for pynvml's ctypes structures (same field names)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.__dict__})"
-
-
 @dataclass(eq=False)
 class SimHandle:
     """What nvmlDeviceGetHandleByIndex returns."""
@@ -50,15 +42,7 @@ class SimHandle:
     index: int
 
 
-@dataclass(eq=False)
-class _EventSet:
-    masks: dict[int, int] = field(default_factory=dict)
-    queue: deque[tuple[int, int]] = field(default_factory=deque)
-    delivered: set[int] = field(default_factory=set)
-    freed: bool = False
-
-
-class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
+class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
     """The fake pynvml module: create one per simulated node and pass it to NvmlAdapter."""
 
     if TYPE_CHECKING:  # pynvml's constants, structures and error classes, set on each instance below
@@ -81,9 +65,9 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
         self._lock = threading.RLock()
         self._events = threading.Condition(self._lock)
         self._gpus = [SimGpu(i, spec, config.seed, 0.0, config.faults) for i, spec in enumerate(config.gpus)]
-        self._handles = [SimHandle(i) for i in range(len(self._gpus))]
+        self._handles: list[SimHandle] = [SimHandle(i) for i in range(len(self._gpus))]
         self._initialized = 0
-        self._event_sets: list[_EventSet] = []
+        self._event_sets: list[SimEventSet] = []
         self._xid_schedule = tuple((n, f) for n, f in enumerate(config.faults) if f.type == "xid")
         # NVML calls made, by name: lets tests prove what is (and is not) on the scrape path
         self.calls: Counter[str] = Counter()
@@ -121,14 +105,6 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
         """Heat GPU `index` toward `celsius` (30 s lag) like a failed fan would; None lets it cool down."""
         with self._lock:
             self._gpus[index].set_overheat(celsius, self.now())
-
-    def inject_xid(self, index: int, code: int) -> None:
-        """Deliver an XID critical error on GPU `index` now, to every event set that registered for it."""
-        with self._lock:
-            for event_set in self._event_sets:
-                if event_set.masks.get(index, 0) & self.nvmlEventTypeXidCriticalError:
-                    event_set.queue.append((index, code))
-            self._events.notify_all()
 
     def utilization_of(self, index: int) -> float:
         """The utilization GPU `index` runs at now (what NVML would report, before rounding)."""
@@ -227,17 +203,17 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
         with self._lock:
             return self._gpu("nvmlDeviceGetName", handle)[0].spec.model.name
 
-    def nvmlDeviceGetPciInfo(self, handle: SimHandle) -> _Obj:
+    def nvmlDeviceGetPciInfo(self, handle: SimHandle) -> SimStruct:
         with self._lock:
             gpu = self._gpu("nvmlDeviceGetPciInfo", handle)[0]
-            return _Obj(busId=gpu.pci_bus_id.encode(), busIdLegacy=gpu.pci_bus_id.encode(), domain=0,
+            return SimStruct(busId=gpu.pci_bus_id.encode(), busIdLegacy=gpu.pci_bus_id.encode(), domain=0,
                         bus=0x18 + 0x10 * gpu.index, device=0, pciDeviceId=0x233010DE)
 
-    def nvmlDeviceGetUtilizationRates(self, handle: SimHandle) -> _Obj:
+    def nvmlDeviceGetUtilizationRates(self, handle: SimHandle) -> SimStruct:
         with self._lock:
             gpu, t = self._gpu("nvmlDeviceGetUtilizationRates", handle)
             util = gpu.utilization(t)
-            return _Obj(gpu=round(util * 100), memory=round(util * 55))
+            return SimStruct(gpu=round(util * 100), memory=round(util * 55))
 
     def nvmlDeviceGetMemoryInfo(self, handle: SimHandle | SimMigHandle, version: int | None = None) -> Any:
         with self._lock:
@@ -248,9 +224,9 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
             used = gpu.memory_used(t)
             if version == self.nvmlMemory_v2:  # _v2 counts what the driver reserves apart from `used`
                 reserved = min(DRIVER_RESERVED_BYTES, used)
-                return _Obj(version=version, total=total, reserved=reserved, free=total - used,
+                return SimStruct(version=version, total=total, reserved=reserved, free=total - used,
                             used=used - reserved)
-            return _Obj(total=total, free=total - used, used=used)
+            return SimStruct(total=total, free=total - used, used=used)
 
     def nvmlDeviceGetTemperature(self, handle: SimHandle, sensor: int) -> int:
         with self._lock:
@@ -331,22 +307,22 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
             time.sleep(self._pcie_latency)
         return value
 
-    def _process_list(self, call: str, handle: SimHandle) -> list[_Obj]:
+    def _process_list(self, call: str, handle: SimHandle) -> list[SimStruct]:
         with self._lock:
             gpu, t = self._gpu(call, handle)
             util = gpu.utilization(t)
-            return [_Obj(pid=p.pid, usedGpuMemory=process_memory(p, util),
+            return [SimStruct(pid=p.pid, usedGpuMemory=process_memory(p, util),
                          gpuInstanceId=self.mig_ids_of_process(gpu, i)[0],
                          computeInstanceId=self.mig_ids_of_process(gpu, i)[1])
                     for i, p in enumerate(gpu.processes())]
 
-    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: SimHandle) -> list[_Obj]:
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: SimHandle) -> list[SimStruct]:
         return self._process_list("nvmlDeviceGetComputeRunningProcesses_v3", handle)
 
-    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: SimHandle) -> list[_Obj]:
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: SimHandle) -> list[SimStruct]:
         return self._process_list("nvmlDeviceGetComputeRunningProcesses_v2", handle)
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: SimHandle) -> list[_Obj]:
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: SimHandle) -> list[SimStruct]:
         """pynvml maps the unversioned name to _v3 and turns its FunctionNotFound into a mismatch error."""
         try:
             return self._process_list("nvmlDeviceGetComputeRunningProcesses_v3", handle)
@@ -354,7 +330,7 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
             raise self.NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not "
                                                 "match the NVML lib version.") from exc
 
-    def nvmlDeviceGetProcessUtilization(self, handle: SimHandle, timeStamp: int) -> list[_Obj]:
+    def nvmlDeviceGetProcessUtilization(self, handle: SimHandle, timeStamp: int) -> list[SimStruct]:
         """One sample per process, its SM share of the GPU's utilization; NotFound when none is newer."""
         with self._lock:
             gpu, t = self._gpu("nvmlDeviceGetProcessUtilization", handle)
@@ -364,65 +340,6 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface):
                 raise self.NVMLError_NotFound()
             util = gpu.utilization(t)
             weight = sum(p.sm_share for p in processes) or 1.0
-            return [_Obj(pid=p.pid, timeStamp=now_us, smUtil=round(100 * util * p.sm_share / weight),
+            return [SimStruct(pid=p.pid, timeStamp=now_us, smUtil=round(100 * util * p.sm_share / weight),
                          memUtil=round(55 * util * p.sm_share / weight), encUtil=0, decUtil=0)
                     for p in processes]
-
-    # -- pynvml surface: events -----------------------------------------------------------------------
-    def nvmlDeviceGetSupportedEventTypes(self, handle: SimHandle) -> int:
-        with self._lock:
-            self._gpu("nvmlDeviceGetSupportedEventTypes", handle)
-            return int(self.nvmlEventTypeXidCriticalError | self.nvmlEventTypeDoubleBitEccError
-                       | self.nvmlEventTypeSingleBitEccError)
-
-    def nvmlEventSetCreate(self) -> _EventSet:
-        with self._lock:
-            self._enter("nvmlEventSetCreate")
-            event_set = _EventSet()
-            self._event_sets.append(event_set)
-            return event_set
-
-    def nvmlDeviceRegisterEvents(self, handle: SimHandle, eventTypes: int, eventSet: _EventSet) -> None:
-        with self._lock:
-            gpu, _ = self._gpu("nvmlDeviceRegisterEvents", handle)
-            eventSet.masks[gpu.index] = eventSet.masks.get(gpu.index, 0) | int(eventTypes)
-
-    def nvmlEventSetWait_v2(self, eventSet: _EventSet, timeoutms: int) -> _Obj:
-        """Block up to `timeoutms` (real) ms for an event; scheduled XIDs are due by simulated time."""
-        deadline = time.monotonic() + timeoutms / 1000.0
-        with self._lock:
-            self._enter("nvmlEventSetWait_v2")
-            while True:
-                if eventSet.freed:
-                    raise self.NVMLError_InvalidArgument()
-                self._queue_due_xids(eventSet)
-                if eventSet.queue:
-                    index, code = eventSet.queue.popleft()
-                    return _Obj(device=self._handles[index], eventType=self.nvmlEventTypeXidCriticalError,
-                                eventData=code, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self.NVMLError_Timeout()
-                self._events.wait(min(remaining, 0.05))
-
-    def nvmlEventSetWait(self, eventSet: _EventSet, timeoutms: int) -> _Obj:
-        return self.nvmlEventSetWait_v2(eventSet, timeoutms)
-
-    def nvmlEventSetFree(self, eventSet: _EventSet) -> None:
-        with self._lock:
-            self._enter("nvmlEventSetFree")
-            eventSet.freed = True
-            if eventSet in self._event_sets:
-                self._event_sets.remove(eventSet)
-            self._events.notify_all()
-
-    def _queue_due_xids(self, event_set: _EventSet) -> None:
-        t = self.now()
-        xid_bit = self.nvmlEventTypeXidCriticalError
-        for key, fault in self._xid_schedule:
-            if key in event_set.delivered or t < fault.at:
-                continue
-            for index in range(len(self._gpus)):
-                if fault.applies_to(index) and event_set.masks.get(index, 0) & xid_bit:
-                    event_set.queue.append((index, fault.code))
-            event_set.delivered.add(key)

@@ -15,7 +15,8 @@ from exporter.nvml.adapter import DeviceSnapshot, NodeSnapshot, NvmlAdapter
 from exporter.nvml.events import handle_key
 from exporter.simulator.config import default_config
 from exporter.simulator.config_file import parse_sim_config
-from exporter.simulator.nvml import SimulatedNvml, _Obj
+from exporter.simulator.nvml import SimulatedNvml
+from exporter.simulator.structs import SimStruct
 from tests.support import wait_for
 
 T0 = 1000.0
@@ -71,8 +72,8 @@ def test_counts_per_gpu_and_code_and_down_marks() -> None:
             nvml.inject_xid(index, code)
         wait_for(lambda: len(seen) == 4)
         # a double-bit ECC *event type* (not an XID) is ignored
-        nvml.extra.put(_Obj(device=nvml._handles[0], eventType=nvml.nvmlEventTypeDoubleBitEccError,
-                            eventData=48, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
+        nvml.extra.put(SimStruct(device=nvml._handles[0], eventType=nvml.nvmlEventTypeDoubleBitEccError,
+                                 eventData=48, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
         wait_for(lambda: nvml.extra.empty())
         nvml.inject_xid(2, 43)
         wait_for(lambda: len(seen) == 5)
@@ -158,8 +159,8 @@ faults: [{type: not_supported, gpu: 1, calls: [nvmlDeviceRegisterEvents]}]
 
 def test_unknown_device_is_counted_apart() -> None:
     nvml, _, watcher, _ = setup()
-    nvml.extra.put(_Obj(device=object(), eventType=nvml.nvmlEventTypeXidCriticalError, eventData=79,
-                        gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
+    nvml.extra.put(SimStruct(device=object(), eventType=nvml.nvmlEventTypeXidCriticalError, eventData=79,
+                             gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF))
     watcher.start()
     try:
         wait_for(lambda: watcher.unattributed_events == 1)
@@ -243,8 +244,8 @@ def test_stop_is_bounded_by_the_wait_timeout() -> None:
 
 def test_mig_instance_ids() -> None:
     nvml, _, watcher, uuids = setup()
-    nvml.extra.put(_Obj(device=nvml._handles[0], eventType=nvml.nvmlEventTypeXidCriticalError, eventData=94,
-                        gpuInstanceId=3, computeInstanceId=0))
+    nvml.extra.put(SimStruct(device=nvml._handles[0], eventType=nvml.nvmlEventTypeXidCriticalError,
+                             eventData=94, gpuInstanceId=3, computeInstanceId=0))
     seen: list[XidRecord] = []
     watcher._on_event = seen.append
     watcher.start()
