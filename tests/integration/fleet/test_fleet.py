@@ -7,13 +7,14 @@ import io
 import json
 import subprocess
 import time
+from collections.abc import Callable
 
 import pytest
 import yaml
 
 from demo.processes import free_port
 from tests.integration.fleet.conftest import FLEET, Cluster, holding, uuid
-from tests.support import reap, wait_for
+from tests.support import reap
 
 pytestmark = pytest.mark.integration
 
@@ -66,19 +67,32 @@ def test_status_csv_without_headers(cluster: Cluster) -> None:
     assert [(r[0], r[1], r[3]) for r in rows] == [("node-c", "0", "NVIDIA L4"), ("node-c", "1", "NVIDIA L4")]
 
 
-def test_status_watch_prints_a_json_line_per_look_until_sigterm(cluster: Cluster) -> None:
-    proc = subprocess.Popen([FLEET, "status", "--watch", "0.2", "-o", "json", "--node", "node-b",
-                             "--prometheus", cluster.prometheus.url],
+def terminated(cluster: Cluster, *args: str, ready: Callable[[subprocess.Popen[str]], None]
+               ) -> tuple[int, str, str]:
+    """Start `gpu-fleet args` on the cluster's Prometheus, let `ready` read what it waits for, then SIGTERM
+    it: its exit status and the rest of its stdout and stderr."""
+    proc = subprocess.Popen([FLEET, *args, "--prometheus", cluster.prometheus.url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None
-        looks = [json.loads(proc.stdout.readline()) for _ in range(2)]  # a pipe: one plain line per look
-        assert [[g["uuid"] for g in look] for look in looks] == [[uuid("node-b", 0), uuid("node-b", 1)]] * 2
+        ready(proc)
         proc.terminate()
-        proc.communicate(timeout=30)
-        assert proc.returncode == 0
+        out, err = proc.communicate(timeout=30)
+        return proc.returncode, out, err
     finally:
-        reap(proc)  # type: ignore[arg-type]
+        reap(proc)
+
+
+def test_status_watch_prints_a_json_line_per_look_until_sigterm(cluster: Cluster) -> None:
+    looks: list[list[dict[str, object]]] = []
+
+    def two_looks(proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        looks.extend(json.loads(proc.stdout.readline()) for _ in range(2))  # a pipe: one plain line per look
+
+    code, _, _ = terminated(cluster, "status", "--watch", "0.2", "-o", "json", "--node", "node-b",
+                            ready=two_looks)
+    assert [[g["uuid"] for g in look] for look in looks] == [[uuid("node-b", 0), uuid("node-b", 1)]] * 2
+    assert code == 0
 
 
 def test_select_takes_the_best_free_gpus_never_held_or_critical(cluster: Cluster) -> None:
@@ -186,24 +200,19 @@ def test_wait_succeeds_when_gpus_free_up(cluster: Cluster) -> None:
         assert [line.split()[:2] for line in out.split("\n\n")[0].splitlines()[1:]] == [["node-a", "2"],
                                                                                         ["node-a", "1"]]
     finally:
-        reap(proc)  # type: ignore[arg-type]
+        reap(proc)
         cluster.set_pods(holding(0))
 
 
 def test_wait_ends_cleanly_on_sigterm(cluster: Cluster) -> None:
-    proc = subprocess.Popen([FLEET, "wait", "--gpus", "9", "--timeout", "5m", "--interval", "0.5s",
-                             "--prometheus", cluster.prometheus.url],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    def first_attempt(proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
         assert proc.stderr.readline().startswith("attempt 1:")
-        proc.terminate()
-        out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 143 and out == ""
-        assert "stopped by SIGTERM" in err
-    finally:
-        reap(proc)  # type: ignore[arg-type]
-    wait_for(lambda: proc.poll() is not None, timeout=5)
+
+    code, out, err = terminated(cluster, "wait", "--gpus", "9", "--timeout", "5m", "--interval", "0.5s",
+                                ready=first_attempt)
+    assert code == 143 and out == ""
+    assert "stopped by SIGTERM" in err
 
 
 def test_estimate_takes_the_fleets_gpu_memory_and_then_selects(cluster: Cluster) -> None:
