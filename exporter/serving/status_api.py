@@ -218,6 +218,7 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
                 "container": h.container,
                 "resource": h.resource,
                 "device_id": h.device_id,
+                "claim": h.claim,  # the DRA ResourceClaim (as gpu_allocation_info's); "" from a device plugin
             }
             for h in gpu.holders
         ],

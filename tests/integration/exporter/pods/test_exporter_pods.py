@@ -370,8 +370,12 @@ def test_dra_claims_next_to_device_plugin_gpus_on_one_node(
     # the MIG device the claim names, and only that one, carries its pod
     assert {s["gpu_instance_id"]: s["pod"] for s, _ in samples["gpu_mig_memory_used_bytes"]} == {
         "7": "mig-job", "8": ""}
-    status, one = get_json(node.base + "/api/v1/gpus/3")
-    assert status == 200 and [(h["pod"], h["device_id"]) for h in one["holders"]] == [("agent", "gpu-0")]
+    # the JSON API's holders name the claim too ("" for the device plugin's GPU 0), whatever GPU they hold
+    status, document = get_json(node.base + "/api/v1/gpus")
+    assert status == 200
+    assert [[(h["pod"], h["device_id"], h["claim"]) for h in gpu["holders"]] for gpu in document["gpus"]] == [
+        [("trainer-0", uuids[0], "")], [("llm-a", "gpu-2", "llm-gpu"), ("llm-b", "gpu-2", "llm-gpu")],
+        [("mig-job", "gpu-1-mig-1g10gb-19-0", "mig-slice")], [("agent", "gpu-0", "whole")]]
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == []
 
 

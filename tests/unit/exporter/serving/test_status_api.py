@@ -117,7 +117,8 @@ def test_list_sorted_by_index_with_every_field() -> None:
         "throttling": {"active": True, "reasons": ["sw_power_cap"], "clocks_throttled": True,
                        "speed_multiplier": 0.5},
         "holders": [
-            {"namespace": ns, "pod": pod, "container": "c", "resource": GPU_RESOURCE, "device_id": "GPU-b"}
+            {"namespace": ns, "pod": pod, "container": "c", "resource": GPU_RESOURCE, "device_id": "GPU-b",
+             "claim": ""}  # a device plugin's GPU: no claim, the key still there
             for ns, pod in (("a", "p1"), ("b", "p2"))
         ],
         "shared": True,
@@ -125,6 +126,18 @@ def test_list_sorted_by_index_with_every_field() -> None:
         "xid_errors": {"13": 2, "79": 1},
     }
     assert call("/api/v1/gpus/")[1] == body
+
+
+def test_a_dra_holder_carries_its_claim() -> None:
+    """A GPU allocated through DRA: the holder names the ResourceClaim, as gpu_allocation_info's label."""
+    held = build_gpu_status(
+        index=2, uuid="GPU-c", name="", up=True, temperature_celsius=40.0, utilization_ratio=0.1,
+        memory_used_bytes=0, memory_free_bytes=GIB, memory_total_bytes=GIB, power_watts=50.0,
+        holders=(DeviceHolder("serve", "llm-a", "server", "gpu.nvidia.com", "gpu-1", claim="llm-gpu"),
+                 DeviceHolder("serve", "llm-b", "server", "gpu.nvidia.com", "gpu-1", claim="other/shared")))
+    holders = gpu_json(held)["holders"]
+    assert [(h["pod"], h["resource"], h["device_id"], h["claim"]) for h in holders] == [
+        ("llm-a", "gpu.nvidia.com", "gpu-1", "llm-gpu"), ("llm-b", "gpu.nvidia.com", "gpu-1", "other/shared")]
 
 
 def test_one_gpu_and_unknown_index() -> None:
