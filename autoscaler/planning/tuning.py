@@ -36,7 +36,7 @@ UP_WINDOWS = (0, 60)
 """scaleUp.stabilizationWindowSeconds tried (plus the rule's own)."""
 UP_TOLERANCES = (0.02,)
 """scaleUp.tolerance tried (plus the rule's own): a small one starts a replica before the others saturate."""
-PANIC = Panic(window_seconds=30, threshold_percent=120.0)
+PANIC = Panic(window_seconds=30, threshold_percent=110.0)
 """The panic mode tried (the benchmark's configuration (d))."""
 BUDGET_PERCENTS = (10.0,)
 """overloadBudget.percentOfMinutes tried, with the start-up time as startupSeconds."""
@@ -128,7 +128,7 @@ def _scale_up_side(rule: Rule, startup_seconds: float) -> list[tuple[str, Rule]]
     budgets += [(f"overloadBudget {p:g}%", OverloadBudget(p, startup)) for p in BUDGET_PERCENTS
                 if rule.overload_budget != OverloadBudget(p, startup)]
     panics: list[tuple[str, Panic | None]] = [("", rule.behavior.panic)]
-    panics += [("panic 30s/120%", PANIC)] if rule.behavior.panic != PANIC else []
+    panics += [("panic 30s/110%", PANIC)] if rule.behavior.panic != PANIC else []
     variants = []
     for window in sorted({*UP_WINDOWS, up.stabilization_window_seconds}):
         for tolerance in sorted({*UP_TOLERANCES, up.tolerance}):

@@ -72,17 +72,19 @@ def panic_outcomes(outcomes: list[bench.TraceOutcome]) -> list[bench.TraceOutcom
     return panicky
 
 
-def test_panic_mode_cuts_overload_on_every_swinging_trace_for_at_most_2_percent_more_gpu_hours(
+def test_panic_mode_cuts_overload_on_every_swinging_trace_for_at_most_3_percent_more_gpu_hours(
         panic_outcomes: list[bench.TraceOutcome]) -> None:
     """docs/benchmarks.md: (d) is never overloaded longer than (c), a fifth less where load swings (daily,
-    burst, bursty), at no more than 1.02x its GPU-hours."""
+    burst, bursty; on bursty nearly a third), at no more than 1.03x its GPU-hours."""
     for outcome in panic_outcomes:
         c, d = outcome.results["c"].figures, outcome.results["d"].figures
         assert d.overloaded_minutes <= c.overloaded_minutes, bench.panic_verdict([outcome])
-        assert d.gpu_hours <= 1.02 * c.gpu_hours, bench.panic_verdict([outcome])
+        assert d.gpu_hours <= 1.03 * c.gpu_hours, bench.panic_verdict([outcome])
         if outcome.trace.name in ("daily", "burst", "bursty"):
             assert d.overloaded_minutes <= 0.81 * c.overloaded_minutes, bench.panic_verdict([outcome])
     [bursty] = [o for o in panic_outcomes if o.trace.name == "bursty"]
+    c, d = bursty.results["c"].figures, bursty.results["d"].figures
+    assert d.overloaded_minutes <= 0.7 * c.overloaded_minutes, bench.panic_verdict([bursty])
     reasons = {sync.reason for sync in bursty.results["d"].syncs}
     assert {"PanicScaleUp", "PanicHold"} <= reasons
 
@@ -91,7 +93,7 @@ def test_configuration_d_is_c_with_panic_mode() -> None:
     _, _, c, d = (config.rule for config in bench.configurations())
     assert c.behavior.panic is None and d.behavior.panic is not None
     assert (d.metrics[0].panic_query, d.behavior.panic.threshold_percent) == (
-        c.metrics[0].query.replace("[1m]", "[30s]"), 120.0)
+        c.metrics[0].query.replace("[1m]", "[30s]"), 110.0)
     assert dataclasses.replace(d, behavior=c.behavior, metrics=c.metrics) == c
 
 
