@@ -46,6 +46,7 @@ from plumbing.prometheus.session import EndpointSession
 HELP = "replay a rule's metric history with candidate behaviors and targets; recommend the cheapest"
 MAX_SINCE_SECONDS = 90 * 86400
 MIN_STEP_SECONDS = 1.0
+MAX_STARTUP_SECONDS = 3600.0
 _SPAN = re.compile(r"^\s*(\d{1,7})\s*(s|m|h|d|w)\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -87,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how far back to replay, e.g. 7d, 36h (default 7d, at most 90d)")
     parser.add_argument("--step", type=span(MIN_STEP_SECONDS, 3600), default=15.0, metavar="DURATION",
                         help="sync interval of the replay, e.g. 15s, 1m (default 15s)")
-    parser.add_argument("--startup-seconds", type=span(0, 3600, zero=True), default=None, metavar="DURATION",
+    parser.add_argument("--startup-seconds", type=span(0, MAX_STARTUP_SECONDS, zero=True), default=None,
+                        metavar="DURATION",
                         help="how long a new replica takes to serve, e.g. 120s, 2m: replicas count as ready "
                              "only after it, in the replay and the score (default: measured from "
                              "kube-state-metrics' spec and ready replicas of the target over the range; 0 "
@@ -151,13 +153,21 @@ def measured_startup(rule: Rule, session: EndpointSession, start: float, end: fl
         spec, ready = (query_range(session, query, start, end, step, settings) for query in queries)
     except RangeQueryError as exc:
         return Startup(0.0, f"not measured: {exc}; give --startup-seconds")
-    measure: StartupMeasure | None = measure_startup(spec.values, ready.values)
+    return startup_of(measure_startup(spec.values, ready.values), rule)
+
+
+def startup_of(measure: StartupMeasure | None, rule: Rule) -> Startup:
+    """What tune replays with and says, given what was measured (capped at the flag's largest value)."""
     if measure is None:
         target = f"{rule.target.kind} {rule.target.namespace}/{rule.target.name}"
         return Startup(0.0, f"not measured: no scale-up of {target} reached its ready count in "
                             "kube-state-metrics' series over the range; give --startup-seconds")
-    return Startup(measure.seconds, f"measured: the median of {measure.scale_ups} scale-up(s) in "
-                                    "kube-state-metrics, from the spec count's rise to its ready replicas")
+    source = (f"measured: the median of {measure.scale_ups} scale-up(s) in kube-state-metrics, from the spec "
+              "count's rise to its ready replicas")
+    if measure.seconds > MAX_STARTUP_SECONDS:  # as --startup-seconds allows: an hour is not a start-up
+        return Startup(MAX_STARTUP_SECONDS, f"{source}: {measure.seconds:g}s, capped at "
+                                            f"{MAX_STARTUP_SECONDS:g}s")
+    return Startup(measure.seconds, source)
 
 
 def _session(config: PrometheusConfig, rule: Rule) -> EndpointSession:
