@@ -53,7 +53,10 @@ Generation takes about a second, promtool and Prometheus' start a few more (abou
 
 from __future__ import annotations
 
+import fcntl
+import json
 import math
+import shutil
 import subprocess
 import tempfile
 import time
@@ -356,12 +359,17 @@ class BackfilledPrometheus:
         return self.process.url
 
 
-def start_backfilled_prometheus(spec: HistorySpec, workdir: Path) -> BackfilledPrometheus:
-    """Write, backfill and serve `spec` from `workdir` (the caller removes it after `process.stop()`)."""
-    source = workdir / "history.om.txt"
-    write_openmetrics(source, spec)
-    backfill(source, workdir / "data")
-    source.unlink()
+def start_backfilled_prometheus(spec: HistorySpec, workdir: Path, blocks: Path | None = None,
+                                ) -> BackfilledPrometheus:
+    """Serve `spec` from `workdir` (the caller removes it after `process.stop()`): a copy of `blocks` (TSDB
+    blocks already written for `spec`), else blocks written and backfilled here."""
+    if blocks is None:
+        source = workdir / "history.om.txt"
+        write_openmetrics(source, spec)
+        backfill(source, workdir / "data")
+        source.unlink()
+    else:
+        shutil.copytree(blocks, workdir / "data")
     (workdir / "prometheus.yml").write_text("global: {scrape_interval: 1m}\n")
     port = free_port()
     argv = [find_binary(PROMETHEUS_BINARY), f"--config.file={workdir / 'prometheus.yml'}",
@@ -387,9 +395,43 @@ def default_spec(now: float | None = None) -> HistorySpec:
     return HistorySpec(end=int(moment // 60) * 60)
 
 
-def backfilled_prometheus_fixture() -> Iterator[BackfilledPrometheus]:
+SHARED_FOR_SECONDS = 120
+"""How long blocks written by one test process serve the others: "now" queries must still see the history's
+last samples (a lookback of `LOOKBACK`) in every test that runs after the fixture starts."""
+
+
+def shared_blocks(shared: Path) -> tuple[HistorySpec, Path]:
+    """The history's TSDB blocks written once for every test process of a run (pytest-xdist workers share
+    `shared`), under a lock: writing and backfilling them costs about 3 s of CPU per process. Blocks older
+    than SHARED_FOR_SECONDS are written again."""
+    shared.mkdir(parents=True, exist_ok=True)
+    with open(shared / "history.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        blocks, meta = shared / "history-blocks", shared / "history-spec.json"
+        if meta.exists():
+            saved = json.loads(meta.read_text())
+            spec = HistorySpec(end=int(saved["end"]), days=float(saved["days"]))
+            if time.time() - spec.end <= SHARED_FOR_SECONDS:
+                return spec, blocks
+        spec = default_spec()
+        shutil.rmtree(blocks, ignore_errors=True)
+        source = shared / "history.om.txt"
+        write_openmetrics(source, spec)
+        backfill(source, blocks)
+        source.unlink()
+        meta.write_text(json.dumps({"end": spec.end, "days": spec.days}))
+        return spec, blocks
+
+
+def backfilled_prometheus_fixture(shared: Path | None = None) -> Iterator[BackfilledPrometheus]:
+    """A backfilled Prometheus for a test session; `shared`: a directory the session's processes share, where
+    the blocks are written once (see `shared_blocks`)."""
     with tempfile.TemporaryDirectory(prefix="gpu-history-") as tmp:
-        prom = start_backfilled_prometheus(default_spec(), Path(tmp))
+        if shared is None:
+            prom = start_backfilled_prometheus(default_spec(), Path(tmp))
+        else:
+            spec, blocks = shared_blocks(shared)
+            prom = start_backfilled_prometheus(spec, Path(tmp), blocks)
         try:
             yield prom
         finally:
