@@ -19,17 +19,19 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
 from autoscaler.cli.args import add_prometheus_arguments, prometheus_config
 from autoscaler.cli.simulate import select_rule
+from autoscaler.config.panic import with_panic_queries
 from autoscaler.config.rules import load_rules
 from autoscaler.controller.past import recorded_query
 from autoscaler.errors import UsageError
 from autoscaler.planning.startup import StartupMeasure, measure_startup, startup_queries
 from autoscaler.planning.tuning import (
+    PANIC,
     HistoryStep,
     Recommendation,
     ReplaySetup,
@@ -186,13 +188,19 @@ def fetch_history(rule: Rule, session: EndpointSession, start: float, end: float
     needs_recorded = any(m.type == "Average" for m in rule.metrics)
     recorded = query_range(session, recorded_query(rule), start, end, step, settings) if needs_recorded \
         else RangeSeries("", {})
-    return to_steps(rule, series, recorded, start, end, step)
+    # What panic reads: each query over the rule's own panic window, else over the panic candidate's.
+    shortened = with_panic_queries(rule.metrics, rule.behavior.panic or PANIC)
+    short = [query_range(session, m.panic_query, start, end, step, settings) if m.panic_query else None
+             for m in shortened]
+    return to_steps(rule, series, recorded, start, end, step, short)
 
 
 def to_steps(rule: Rule, series: list[RangeSeries], recorded: RangeSeries, start: float, end: float,
-             step: float) -> list[HistoryStep]:
+             step: float, short: Sequence[RangeSeries | None] | None = None) -> list[HistoryStep]:
     """Steps from the first one where any metric has a sample; a step without a sample is a failed query
-    (or 0 for `whenEmpty: zero`), as the controller sees it."""
+    (or 0 for `whenEmpty: zero`), as the controller sees it. `short`: per metric, its query over the panic
+    window (None: not shortened), the observation's `panic_value` where it has a sample."""
+    short = short or [None] * len(rule.metrics)
     times = sorted(t for s in series for t in s.values)
     if not times:
         raise EmptyHistory(f"no sample of rule {rule.name!r}'s metrics between {_iso(start)} and {_iso(end)} "
@@ -201,14 +209,15 @@ def to_steps(rule: Rule, series: list[RangeSeries], recorded: RangeSeries, start
     t = times[0]
     while t <= end + 1e-6:
         observations = []
-        for spec, got in zip(rule.metrics, series, strict=True):
+        for spec, got, shorter in zip(rule.metrics, series, short, strict=True):
             value = got.values.get(t)
             if value is None and spec.when_empty == "zero" and t not in got.values:
                 observations.append(MetricObservation(spec.name, 0.0))
             elif value is None:
                 observations.append(MetricObservation(spec.name, None, "no sample in the history"))
             else:
-                observations.append(MetricObservation(spec.name, value))
+                panic_value = shorter.values.get(t) if shorter is not None else None
+                observations.append(MetricObservation(spec.name, value, panic_value=panic_value))
         count = recorded.values.get(t)
         steps.append(HistoryStep(t, tuple(observations), None if count is None else max(0, round(count))))
         t += step

@@ -128,7 +128,9 @@ def _recorded_ready(history: Sequence[HistoryStep], setup: ReplaySetup) -> list[
 def _rescaled(seen: MetricObservation, recorded_ready: int, candidate_ready: int) -> MetricObservation:
     if seen.value is None:
         return seen
-    return replace(seen, value=seen.value * max(recorded_ready, 1) / max(candidate_ready, 1))
+    factor = max(recorded_ready, 1) / max(candidate_ready, 1)
+    short = None if seen.panic_value is None else seen.panic_value * factor
+    return replace(seen, value=seen.value * factor, panic_value=short)
 
 
 def overloaded(current_rule: Rule, step: HistoryStep, replicas: int, ready: int | None = None,

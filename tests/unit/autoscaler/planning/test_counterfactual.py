@@ -51,3 +51,26 @@ def test_a_score_over_some_steps_counts_only_those() -> None:
     history = [HistoryStep(60.0 * m, (MetricObservation("rps", 300.0),)) for m in range(10)]
     part = score(rule, rule, history, ReplaySetup(60.0, 1, 120), range(5, 10))
     assert (part.gpu_hours, part.overloaded_minutes, part.scale_changes) == (0.25, 0.0, 0)
+
+
+def test_panic_reads_the_short_window_rescaled_like_the_value() -> None:
+    """A panic rule whose minute value is calm but whose 30 s value is a burst panics at once; an Average
+    metric's short value follows the candidate's replicas like its value (recorded on 4, replayed on 2)."""
+    rule = parse_rules("""\
+rules:
+  - name: web
+    target: {kind: Deployment, namespace: ml, name: web}
+    minReplicas: 2
+    maxReplicas: 10
+    metrics: [{name: util, query: 'avg(rate(u[1m]))', type: Average, target: 60}]
+    behavior:
+      scaleUp: {stabilizationWindowSeconds: 300}
+      panic: {windowSeconds: 30, thresholdPercent: 150}
+""", "rules.yaml").rules[0]
+    calm = HistoryStep(0.0, (MetricObservation("util", 30.0),), recorded_replicas=2)
+    burst = HistoryStep(15.0, (MetricObservation("util", 30.0, panic_value=50.0),), recorded_replicas=4)
+    # short value 50 % on 4 recorded replicas is 100 % on the candidate's 2: 167 % of the target, a panic
+    assert replay(rule, [calm, burst], ReplaySetup(15.0, start_replicas=2)) == [2, 4]
+    # without the short value the 30 % (60 % on 2) neither panics nor passes the 300 s window
+    unseen = HistoryStep(15.0, (MetricObservation("util", 30.0),), recorded_replicas=4)
+    assert replay(rule, [calm, unseen], ReplaySetup(15.0, start_replicas=2)) == [2, 2]

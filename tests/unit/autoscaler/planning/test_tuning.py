@@ -260,3 +260,12 @@ def test_a_pick_worse_on_the_held_out_day_keeps_the_current_rule(tmp_path: Path)
     assert same.best is not None and "targets x1.1" in same.best.candidate.label
     short = recommend(rule, flat_days(2, 205.0, 228.0), ReplaySetup(600.0, 3))
     assert short.held_out is None  # two days: nothing to hold out
+
+
+def test_steps_carry_the_panic_windows_value_where_it_has_a_sample(tmp_path: Path) -> None:
+    rule = rule_of(tmp_path, FAST)
+    series = [RangeSeries("q", {60.0: 5.0, 120.0: 6.0, 180.0: 7.0})]
+    short = [RangeSeries("q30", {60.0: 9.0, 180.0: 8.0})]
+    steps = to_steps(rule, series, RangeSeries("", {}), 0.0, 180.0, 60.0, short)
+    assert [(s.observations[0].value, s.observations[0].panic_value) for s in steps] == [
+        (5.0, 9.0), (6.0, None), (7.0, 8.0)]
