@@ -3,8 +3,8 @@
 What a user does: run the recommended configuration (c) for a week, then `gpu-autoscaler tune` on that week
 with an overload budget of half its overloaded minutes, and ship the pick. Here the week is played in the
 replay's model (demo.replay) under (c), and what Prometheus would hold is taken from it every 15 s, as tune
-fetches it: the request rate over the query's minute, the mean GPU utilization of the replicas, the replicas
-the controller ran. `autoscaler.planning.tuning.recommend` (what `tune` runs once it has fetched) picks from
+fetches it: the request rate over the query's minute and over the panic window's 30 s, the mean GPU
+utilization of the replicas, the replicas the controller ran. `autoscaler.planning.tuning.recommend` (what `tune` runs once it has fetched) picks from
 its candidates, trained on six days and checked on the seventh; the pick is then replayed on every trace of
 the quality benchmark against (c). Two weeks are tried: seven draws of the daily curve, and seven of the
 bursty day (the swings fall elsewhere each day).
@@ -20,15 +20,17 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, score
-from autoscaler.planning.tuning import Recommendation, recommend
+from autoscaler.planning.tuning import PANIC, Recommendation, recommend
 from autoscaler.policy import MetricObservation, Rule
 from benchmarks.autoscaling_quality import _ratio, configurations
-from demo.replay import GPU_UTILIZATION, REQUESTS_PER_SECOND, ReplayResult, ReplaySettings, replay
+from demo.replay import GPU_UTILIZATION, REQUESTS_PER_SECOND, ReplayResult, ReplaySettings, Sample, replay
 from demo.traces import DAY_SECONDS, Trace, benchmark_traces, bursty, daily
 
 WEEK_SEEDS = range(31, 38)
 """The seven days of a training week: draws no trace of the quality benchmark uses."""
 STARTUP_SECONDS = 120.0
+PANIC_WINDOW_SECONDS = float(PANIC.window_seconds)
+"""What tune fetches for a rule without panic of its own: each query over the panic candidate's window."""
 """The replay's model loading, given to tune as --startup-seconds would be."""
 
 WEEKS: dict[str, Callable[[int], Trace]] = {"daily": lambda seed: daily(seed=seed),
@@ -55,16 +57,23 @@ def recorded_history(rule: Rule, result: ReplayResult, settings: ReplaySettings)
         sample = samples[index]
         observations = []
         for metric in rule.metrics:
-            if metric.name == REQUESTS_PER_SECOND:  # rate(...[1m]): the mean of the last minute's steps
-                window = samples[max(0, index - round(60 / settings.step_seconds) + 1):index + 1]
-                rate = sum(s.load for s in window) / len(window) * settings.requests_per_gpu_second
-                observations.append(MetricObservation(metric.name, rate))
+            if metric.name == REQUESTS_PER_SECOND:  # rate(...[1m]), and over tune's 30 s panic window
+                per_gpu = settings.requests_per_gpu_second
+                rate, short = (_mean_load(samples, index, seconds, settings) * per_gpu
+                               for seconds in (60.0, PANIC_WINDOW_SECONDS))
+                observations.append(MetricObservation(metric.name, rate, panic_value=short))
             elif metric.name == GPU_UTILIZATION and sample.utilization is not None:
                 observations.append(MetricObservation(metric.name, 100.0 * sample.utilization))
             else:
                 observations.append(MetricObservation(metric.name, None, "no sample"))
         history.append(HistoryStep(sample.t, tuple(observations), sample.replicas))
     return history
+
+
+def _mean_load(samples: Sequence[Sample], index: int, seconds: float, settings: ReplaySettings) -> float:
+    """The mean load of the steps in the last `seconds` up to `index`: what a rate() over them returns."""
+    window = samples[max(0, index - round(seconds / settings.step_seconds) + 1):index + 1]
+    return sum(s.load for s in window) / len(window)
 
 
 @dataclasses.dataclass(frozen=True)

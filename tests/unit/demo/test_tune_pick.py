@@ -32,6 +32,8 @@ def test_the_history_is_what_the_rules_queries_return_every_sync() -> None:
     samples = [s for s in result.samples if step.t - 60 < s.t <= step.t]
     by_name = {o.name: o.value for o in step.observations}
     assert by_name["requests_per_second"] == pytest.approx(sum(s.load for s in samples) / 12 * 10)
+    short = {o.name: o.panic_value for o in step.observations}["requests_per_second"]
+    assert short == pytest.approx(sum(s.load for s in samples[-6:]) / 6 * 10)
     [now] = [s for s in result.samples if s.t == step.t]
     assert by_name["gpu_utilization"] == pytest.approx(100 * now.utilization)
     assert step.recorded_replicas == now.replicas
