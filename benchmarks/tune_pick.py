@@ -4,10 +4,10 @@ What a user does: run the recommended configuration (c) for a week, then `gpu-au
 with an overload budget of half its overloaded minutes, and ship the pick. Here the week is played in the
 replay's model (demo.replay) under (c), and what Prometheus would hold is taken from it every 15 s, as tune
 fetches it: the request rate over the query's minute and over the panic window's 30 s, the mean GPU
-utilization of the replicas, the replicas the controller ran. `autoscaler.planning.tuning.recommend` (what `tune` runs once it has fetched) picks from
-its candidates, trained on six days and checked on the seventh; the pick is then replayed on every trace of
-the quality benchmark against (c). Two weeks are tried: seven draws of the daily curve, and seven of the
-bursty day (the swings fall elsewhere each day).
+utilization of the replicas, the replicas the controller ran. `autoscaler.planning.tuning.recommend` (what
+`tune` runs once it has fetched) picks from its candidates, trained on six days and checked on the seventh;
+the pick is then replayed on every trace of the quality benchmark against (c). Two weeks are tried: seven
+draws of the daily curve, and seven of the bursty day (the swings fall elsewhere each day).
 
     .venv/bin/python -m benchmarks.tune_pick               # both weeks, about 3 minutes of one core
     .venv/bin/python -m benchmarks.tune_pick --week bursty
