@@ -4,7 +4,8 @@ NVML computes each metric over the interval between two samples, so `GpmReader.r
 sample of every GPU (and MIG GPU instance) and answers None for it on the first pass. Run it off the scrape
 path: the background sampler calls it once per pass, so the metrics cover one pass, and each GPU instance is
 sampled once per pass however many compute instances (MIG devices) it holds: two samples of one instance a
-fraction of a millisecond apart are below NVML's 100 ms minimum. What fails costs little: NotSupported
+fraction of a millisecond apart are below NVML's 100 ms minimum. A pair NVML refuses once (a late pass left
+the next one too close) keeps the older sample and the last metrics. What fails costs little: NotSupported
 switches off that one sample series (the whole GPU, or one GPU instance) for the NVML session; any other
 error of nvmlGpmSampleAlloc, nvmlGpmSampleGet or nvmlGpmMetricsGet costs that series' value for that pass
 only. Every call goes through the NVML module object (pynvml or SimulatedNvml) and its own ctypes
@@ -60,6 +61,8 @@ class GpmReader:
         self._calls = calls
         self._lock = threading.Lock()
         self._previous: dict[SampleKey, Any] = {}
+        self._last: dict[SampleKey, GpmMetrics] = {}  # the last metrics of each key
+        self._held: set[SampleKey] = set()  # keys whose last pair NVML refused, their older sample kept
         self._support: dict[int, bool] = {}
         self._off: set[SampleKey] = set()  # series whose sampling answered NotSupported this session
         self._warned: set[tuple[int, str]] = set()
@@ -74,6 +77,8 @@ class GpmReader:
         with self._lock:
             samples = list(self._previous.values())
             self._previous.clear()
+            self._last.clear()
+            self._held.clear()
             self._support.clear()
             self._off.clear()
         for sample in samples:
@@ -149,15 +154,44 @@ class GpmReader:
         except BaseException:
             self._free(sample)
             raise
+        key = (index, gpu_instance_id)
         with self._lock:
-            previous = self._previous.get((index, gpu_instance_id))
-            self._previous[(index, gpu_instance_id)] = sample
+            previous = self._previous.get(key)
+            self._previous[key] = sample
         if previous is None:
             return None
         try:
-            return self._metrics(previous, sample)
-        finally:
+            metrics = self._metrics(previous, sample)
+        except nvml.NVMLError_InvalidArgument:
+            return self._refused(key, previous, sample)
+        except BaseException:
             self._free(previous)
+            raise
+        self._free(previous)
+        with self._lock:
+            self._last[key] = metrics
+            self._held.discard(key)
+        return metrics
+
+    def _refused(self, key: SampleKey, previous: Any, sample: Any) -> GpmMetrics | None:
+        """NVML refused the pair: most often two samples closer than its 100 ms minimum, when a pass that ran
+        late (a busy CPU) reached this GPU late and the next one early. The older sample is kept, so the next
+        pass pairs it with one further away, and the last metrics stand for this pass. Refused twice in a
+        row, it is an error like any other: this pass goes without (the caller logs it)."""
+        with self._lock:
+            again = key in self._held
+            if again:
+                self._held.discard(key)
+                self._last.pop(key, None)
+            else:
+                self._held.add(key)
+                self._previous[key] = previous
+            last = self._last.get(key)
+        if again:
+            self._free(previous)
+            raise self._nvml.NVMLError_InvalidArgument()
+        self._free(sample)
+        return last
 
     def forget_instances(self, index: int, keep: set[int]) -> None:
         """Free the samples of GPU `index`'s GPU instances not in `keep` (a MIG layout changed), and forget
@@ -166,6 +200,9 @@ class GpmReader:
             gone = [key for key in self._previous if key[0] == index and key[1] is not None
                     and key[1] not in keep]
             samples = [self._previous.pop(key) for key in gone]
+            for key in gone:
+                self._last.pop(key, None)
+                self._held.discard(key)
             self._off = {key for key in self._off if key[0] != index or key[1] is None}
         for sample in samples:
             self._free(sample)

@@ -194,3 +194,25 @@ def test_a_driver_older_than_a_call_refuses_it() -> None:
         sim.nvmlDeviceGetCurrentClocksEventReasons(handle)
     assert sim.nvmlDeviceGetCurrentClocksThrottleReasons(handle) >= 0
     assert sim.nvmlSystemGetDriverVersion() == "530.30.02"
+
+
+def test_a_pass_that_reaches_a_gpu_too_soon_keeps_the_older_sample_and_the_last_metrics(
+        make_sim: SimFactory, clock: FakeClock) -> None:
+    """A pass that ran late leaves the next one less than NVML's 100 ms before it samples a GPU again: the
+    refused pair costs no series (the last metrics stand) and the next pass pairs the older sample with one
+    far enough away; refused twice in a row, that pass goes without, as any other GPM error."""
+    sim, adapter = make_sim(SPLIT)
+    first = passes(adapter, clock, 1, 2)  # t=0 and t=5: metrics over 5 s
+    assert first.gpm is not None
+    clock.advance(-4.95)  # the next pass reaches the GPU 50 ms after the last sample
+    soon = adapter.read_background(1)
+    assert soon.gpm == first.gpm
+    clock.advance(0.1)  # 150 ms after the kept sample: a pair NVML takes
+    later = adapter.read_background(1)
+    assert later.gpm is not None and sim.gpm_samples_allocated == 1
+    clock.advance(0.05)
+    assert adapter.read_background(1).gpm == later.gpm  # refused once: the last metrics
+    clock.advance(0.02)
+    assert adapter.read_background(1).gpm is None  # refused again (70 ms): this pass goes without
+    clock.advance(0.2)
+    assert adapter.read_background(1).gpm is not None and sim.gpm_samples_allocated == 1
