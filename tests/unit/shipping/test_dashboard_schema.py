@@ -1,16 +1,19 @@
-"""dashboards/*.json type-check, strictly, against Grafana's own `Dashboard` type from the latest
-@grafana/schema release: each file becomes `export const dashboard = <json> satisfies Dashboard;` and the
+"""dashboards/*.json type-check, strictly, against Grafana's own `Dashboard` type from @grafana/schema: each
+file becomes `export const dashboard = <json> satisfies Dashboard;` and the
 TypeScript compiler checks it in strict mode, so a missing required field, a wrong type or a key Grafana does
 not know (excess property check) is an error at its line.
 
-npm installs both packages once per test session into the test's own temporary folder. The test is skipped
-only where npm is absent; a failed install fails it.
+npm installs both packages once per test session into the test's own temporary folder, from the lock in
+tests/unit/shipping/grafana_schema/ (`npm ci`: the release that was the latest when it was locked, so a new
+upstream release cannot turn the suite red). scripts/check-latest.sh sets LATEST_NPM_PACKAGES=1 to take the
+newest releases instead. The test is skipped only where npm is absent; a failed install fails it.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,7 +25,7 @@ import pytest
 from tests.unit.shipping.test_dashboards import DASHBOARD_FILES, load
 
 NPM = shutil.which("npm")
-PACKAGES = {"@grafana/schema": "latest", "typescript": "latest"}
+LOCKED = Path(__file__).parent / "grafana_schema"
 Errors = dict[str, list[tuple[int, str]]]
 """Per dashboard, the (line, message) of each type error."""
 ERROR = re.compile(r"^(?P<file>[\w.-]+)\.ts\((?P<line>\d+),\d+\): error (?P<message>.*)$")
@@ -36,10 +39,18 @@ def typescript(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with @grafana/schema and the TypeScript compiler installed."""
     assert NPM is not None
     root = tmp_path_factory.mktemp("grafana-schema")
-    (root / "package.json").write_text(json.dumps({"private": True, "dependencies": PACKAGES}))
-    install = [NPM, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"]
+    wanted = json.loads((LOCKED / "package.json").read_text())["dependencies"]
+    if os.environ.get("LATEST_NPM_PACKAGES") == "1":
+        (root / "package.json").write_text(json.dumps({"private": True,
+                                                       "dependencies": dict.fromkeys(wanted, "latest")}))
+        verb = "install"
+    else:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(LOCKED / name, root / name)
+        verb = "ci"
+    install = [NPM, verb, "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"]
     result = subprocess.run(install, cwd=root, capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, f"npm install {' '.join(PACKAGES)}: {result.stderr.strip()[-2000:]}"
+    assert result.returncode == 0, f"npm {verb} {' '.join(wanted)}: {result.stderr.strip()[-2000:]}"
     return root
 
 
