@@ -190,9 +190,20 @@ def fetch_history(rule: Rule, session: EndpointSession, start: float, end: float
         else RangeSeries("", {})
     # What panic reads: each query over the rule's own panic window, else over the panic candidate's.
     shortened = with_panic_queries(rule.metrics, rule.behavior.panic or PANIC)
-    short = [query_range(session, m.panic_query, start, end, step, settings) if m.panic_query else None
-             for m in shortened]
+    short = [_short_series(session, m.panic_query, start, end, step, settings) for m in shortened]
     return to_steps(rule, series, recorded, start, end, step, short)
+
+
+def _short_series(session: EndpointSession, query: str, start: float, end: float, step: float,
+                  settings: RangeSettings) -> RangeSeries | None:
+    """A query over the panic window, or None (no query, or a failed one: panic then reads the value, as the
+    controller's does when its short query fails; the metric's own query already proved the range works)."""
+    if not query:
+        return None
+    try:
+        return query_range(session, query, start, end, step, settings)
+    except RangeQueryError:
+        return None
 
 
 def to_steps(rule: Rule, series: list[RangeSeries], recorded: RangeSeries, start: float, end: float,
