@@ -16,11 +16,14 @@ from tests.prom import Prom
 
 
 @pytest.fixture(scope="session")
-def backfilled_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackfilledPrometheus]:
+def backfilled_prometheus(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
+                          ) -> Iterator[BackfilledPrometheus]:
     """Prometheus on 127.0.0.1 with 3 days of 3 nodes x 4 GPUs and the `embed` service (tests/history.py);
-    its blocks are written once for every pytest-xdist worker (their base temporary directories share a
-    parent), and each worker serves a copy."""
-    yield from backfilled_prometheus_fixture(tmp_path_factory.getbasetemp().parent / "shared-history")
+    its blocks are written once for every pytest-xdist worker of the run (their base temporary directories
+    share a parent, the run's own), and each worker serves a copy."""
+    run = tmp_path_factory.getbasetemp()
+    shared = run if worker_id == "master" else run.parent
+    yield from backfilled_prometheus_fixture(shared / "shared-history")
 
 
 @pytest.fixture(scope="package")
