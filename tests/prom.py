@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import requests
+import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from demo.processes import ManagedProcess, free_port, start_prometheus
@@ -94,6 +95,16 @@ def running_prom() -> Iterator[Prom]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def reload_scrape_configs(process: ManagedProcess, scrape_configs: list[dict[str, object]]) -> None:
+    """Give a running Prometheus new scrape jobs (its config file, then POST /-/reload), keeping its rule
+    files: for targets whose port is known only once Prometheus is up."""
+    path = process.workdir / "prometheus.yml"
+    config = yaml.safe_load(path.read_text())
+    config["scrape_configs"] = scrape_configs
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    requests.post(f"{process.url}/-/reload", timeout=10).raise_for_status()
 
 
 def silent_server() -> Iterator[int]:

@@ -15,15 +15,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from demo.processes import ManagedProcess, free_port, running, start_prometheus, wait_http_ok
+from demo.processes import ManagedProcess, ProcessError, free_port, running, start_prometheus, wait_http_ok
 from tests.integration.shipping.conftest import prom_api, query
+from tests.prom import reload_scrape_configs
 from tests.support import stop_process, wait_for
 from tests.unit.shipping.promql_names import ROOT, RULE_FILES
 from tests.unit.shipping.scrape_jobs import as_static_job, pod_meta_labels, shipped_jobs
@@ -116,8 +117,30 @@ def _start_kubelet(stack: contextlib.ExitStack) -> list[str]:
     return ["--pod-resources-socket", kubelet.socket_path]
 
 
-def _start_autoscaler(stack: contextlib.ExitStack, work: Path, prometheus_url: str, port: int) -> None:
-    """`gpu-autoscaler run --dry-run` against the controller tests' fake API server."""
+def _serve(stack: contextlib.ExitStack, argv_at: Callable[[int], list[str]], log: Path,
+           attempts: int = 3) -> int:
+    """Start a server on a free port and wait until its /metrics answers; return the port. The port can be
+    taken between choosing and binding it (another worker's server, an outgoing connection's ephemeral port):
+    a server that exits before answering starts again on another port, up to `attempts` times."""
+    for attempt in range(1, attempts + 1):
+        port = free_port()
+        proc = _popen(stack, argv_at(port), log)
+        try:
+            wait_http_ok(f"http://127.0.0.1:{port}/metrics", 60, proc=proc)  # type: ignore[arg-type]
+            return port
+        except ProcessError as e:
+            if proc.poll() is None or attempt == attempts:
+                raise AssertionError(f"{e}\n--- {log.name}:\n{_tail(log)}") from None
+    raise AssertionError("unreachable")
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _start_autoscaler(stack: contextlib.ExitStack, work: Path, prometheus_url: str) -> int:
+    """`gpu-autoscaler run --dry-run` against the controller tests' fake API server; returns its metrics
+    port."""
     cli_help("gpu-autoscaler", "run")
     from tests.fake_kube.apiserver import FakeApiServer
 
@@ -126,44 +149,51 @@ def _start_autoscaler(stack: contextlib.ExitStack, work: Path, prometheus_url: s
     apiserver.add("embed", 2, namespace="ml")
     (work / "kubeconfig").write_text(apiserver.kubeconfig())
     (work / "rules.yaml").write_text(RULES)
-    _popen(stack, [str(BIN / "gpu-autoscaler"), "run", "--rules", str(work / "rules.yaml"),
-                   "--prometheus", prometheus_url, "--interval", "1s", "--dry-run",
-                   "--kubeconfig", str(work / "kubeconfig"), "--metrics-port", str(port)],
-           work / "autoscaler.log")
+    return _serve(stack, lambda port: [
+        str(BIN / "gpu-autoscaler"), "run", "--rules", str(work / "rules.yaml"),
+        "--prometheus", prometheus_url, "--interval", "1s", "--dry-run",
+        "--kubeconfig", str(work / "kubeconfig"), "--metrics-port", str(port)], work / "autoscaler.log")
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The exporter and the autoscaler each start on a port they could bind; Prometheus, started between
+    them (the autoscaler needs its URL), learns both targets by a reload."""
     work = tmp_path_factory.mktemp("dashboards")
     (work / "sim.yaml").write_text(SIM_CONFIG)
-    exporter_port, autoscaler_port = free_port(), free_port()
     with contextlib.ExitStack() as cleanup:
         attribution = _start_kubelet(cleanup)
-        _popen(cleanup, [str(BIN / "gpu-exporter"), "--simulate-config", str(work / "sim.yaml"),
-                         "--address", "127.0.0.1", "--port", str(exporter_port), "--node-name", NODE,
-                         *attribution], work / "exporter.log")
-        wait_http_ok(f"http://127.0.0.1:{exporter_port}/metrics", 30)
+        exporter_port = _serve(cleanup, lambda port: [
+            str(BIN / "gpu-exporter"), "--simulate-config", str(work / "sim.yaml"), "--address", "127.0.0.1",
+            "--port", str(port), "--node-name", NODE, *attribution], work / "exporter.log")
+        config = {"global": {"scrape_interval": "500ms", "evaluation_interval": "500ms"}}
+        rule_files = {path.name: path.read_text() for path in RULE_FILES}
+        prometheus = cleanup.enter_context(running(start_prometheus(config, rule_files=rule_files)))
+        autoscaler_port = _start_autoscaler(cleanup, work, prometheus.url)
         jobs = shipped_jobs()
         exporter_target = (f"127.0.0.1:{exporter_port}",
                            pod_meta_labels("gpu-exporter", "gpu-exporter-x2x4z", "gpu-autoscaler", NODE))
         autoscaler_target = (f"127.0.0.1:{autoscaler_port}",
                              pod_meta_labels("gpu-autoscaler", "gpu-autoscaler-x2", "gpu-autoscaler", "n2"))
-        config = {"global": {"scrape_interval": "500ms", "evaluation_interval": "500ms"}, "scrape_configs": [
+        reload_scrape_configs(prometheus, [
             as_static_job(jobs["gpu-exporter"], [exporter_target], "500ms"),
-            as_static_job(jobs["gpu-autoscaler"], [autoscaler_target], "500ms"),
-        ]}
-        rule_files = {path.name: path.read_text() for path in RULE_FILES}
-        prometheus = cleanup.enter_context(running(start_prometheus(config, rule_files=rule_files)))
-        _start_autoscaler(cleanup, work, prometheus.url, autoscaler_port)
+            as_static_job(jobs["gpu-autoscaler"], [autoscaler_target], "500ms")])
 
         def has(expr: str) -> list[dict[str, object]]:
             return query(prometheus.url, expr)
 
-        wait_for(lambda: has("node:gpu_utilization_ratio:avg"), 60, "recorded node series")
-        wait_for(lambda: has("count_over_time(gpu_up[1m]) > 4"), 60, "several scrapes")
-        wait_for(lambda: has("increase(gpu_autoscaler_sync_duration_seconds_count[1m]) > 1"), 60,
-                 "autoscaler syncs scraped twice")
-        wait_for(lambda: has("gpu_allocation_info"), 60, "GPUs attributed to the kubelet's pods")
+        def wait(expr: str, what: str) -> None:
+            try:
+                wait_for(lambda: has(expr), 60, what)
+            except AssertionError as e:
+                logs = "".join(f"\n--- {name}:\n{_tail(work / name)}"
+                               for name in ("exporter.log", "autoscaler.log"))
+                raise AssertionError(f"{e}{logs}\n--- prometheus:\n{prometheus.log_tail()}") from None
+
+        wait("node:gpu_utilization_ratio:avg", "recorded node series")
+        wait("count_over_time(gpu_up[1m]) > 4", "several scrapes")
+        wait("increase(gpu_autoscaler_sync_duration_seconds_count[1m]) > 1", "autoscaler syncs scraped twice")
+        wait("gpu_allocation_info", "GPUs attributed to the kubelet's pods")
         yield Stack(prometheus)
 
 

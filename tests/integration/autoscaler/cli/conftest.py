@@ -9,9 +9,9 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
 from demo.processes import ManagedProcess, running, start_prometheus
+from tests.prom import reload_scrape_configs
 
 JOBS = ("prometheus", "prometheus-again")
 
@@ -30,13 +30,8 @@ def prometheus() -> Iterator[ManagedProcess]:
     config: dict[str, object] = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}}
     with running(start_prometheus(config)) as prom:
         target = prom.url.removeprefix("http://")
-        config["scrape_configs"] = [
-            {"job_name": job, "static_configs": [{"targets": [target]}]} for job in JOBS
-        ]
-        (prom.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        request = urllib.request.Request(f"{prom.url}/-/reload", method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 200
+        reload_scrape_configs(prom, [{"job_name": job, "static_configs": [{"targets": [target]}]}
+                                     for job in JOBS])
         deadline = time.monotonic() + 30
         while len(instant(prom.url, "up == 1")) < len(JOBS):
             if time.monotonic() > deadline:
