@@ -13,6 +13,9 @@ The shared helpers live beside this file, one module per concern (docs/developme
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 
 FIRST_MARKS = ("image", "slow")
@@ -51,3 +54,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     placed = dict(zip(positions, long, strict=True))
     items[:] = [placed[i] if i in placed else next(rest) for i in range(len(items))]
+
+
+@pytest.fixture(autouse=True)
+def _root_log_handlers_restored() -> Iterator[None]:
+    """A CLI's main run in-process configures logging (basicConfig) with the stream pytest captured for that
+    test; a thread logging after the test (a watchdog, a server's last request) would then write to a closed
+    file. The stream handlers a test added to the root logger are removed (pytest's own capture handlers are
+    not stream handlers of that class), and the root level is put back."""
+    handlers, level = list(logging.root.handlers), logging.root.level
+    yield
+    for handler in list(logging.root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in handlers:
+            logging.root.removeHandler(handler)
+    logging.root.setLevel(level)
