@@ -1,7 +1,7 @@
 """Benchmark of autoscaling quality: three configurations replayed on five load traces, in simulated time.
 
     .venv/bin/python -m benchmarks.autoscaling_quality [--images DIR] [--startup-delay 120] [--seeds 5]
-                                                       [--noisy-levels 3,3.5,4.5]
+                                                       [--noisy-levels 3,3.5,4.5] [--reactive-floor]
 
 Every configuration is a rules file parsed by the real rules loader and decided by the real engine
 (`autoscaler.policy.decide`), replayed by `demo.replay` against the simulated GPU Deployment of
@@ -32,6 +32,7 @@ from benchmarks.capacity_quality import capacity_table, capacity_verdict, run_ca
 from benchmarks.example_rules import embedding_service_rules
 from demo.clairvoyant import Bound, min_gpu_hours
 from demo.cluster import ClusterSettings
+from demo.reactive_floor import fewest_overloaded, idealized_reactive
 from demo.replay import Figures, ReplayResult, ReplaySettings, replay
 from demo.traces import Trace, benchmark_traces, bursty, daily, noisy, steady
 
@@ -197,6 +198,25 @@ def forecast_table(recommended: Rule, panicky: Rule, days: Sequence[tuple[Trace,
     return "\n".join(lines)
 
 
+def reactive_floor_table(rule: Rule, outcomes: Sequence[TraceOutcome], settings: ReplaySettings) -> str:
+    """Per trace, (c) against the idealized reactive policy (demo.reactive_floor) with the fewest overloaded
+    minutes within 1.05x (c)'s GPU-hours."""
+    lines = ["| trace | (c): GPU-hours, overloaded min | idealized reactive within 1.05x | GPU-hours vs (c) "
+             "| overloaded min | vs (c) |", "|---|---|---|---:|---:|---:|"]
+    for outcome in outcomes:
+        c = outcome.results["c"].figures
+        points = idealized_reactive(outcome.trace, rule.min_replicas, rule.max_replicas, settings)
+        best = fewest_overloaded(points, 1.05 * c.gpu_hours)
+        row = f"| {outcome.trace.name} | {c.gpu_hours:.2f}, {c.overloaded_minutes:.1f} | "
+        if best is None:
+            lines.append(row + "none | - | - | - |")
+            continue
+        lines.append(row + f"{best.policy} | {_ratio(best.gpu_hours, c.gpu_hours)} | "
+                     f"{best.overloaded_minutes:.1f} | "
+                     f"{_ratio(best.overloaded_minutes, c.overloaded_minutes)} |")
+    return "\n".join(lines)
+
+
 def reseeded_traces(seeds: Sequence[int]) -> list[Trace]:
     """The random traces again with other seeds: does the verdict hold beyond the one draw in the table?"""
     traces = []
@@ -289,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--forecast", action="store_true",
                         help="also replay daily and bursty after another draw of the same day, with (d) plus "
                              "a daily forecast at several leads, and print the table")
+    parser.add_argument("--reactive-floor", action="store_true",
+                        help="also replay the idealized reactive policy (demo.reactive_floor) on the traces "
+                             "and print its best within 1.05x (c)'s GPU-hours")
     parser.add_argument("--traces", type=_trace_names, default=None, metavar="NAME,...",
                         help="replay only these traces (default all: "
                              f"{', '.join(t.name for t in benchmark_traces())})")
@@ -329,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("Forecast, each day played after another draw of the same day:")
         days = [(daily(), daily(seed=12)), (bursty(), bursty(seed=16))]
         print(forecast_table(configs[2].rule, configs[3].rule, days, settings))
+    if args.reactive_floor:
+        print()
+        print("The idealized reactive policy (sees the load at once, scales exactly, releases at once):")
+        print(reactive_floor_table(configs[2].rule, outcomes, settings))
     if args.budgets:
         print()
         print("The overload budget as a dial, (d) without and with it:")
