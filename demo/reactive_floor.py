@@ -73,7 +73,7 @@ def _replay(loads: Sequence[float], asked_for: Callable[[float], int], min_repli
     overloaded = 0
     for i, load in enumerate(loads):
         ready = min(asked[max(0, i - startup):i + 1])  # before the trace, as many as at its start
-        if ready == 0 or load / ready > settings.overload_line:
-            overloaded += 0 if ready == 0 and load == 0 else 1
+        if (load / ready > settings.overload_line) if ready else load > 0:  # as demo.replay scores
+            overloaded += 1
     step = settings.step_seconds
     return FloorPoint(policy, sum(asked) * step / 3600.0, overloaded * step / 60.0)
