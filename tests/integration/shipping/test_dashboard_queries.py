@@ -126,7 +126,7 @@ def _serve(stack: contextlib.ExitStack, argv_at: Callable[[int], list[str]], log
         port = free_port()
         proc = _popen(stack, argv_at(port), log)
         try:
-            wait_http_ok(f"http://127.0.0.1:{port}/metrics", 60, proc=proc)  # type: ignore[arg-type]
+            wait_http_ok(f"http://127.0.0.1:{port}/metrics", 60, proc=proc)
             return port
         except ProcessError as e:
             if proc.poll() is None or attempt == attempts:
