@@ -173,16 +173,21 @@ OPENING = re.compile(r"^ +schedules\[0\] \('0 9 \* \* 1-5' Europe/Berlin\) is op
 def test_the_capacity_scenario_opens_the_weekday_window_and_limits_scale_ups_to_the_pool(
         tmp_path: Path) -> None:
     """demo/capacity-rules.yaml on 8 GPUs (2 held by a training job until 60 % of the run) against a load
-    asking for 10 replicas; the controller's clock starts on Monday 6 s (a fifth of the run) before 09:00
+    asking for 10 replicas; the controller's clock starts on Monday 12 s (a fifth of the run) before 09:00
     Berlin time, so the schedule raises minReplicas to 4 during the run. The free GPUs are read from the
-    exporters through Prometheus, as a rules file would in a cluster."""
-    code, output = DemoProcess(tmp_path, "--scenario", "capacity", "--duration", "30").finish(timeout=100)
+    exporters through Prometheus, as a rules file would in a cluster.
+
+    60 s, not less: the rule's scale-up stabilization window is 6 s whatever the run's length, so the count
+    it lets through passes the 6 GPUs the job leaves ~6 s after the ramp asks for it (ramp 27 s, release
+    36 s). At 30 s the two came within a second, and one run in which the job let go first never met the
+    guard's limit."""
+    code, output = DemoProcess(tmp_path, "--scenario", "capacity", "--duration", "60").finish(timeout=150)
     assert code == 0, output
-    assert "the controller's clock starts at Mon 2026-03-02 08:59:54 Europe/Berlin" in output, output
+    assert "the controller's clock starts at Mon 2026-03-02 08:59:48 Europe/Berlin" in output, output
     assert OPENING.search(output), output
     assert "FailedGetCapacity" not in output and "event Warning CapacityLimited: " in output, output
     rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
-    assert rows[0]["clock"].startswith("Mon 2026-03-02 08:59:5") and rows[0]["schedule"] == ""
+    assert rows[0]["clock"].startswith("Mon 2026-03-02 08:59:4") and rows[0]["schedule"] == ""
     opened = next(r for r in rows if r["schedule"])
     assert rows.index(opened) > 0 and opened["clock"].startswith("Mon 2026-03-02 09:00:0"), opened
     assert (opened["current"], opened["desired"], opened["reason"]) == ("2", "4", "BelowMinReplicas"), opened
