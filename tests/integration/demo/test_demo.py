@@ -178,9 +178,9 @@ def test_the_capacity_scenario_opens_the_weekday_window_and_limits_scale_ups_to_
     exporters through Prometheus, as a rules file would in a cluster.
 
     60 s, not less: the rule's scale-up stabilization window is 6 s whatever the run's length, so the count
-    it lets through passes the 6 GPUs the job leaves ~6 s after the ramp asks for it (ramp 27 s, release
-    36 s). At 30 s the two came within a second, and one run in which the job let go first never met the
-    guard's limit."""
+    it lets through passes the 6 GPUs the job leaves some 6 s after the load asks for it (the ramp tops at
+    27 s, the job lets go at 36 s). At 30 s the two came within a second, and in one run the job let go
+    first and the guard's limit was never met."""
     code, output = DemoProcess(tmp_path, "--scenario", "capacity", "--duration", "60").finish(timeout=150)
     assert code == 0, output
     assert "the controller's clock starts at Mon 2026-03-02 08:59:48 Europe/Berlin" in output, output
