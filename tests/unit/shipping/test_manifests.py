@@ -29,7 +29,8 @@ RENDERINGS = {"base": MANIFESTS, "prometheus-operator": MANIFESTS / "overlays" /
               "plain-prometheus": MANIFESTS / "overlays" / "plain-prometheus",
               "namespaced-rbac": MANIFESTS / "overlays" / "namespaced-rbac",
               "tls-auth": MANIFESTS / "overlays" / "tls-auth",
-              "openshift": MANIFESTS / "overlays" / "openshift", "mimir": MANIFESTS / "overlays" / "mimir"}
+              "openshift": MANIFESTS / "overlays" / "openshift", "mimir": MANIFESTS / "overlays" / "mimir",
+              "mig-monitor": MANIFESTS / "overlays" / "mig-monitor"}
 K8S_VERSION = K8S_VERSIONS[-1]
 PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
 
