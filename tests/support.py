@@ -145,6 +145,22 @@ class LineProcess:
         return code, output
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """The handler of a test's HTTP server: `answer` sends a whole body with its length, and requests are not
+    logged to stderr."""
+
+    def answer(self, status: int, body: bytes, content_type: str | None = "application/json") -> None:
+        self.send_response(status)
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 @contextlib.contextmanager
 def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 (a free port) answering with `handler` in a thread, shut down on exit;

@@ -12,13 +12,12 @@ import json
 import sys
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests.measure import run_measured
-from tests.support import http_server
+from tests.support import QuietHandler, http_server
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +35,7 @@ def vector(series: int) -> bytes:
 def serving(body: bytes | None) -> Iterator[str]:
     """Every query answered with `body`; None: an endless answer without Content-Length."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.0"
 
         def do_GET(self) -> None:
@@ -55,9 +54,6 @@ def serving(body: bytes | None) -> Iterator[str]:
                     self.wfile.write(chunk)
             except OSError:  # the client stopped reading
                 return
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
 
     with http_server(Handler) as url:
         yield url
@@ -83,7 +79,7 @@ def report_server(gpus_said: int, gpus_sent: int) -> Iterator[str]:
     every step asked for."""
     answers: dict[str, bytes] = {}
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
             if self.path.startswith("/api/v1/query_range"):
@@ -95,15 +91,8 @@ def report_server(gpus_said: int, gpus_sent: int) -> Iterator[str]:
             else:
                 body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
                     {"metric": {}, "value": [1, str(gpus_said)]}]}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
             with contextlib.suppress(OSError):
-                self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+                self.answer(200, body)
 
     with http_server(Handler) as url:
         yield url

@@ -10,10 +10,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, TypeVar
 
 import pytest
+
+from tests.support import QuietHandler
 
 T = TypeVar("T")
 
@@ -61,17 +63,10 @@ class Exposition:
 def exposition() -> Iterator[Exposition]:
     state = Exposition(port=0)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             body = state.get().encode()
-            self.send_response(200 if self.path.startswith("/metrics") else 404)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+            self.answer(200 if self.path.startswith("/metrics") else 404, body, "text/plain; version=0.0.4")
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state.port = server.server_address[1]

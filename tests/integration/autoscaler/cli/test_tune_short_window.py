@@ -12,7 +12,7 @@ from autoscaler.cli.tune import fetch_history
 from autoscaler.config.rules import parse_rules
 from plumbing.prometheus.config import endpoint_from_url
 from plumbing.prometheus.session import EndpointSession
-from tests.support import http_server
+from tests.support import QuietHandler, http_server
 
 RULES = """\
 rules:
@@ -24,7 +24,7 @@ rules:
 
 
 def handler(refuse_short: bool) -> type[BaseHTTPRequestHandler]:
-    class Answer(BaseHTTPRequestHandler):
+    class Answer(QuietHandler):
         def do_GET(self) -> None:
             params = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
             query, start, end = params["query"][0], float(params["start"][0]), float(params["end"][0])
@@ -35,15 +35,7 @@ def handler(refuse_short: bool) -> type[BaseHTTPRequestHandler]:
                 values = [[t, "7" if short else "5"] for t in range(int(start), int(end) + 1, 60)]
                 status, body = 200, {"status": "success", "data": {"resultType": "matrix", "result": [
                     {"metric": {}, "values": values}]}}
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+            self.answer(status, json.dumps(body).encode())
 
     return Answer
 

@@ -7,7 +7,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
@@ -15,6 +15,7 @@ import pytest
 from exporter.health.history import GpuHistory, Sample
 from exporter.pods.podresources import DeviceHolder
 from exporter.serving.status_api import GpuStatus, build_gpu_status, encode, handle, is_api_path
+from tests.support import QuietHandler
 
 pytestmark = pytest.mark.integration
 
@@ -46,22 +47,14 @@ def base_url() -> Iterator[str]:
     for second in range(0, 301, 30):
         history.record("GPU-2", Sample(1000.0 + second, 70 - second / 60, 50.0, 40.0))
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             if not is_api_path(url.path):
                 self.send_error(404)
                 return
             status, body = handle(url.path, url.query, snapshot, history)
-            payload = encode(body)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+            self.answer(status, encode(body))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

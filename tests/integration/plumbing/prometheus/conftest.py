@@ -19,6 +19,7 @@ import pytest
 
 from demo.processes import ManagedProcess, running, start_prometheus
 from tests.pki import TestCA
+from tests.support import QuietHandler
 
 USER = "autoscaler"
 PASSWORD = "pw-SECRET-correct-horse"
@@ -79,31 +80,22 @@ class CheckingProxy:
 
 
 def _handler(proxy: CheckingProxy, upstream: str) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             assert proxy.seen_tokens is not None
             proxy.seen_tokens.append(self.headers.get("Authorization", ""))
             if self.headers.get("Authorization") != f"Bearer {proxy.token}":
-                return self._send(401, b'{"status":"error","errorType":"unauthorized","error":"no"}')
+                return self.answer(401, b'{"status":"error","errorType":"unauthorized","error":"no"}')
             if self.headers.get("X-Scope-OrgID") != TENANT:
-                return self._send(403, b"no tenant")
+                return self.answer(403, b"no tenant")
             if not self.path.startswith(PREFIX + "/"):
-                return self._send(404, b"404 page not found")
+                return self.answer(404, b"404 page not found")
             try:
                 with urllib.request.urlopen(upstream + self.path.removeprefix(PREFIX), timeout=5) as answer:
-                    self._send(answer.status, answer.read())
+                    self.answer(answer.status, answer.read())
             except urllib.error.HTTPError as e:
-                self._send(e.code, e.read())
+                self.answer(e.code, e.read())
 
-        def _send(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
 
     return Handler
 

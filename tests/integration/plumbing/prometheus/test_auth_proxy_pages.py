@@ -5,7 +5,6 @@ credentials, whatever the body, never "not valid JSON". A real HTTP server on 12
 from __future__ import annotations
 
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +16,7 @@ from plumbing.prometheus.config import endpoint_from_url
 from plumbing.prometheus.range_query import RangeQueryError, RangeSettings, query_range
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from plumbing.prometheus.session import EndpointSession
-from tests.support import http_server
+from tests.support import QuietHandler, http_server
 
 pytestmark = pytest.mark.integration
 
@@ -31,18 +30,11 @@ class Refusing:
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[tuple[str, type[Refusing]]]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            self.send_response(Refusing.status)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(Refusing.body)))
-            self.end_headers()
-            self.wfile.write(Refusing.body)
+            self.answer(Refusing.status, Refusing.body, "text/html")
 
         do_POST = do_GET
-
-        def log_message(self, *args: object) -> None:
-            pass
 
     with http_server(Handler) as url:
         yield url, Refusing

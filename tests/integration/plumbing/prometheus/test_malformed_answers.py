@@ -3,16 +3,18 @@ only, while the good query of the same run_queries call still returns its value.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
+from tests.support import QuietHandler
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +42,7 @@ ANSWERS: dict[str, bytes] = {
 MALFORMED = [name for name in ANSWERS if name != "good"]
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     def do_GET(self) -> None:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["query"][0]
         if query == "slow":
@@ -56,17 +58,8 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(0.1)
             return
         body = ANSWERS[query]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        try:
-            self.wfile.write(body)
-        except OSError:  # the runner stopped reading a body it refused (too large, too deep)
-            return
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        with contextlib.suppress(OSError):  # the runner stopped reading a body it refused (too large, deep)
+            self.answer(200, body)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from hypothesis import strategies as st
 from plumbing.prometheus.config import load_prometheus_config
 from plumbing.prometheus.errors import PrometheusClientError
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult
-from tests.support import http_server
+from tests.support import QuietHandler, http_server
 
 pytestmark = pytest.mark.integration
 
@@ -35,19 +34,12 @@ ANY_TEXT = st.text(st.characters(blacklist_categories=["Cc", "Cs"], blacklist_ch
 def server() -> Iterator[tuple[str, list[dict[str, str]]]]:
     seen: list[dict[str, str]] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             seen.append(dict(self.headers.items()))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(ANSWER)))
-            self.end_headers()
-            self.wfile.write(ANSWER)
+            self.answer(200, ANSWER)
 
         do_POST = do_GET
-
-        def log_message(self, *args: object) -> None:
-            pass
 
     with http_server(Handler) as url:
         yield url, seen

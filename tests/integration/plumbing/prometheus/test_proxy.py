@@ -23,6 +23,7 @@ from demo.processes import ManagedProcess
 from plumbing.prometheus.runner import QueryResult
 from tests.integration.plumbing.prometheus.conftest import Pki
 from tests.integration.plumbing.prometheus.test_tls_basic_auth import endpoint, query, write
+from tests.support import QuietHandler
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +44,7 @@ class Proxy:
 def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
     expected = "Basic " + base64.b64encode(f"{PROXY_USER}:{PROXY_PASSWORD}".encode()).decode()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _authorized(self) -> bool:
             proxy.seen.append(f"{self.command} {self.path}")
             if self.headers.get("Proxy-Authorization") == expected:
@@ -78,13 +79,7 @@ def _handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                     status, body = answer.status, answer.read()
             except urllib.error.HTTPError as e:
                 status, body = e.code, e.read()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
+            self.answer(status, body, content_type=None)
 
     return Handler
 
