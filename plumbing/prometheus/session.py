@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import socket
 import ssl
 import threading
@@ -369,16 +370,22 @@ def describe_failure(exc: BaseException, endpoint: Endpoint) -> Failure:
 
 
 def _proxy_problem(chain: list[BaseException]) -> str:
-    for e in chain:
-        if isinstance(e, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(e, NameResolutionError | socket.gaierror):
-            return "cannot resolve its host"
-        if isinstance(e, OSError) and "407" in str(e.args[:1]):
-            return "407: the proxy wants credentials (user:password@ in proxy_url)"
-        if isinstance(e, OSError) and "Tunnel connection failed" in str(e.args[:1]):
-            return "it refused to open a tunnel to Prometheus"
+    """Judged on the whole chain, most specific first: the outer exceptions' text holds object addresses
+    (`at 0x7f...407...`), so a status is read only from http.client's own tunnel message."""
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return "connection refused"
+    if any(isinstance(e, NameResolutionError | socket.gaierror) for e in chain):
+        return "cannot resolve its host"
+    tunnel = [m for e in chain if isinstance(e, OSError) and (m := _TUNNEL_FAILED.match(str(e)))]
+    if tunnel and tunnel[0].group(1) == "407":
+        return "407: the proxy wants credentials (user:password@ in proxy_url)"
+    if tunnel:
+        return "it refused to open a tunnel to Prometheus"
     return "cannot connect through it"
+
+
+_TUNNEL_FAILED = re.compile(r"Tunnel connection failed: (\d{3})\b")
+"""http.client's message when a proxy answers CONNECT with anything but 200."""
 
 
 def _tls_message(chain: list[BaseException], endpoint: Endpoint, host: str) -> str | None:
