@@ -134,8 +134,9 @@ def test_a_proxy_wanting_credentials_is_one_line_without_secrets(pki: Pki, tls_p
 
 def test_a_proxy_that_is_down_names_it_without_its_password(pki: Pki, tls_prometheus: ManagedProcess,
                                                             tmp_path: Path) -> None:
-    # Bound but never listening: a connection is refused, and no other test's proxy can take the port
-    # meanwhile (a port closed again was once reused by a parallel test's proxy, which answered 407).
+    # Bound but never listening: a connection is refused, and no other test's server can take the port
+    # meanwhile. (A 407 once reported here came from an object address holding "407" in urllib3's text,
+    # now judged in tests/unit/plumbing/prometheus/test_proxy_failures.py.)
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
