@@ -1,15 +1,17 @@
-"""`gpu-autoscaler tune` as a subprocess against a real Prometheus holding 3 days of backfilled history
-(tests/history.py): a slow rule gets a cheaper recommendation, a fast one is already best, and every bad input
-is one message with exit status 2."""
+"""`gpu-autoscaler tune` (its entry point, run in-process) against a real Prometheus holding 3 days of
+backfilled history (tests/history.py): a slow rule gets a cheaper recommendation, a fast one is already
+best, and every bad input is one message with exit status 2. The steps are coarse (5 min; 1 min where the
+start-up is measured): a finer one tests nothing more and costs seconds per run."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import requests
 
 from autoscaler.config.rules import parse_rules
@@ -23,21 +25,31 @@ from tests.history import (
     BackfilledPrometheus,
     recorded_replicas,
 )
+from tests.measure import Measured, run_in_process
 
 CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
 FAST_RULES = EMBED_RULES.replace("stabilizationWindowSeconds: 3600", "stabilizationWindowSeconds: 0").replace(
     "{type: Pods, value: 1, periodSeconds: 600}", "{type: Percent, value: 100, periodSeconds: 15}")
 
 
-def tune(tmp_path: Path, rules: str, *args: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "rules.yaml").write_text(rules)
-    return subprocess.run([CLI, "tune", "--rules", "rules.yaml", *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, check=False)
+Tune = Callable[..., Measured]
 
 
-def test_a_slow_scale_down_gets_a_cheaper_recommendation(tmp_path: Path,
+@pytest.fixture
+def tune(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Tune:
+    """`gpu-autoscaler tune --rules rules.yaml ARGS...` run in `tmp_path`, the rules file holding `rules`."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(rules: str, *args: str) -> Measured:
+        (tmp_path / "rules.yaml").write_text(rules)
+        return run_in_process([CLI, "tune", "--rules", "rules.yaml", *args], capsys)
+
+    return run
+
+
+def test_a_slow_scale_down_gets_a_cheaper_recommendation(tune: Tune,
                                                          backfilled_prometheus: BackfilledPrometheus) -> None:
-    result = tune(tmp_path, EMBED_RULES, "--since", "3d", "--step", "2m", "--prometheus",
+    result = tune(EMBED_RULES, "--since", "3d", "--step", "5m", "--prometheus",
                   backfilled_prometheus.url, "--json")
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
@@ -54,26 +66,26 @@ def test_a_slow_scale_down_gets_a_cheaper_recommendation(tmp_path: Path,
     assert all(a["overloaded_minutes"] > b["overloaded_minutes"] for a, b in itertools.pairwise(front))
 
 
-def test_start_up_time_and_an_overload_budget(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus,
+def test_start_up_time_and_an_overload_budget(tune: Tune, backfilled_prometheus: BackfilledPrometheus,
                                              ) -> None:
     """Replicas that take two minutes to serve overload the service longer than instant ones; a budget of
     overloaded minutes larger than the current rule's lets the pick trade them for GPU-hours."""
     base = ["--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url, "--json"]
-    instant = json.loads(tune(tmp_path, EMBED_RULES, *base, "--startup-seconds", "0").stdout)
-    loading = json.loads(tune(tmp_path, EMBED_RULES, *base, "--startup-seconds", "2m").stdout)
+    instant = json.loads(tune(EMBED_RULES, *base, "--startup-seconds", "0").stdout)
+    loading = json.loads(tune(EMBED_RULES, *base, "--startup-seconds", "2m").stdout)
     assert (instant["startup"], loading["startup"]["seconds"]) == (
         {"seconds": 0.0, "source": "--startup-seconds"}, 120.0)
     assert loading["current"]["overloaded_minutes"] > instant["current"]["overloaded_minutes"]
     assert loading["current"]["gpu_hours"] == instant["current"]["gpu_hours"]
-    loose = json.loads(tune(tmp_path, EMBED_RULES, *base, "--max-overloaded-minutes", "100000").stdout)
+    loose = json.loads(tune(EMBED_RULES, *base, "--max-overloaded-minutes", "100000").stdout)
     assert loose["budget_minutes"] == 100000
     assert loose["recommended"]["gpu_hours"] <= min(c["gpu_hours"] for c in loose["candidates"])
-    refused = tune(tmp_path, EMBED_RULES, *base, "--max-overloaded-minutes", "-1")
+    refused = tune(EMBED_RULES, *base, "--max-overloaded-minutes", "-1")
     assert refused.returncode == 2 and "--max-overloaded-minutes" in refused.stderr
 
 
-def test_the_table_and_the_diff(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
-    result = tune(tmp_path, EMBED_RULES, "--since", "2d", "--step", "2m", "--prometheus",
+def test_the_table_and_the_diff(tune: Tune, backfilled_prometheus: BackfilledPrometheus) -> None:
+    result = tune(EMBED_RULES, "--since", "2d", "--step", "5m", "--prometheus",
                   backfilled_prometheus.url)
     assert result.returncode == 0, result.stderr
     assert "GPU-hours  overloaded min  changes  candidate" in result.stdout
@@ -81,43 +93,42 @@ def test_the_table_and_the_diff(tmp_path: Path, backfilled_prometheus: Backfille
     assert "--- rules.yaml (rule embed, current)" in result.stdout
 
 
-def test_a_fast_rule_is_already_best(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
-    result = tune(tmp_path, FAST_RULES, "--since", "3d", "--step", "2m", "--prometheus",
+def test_a_fast_rule_is_already_best(tune: Tune, backfilled_prometheus: BackfilledPrometheus) -> None:
+    result = tune(FAST_RULES, "--since", "3d", "--step", "5m", "--prometheus",
                   backfilled_prometheus.url)
     assert result.returncode == 0, result.stderr
     assert "the current configuration is kept" in result.stdout
     assert "---" not in result.stdout
 
 
-def test_unknown_rule(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
-    result = tune(tmp_path, EMBED_RULES, "--rule", "nope", "--prometheus", backfilled_prometheus.url)
+def test_unknown_rule(tune: Tune, backfilled_prometheus: BackfilledPrometheus) -> None:
+    result = tune(EMBED_RULES, "--rule", "nope", "--prometheus", backfilled_prometheus.url)
     assert result.returncode == 2
     assert "no rule named 'nope'" in result.stderr and result.stdout == ""
 
 
-def test_bad_since(tmp_path: Path) -> None:
-    result = tune(tmp_path, EMBED_RULES, "--since", "seven days")
+def test_bad_since(tune: Tune) -> None:
+    result = tune(EMBED_RULES, "--since", "seven days")
     assert result.returncode == 2
     assert "expected a duration such as 7d" in result.stderr and result.stdout == ""
 
 
-def test_unreachable_prometheus(tmp_path: Path) -> None:
-    result = tune(tmp_path, EMBED_RULES, "--since", "1h", "--prometheus", f"http://127.0.0.1:{free_port()}")
+def test_unreachable_prometheus(tune: Tune) -> None:
+    result = tune(EMBED_RULES, "--since", "1h", "--prometheus", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
-def test_empty_history(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+def test_empty_history(tune: Tune, backfilled_prometheus: BackfilledPrometheus) -> None:
     rules = EMBED_RULES.replace('sum(rate(inference_requests_total{namespace="ml", service="embed"}[5m]))',
                                 "sum(no_such_metric)")
-    result = tune(tmp_path, rules, "--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url)
+    result = tune(rules, "--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url)
     assert result.returncode == 2
     assert "no sample of rule 'embed'" in result.stderr and result.stdout == ""
 
 
-def test_the_recorded_replicas_are_the_leaders(tmp_path: Path, backfilled_prometheus: BackfilledPrometheus,
-                                               ) -> None:
+def test_the_recorded_replicas_are_the_leaders(backfilled_prometheus: BackfilledPrometheus) -> None:
     """After the history's failover the replica that lost its lease still shows its last count: the recorded
     replicas tune starts from (and rescales Average metrics by) are those of the replica that leads."""
     spec = backfilled_prometheus.spec
@@ -132,17 +143,17 @@ def test_the_recorded_replicas_are_the_leaders(tmp_path: Path, backfilled_promet
 
 
 def test_the_start_up_is_measured_from_kube_state_metrics_when_not_given(
-        tmp_path: Path, backfilled_prometheus: BackfilledPrometheus) -> None:
+        tune: Tune, backfilled_prometheus: BackfilledPrometheus) -> None:
     """Without --startup-seconds, the time from a rise of the Deployment's spec count to its ready replicas
     (tests/history.py: 180 s), the median over the range's scale-ups; a kind kube-state-metrics does not
     export is said, and tune still runs with replicas ready at once."""
     base = ["--since", "1d", "--step", "1m", "--prometheus", backfilled_prometheus.url]
-    measured = json.loads(tune(tmp_path, EMBED_RULES, *base, "--json").stdout)
+    measured = json.loads(tune(EMBED_RULES, *base, "--json").stdout)
     assert measured["startup"]["seconds"] == STARTUP_SECONDS
     assert measured["startup"]["source"].startswith("measured: the median of ")
     rollout = EMBED_RULES.replace(
         "{kind: Deployment, namespace: ml, name: embed}",
         "{kind: Rollout, apiVersion: argoproj.io/v1alpha1, namespace: ml, name: embed}")
-    result = tune(tmp_path, rollout, *base)
+    result = tune(rollout, "--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("start-up 0s (not measured: ") and "--startup-seconds" in result.stdout
