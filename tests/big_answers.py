@@ -1,0 +1,80 @@
+"""A fake Prometheus whose answers are as large as a test or a benchmark asks: a fleet of any size, a week of
+it, an answer that never ends. `gpu-fleet`'s memory bounds are measured against it (tests/integration/fleet/
+test_memory_bounded.py, benchmarks/fleet_memory.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.parse
+from collections.abc import Iterator
+
+from tests.support import QuietHandler, http_server
+
+
+def vector(series: int) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"node": f"node-{i // 8}", "uuid": f"GPU-{i:08d}", "gpu": str(i % 8)}, "value": [1, "0.5"]}
+        for i in range(series)]}}).encode()
+
+
+@contextlib.contextmanager
+def serving(body: bytes | None) -> Iterator[str]:
+    """Every query answered with `body`; None: an endless answer without Content-Length."""
+
+    class Handler(QuietHandler):
+        protocol_version = "HTTP/1.0"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if body is not None:
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                if body is not None:
+                    self.wfile.write(body)
+                    return
+                self.wfile.write(b'{"status": "success", "data": {"resultType": "vector", "result": [')
+                chunk = b'{"metric": {}, "value": [1, "1"]}, ' * 2000
+                for _ in range(2000):  # ~140 MB, bounded
+                    self.wfile.write(chunk)
+            except OSError:  # the client stopped reading
+                return
+
+    with http_server(Handler) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def report_server(gpus_said: int, gpus_sent: int, ranges: list[tuple[float, float, float]] | None = None,
+                  ) -> Iterator[str]:
+    """A Prometheus that counts `gpus_said` GPUs and answers every range query with `gpus_sent` series at
+    every step asked for; each range query's (start, end, step) is appended to `ranges`."""
+    answers: dict[str, bytes] = {}
+
+    class Handler(QuietHandler):
+        def do_GET(self) -> None:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            if self.path.startswith("/api/v1/query_range"):
+                start, end, step = (float(query[key][0]) for key in ("start", "end", "step"))
+                if ranges is not None:
+                    ranges.append((start, end, step))
+                key = f"{start}:{end}:{step}"
+                if key not in answers:
+                    answers[key] = matrix(gpus_sent, start, step, int((end - start) // step) + 1)
+                body = answers[key]
+            else:
+                body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+                    {"metric": {}, "value": [1, str(gpus_said)]}]}}).encode()
+            with contextlib.suppress(OSError):
+                self.answer(200, body)
+
+    with http_server(Handler) as url:
+        yield url
+
+
+def matrix(series: int, start: float, step: float, points: int) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"node": f"node-{i // 8}", "uuid": f"GPU-{i:08d}", "gpu": str(i % 8)},
+         "values": [[start + k * step, "0.5"] for k in range(points)]} for i in range(series)]}}).encode()
