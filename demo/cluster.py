@@ -145,6 +145,7 @@ class SimulatedDeployment:
         """GPU index -> the other tenant's pod holding it."""
         self._other_sequence = 0
         self._lock = threading.RLock()
+        self._nodes = tuple(self.settings.node_of(index) for index in range(self.settings.gpu_count))
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0 (got {replicas})")
         self._add(replicas, clock(), ready_now=start_ready)
@@ -197,19 +198,19 @@ class SimulatedDeployment:
             self._schedule(now)
             replicas = tuple(self._replicas)
             others = dict(self._others)
-        holders = {r.gpu: r for r in replicas if r.gpu is not None}
-        ready = sum(1 for r in holders.values() if r.ready(now))
+        holders = {r.gpu: (r.name, r.ready(now)) for r in replicas if r.gpu is not None}
+        ready = sum(1 for _, serving in holders.values() if serving)
         per_gpu = min(1.0, load / ready) if ready else 0.0
+        loading_utilization = self.settings.loading_utilization
         gpus = []
-        for index in range(self.settings.gpu_count):
-            holder = holders.get(index)
-            serving = holder is not None and holder.ready(now)
-            utilization = per_gpu if serving else (self.settings.loading_utilization if holder else 0.0)
+        for index, node in enumerate(self._nodes):  # a replay takes one every sync: kept to plain lookups
+            name, serving = holders.get(index, (None, False))
             other = others.get(index)
             if other is not None:
                 utilization = OTHER_UTILIZATION
-            gpus.append(GpuState(index, self.settings.node_of(index), holder.name if holder else None,
-                                 utilization, serving, other))
+            else:
+                utilization = per_gpu if serving else (loading_utilization if name is not None else 0.0)
+            gpus.append(GpuState(index, node, name, utilization, serving, other))
         return ClusterSnapshot(time=now, load=load, spec_replicas=len(replicas), ready=ready,
                                loading=len(holders) - ready, pending=len(replicas) - len(holders),
                                gpus=tuple(gpus), others=len(others))
@@ -223,6 +224,8 @@ class SimulatedDeployment:
     def _schedule(self, now: float, ready_now: bool = False) -> None:
         """Other tenants first (they take the highest free GPUs, and give back their newest), then give free
         GPUs to Pending replicas, oldest first; their start-up delay starts then."""
+        if len(self._others) == self._others_wanted and all(r.gpu is not None for r in self._replicas):
+            return  # nothing to place: the common case, on every read
         while len(self._others) > self._others_wanted:
             del self._others[max(self._others, key=lambda g: self._others[g])]
         used = {r.gpu for r in self._replicas if r.gpu is not None} | set(self._others)
