@@ -49,6 +49,10 @@ class Measured:
         return self.stdout + self.stderr
 
 
+Run = Callable[..., Measured]
+"""A CLI runner fixture: its arguments in, the exit code and output out."""
+
+
 def run_measured(argv: list[str], cwd: Path, timeout: float = 30.0) -> Measured:
     """Run `argv` to completion (killed after `timeout` s); outputs go through files, never a full pipe."""
     with tempfile.TemporaryDirectory() as scratch:

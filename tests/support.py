@@ -28,9 +28,6 @@ T = TypeVar("T")
 CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
 """The installed `gpu-autoscaler` console script of this virtualenv."""
 
-Run = Callable[..., subprocess.CompletedProcess[str]]
-"""Runs `gpu-autoscaler ARGS...` and returns the completed process (the `cli` fixture)."""
-
 
 def describe(condition: Callable[[], object]) -> str:
     """A readable name for a condition: its function name, or a lambda's source line."""

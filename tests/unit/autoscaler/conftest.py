@@ -1,25 +1,26 @@
-"""Fixtures for the CLI tests: a valid rules file and a runner of the installed `gpu-autoscaler` script
-(its type, `Run`, is in tests/support.py)."""
+"""Fixtures for the CLI tests: a valid rules file and a runner of `gpu-autoscaler` (its type, `Run`, is in
+tests/measure.py)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.measure import Measured, Run, run_in_process
 from tests.rules import SECOND_RULE, VALID_RULES
-from tests.support import CLI, Run
+from tests.support import CLI
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Run:
-    """Run `gpu-autoscaler ARGS...` in tmp_path; returns the completed process (text stdout/stderr)."""
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    """Run `gpu-autoscaler ARGS...` in tmp_path through its entry point, in this process: exit code and
+    output as the console script gives them, without a Python start-up per call (the console script itself
+    runs as a process in tests/unit/autoscaler/cli/test_examples.py)."""
+    monkeypatch.chdir(tmp_path)
 
-    def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [CLI, *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, check=False
-        )
+    def run(*args: str) -> Measured:
+        return run_in_process([CLI, *args], capsys)
 
     return run
 

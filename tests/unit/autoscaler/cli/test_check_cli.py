@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support import Run
+from tests.measure import Run
 
 
 def test_valid_file(cli: Run, two_rules_file: Path) -> None:

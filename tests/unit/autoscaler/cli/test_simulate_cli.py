@@ -1,4 +1,4 @@
-"""`gpu-autoscaler simulate` end to end, as a subprocess of the installed script: output and every error."""
+"""`gpu-autoscaler simulate` end to end through its entry point: output and every error."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Run
+from tests.measure import Run
 
 HEADER = "t,gpu_utilization,queue\n"
 

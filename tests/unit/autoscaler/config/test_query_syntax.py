@@ -17,7 +17,7 @@ from plumbing.prometheus.syntax import (
     shape,
     syntax_error,
 )
-from tests.support import Run
+from tests.measure import Run
 
 GOOD = [
     'sum(rate(http_requests_total{job="api"}[5m]))',

@@ -26,7 +26,7 @@ from autoscaler.errors import RulesError
 from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import MetricObservation, Reason, RuleHistory
 from autoscaler.policy.spec import Schedule
-from tests.support import Run
+from tests.measure import Run
 
 RULE_HEAD = """rules:
 - name: llm
