@@ -11,6 +11,8 @@ file. The wait is bounded: a CLI that hangs is killed, with its launcher, at `ti
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -87,7 +89,25 @@ def _entry_point(script: str) -> Callable[[list[str]], int]:
         from exporter.cli import main as exporter_main
 
         return lambda argv: exporter_main(argv)
+    if name == "gpu-fleet":
+        from fleet.cli import main as fleet_main
+
+        return lambda argv: fleet_main(argv)
     raise ValueError(f"no entry point known for {script}")
+
+
+def run_captured(argv: list[str]) -> Measured:
+    """`argv` through the script's own `main`, here, its output captured in memory: for a fixture that has
+    no `capsys` (one shared by a module's tests). The command must not need a real file descriptor."""
+    main = _entry_point(argv[0])
+    out, err = io.StringIO(), io.StringIO()
+    start = time.monotonic()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv[1:])
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return Measured(code, out.getvalue(), err.getvalue(), time.monotonic() - start, 0.0)
 
 
 def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Measured:

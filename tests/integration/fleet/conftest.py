@@ -21,6 +21,7 @@ import pytest
 from demo.processes import ManagedProcess, running, start_prometheus
 from exporter.simulator.physics import gpu_uuid
 from tests.kubelet import GPU, KubeletServer, PodSpec
+from tests.measure import Measured, run_captured
 from tests.processes import start_exporter, stop_all
 from tests.support import wait_for
 
@@ -61,9 +62,10 @@ class Cluster:
     started: float
     """Unix time the cluster's exporters were started."""
 
-    def fleet(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([FLEET, *args, "--prometheus", self.prometheus.url], capture_output=True,
-                              text=True, timeout=timeout, check=False)
+    def fleet(self, *args: str) -> Measured:
+        """`gpu-fleet ARGS --prometheus URL` through its entry point, in this process (the tests that need the
+        process itself, `wait` and its signals, start it)."""
+        return run_captured([FLEET, *args, "--prometheus", self.prometheus.url])
 
     def query(self, query: str) -> list[dict[str, object]]:
         url = f"{self.prometheus.url}/api/v1/query?{urllib.parse.urlencode({'query': query})}"

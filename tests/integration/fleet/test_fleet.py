@@ -175,7 +175,10 @@ def test_the_prometheus_config_file_is_read(cluster: Cluster, tmp_path) -> None:
 
 
 def test_wait_times_out_with_exit_1(cluster: Cluster) -> None:
-    result = cluster.fleet("wait", "--gpus", "4", "--same-node", "--timeout", "2s", "--interval", "0.5s")
+    # a process of its own: `wait` installs stop handlers for SIGTERM and SIGINT
+    argv = [FLEET, "wait", "--gpus", "4", "--same-node", "--timeout", "2s", "--interval", "0.5s"]
+    result = subprocess.run([*argv, "--prometheus", cluster.prometheus.url], capture_output=True, text=True,
+                            timeout=60, check=False)
     assert result.returncode == 1 and result.stdout == ""
     attempts = [line for line in result.stderr.splitlines() if line.startswith("attempt ")]
     assert len(attempts) >= 2 and "not enough GPUs: 4 requested" in attempts[0]

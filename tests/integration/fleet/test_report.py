@@ -1,6 +1,7 @@
-"""`gpu-fleet report` and `export` as subprocesses against a real Prometheus holding 3 days of backfilled
-history (tests/history.py). Expected numbers are computed here from the generator's own functions at the
-report's documented instants (start + k x 60 s, each seeing the last 5-minute sample), never from a run."""
+"""`gpu-fleet report` and `export` (their entry point, run in-process) against a real Prometheus holding 3
+days of backfilled history (tests/history.py). Expected numbers are computed here from the generator's own
+functions at the report's documented instants (start + k x 60 s, each seeing the last 5-minute sample), never
+from a run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import io
 import itertools
 import json
 import math
-import subprocess
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -34,13 +34,15 @@ from tests.history import (
     _utilization,
     recorded_replicas,
 )
+from tests.measure import Measured, run_captured
 
 FLEET = str(Path(sys.executable).parent / "gpu-fleet")
 STEP = 60
 
 
-def fleet(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FLEET, *args], capture_output=True, text=True, timeout=300, check=False, cwd=cwd)
+def fleet(*args: str) -> Measured:
+    """`gpu-fleet ARGS` through its entry point, in this process."""
+    return run_captured([FLEET, *args])
 
 
 def window(prom: BackfilledPrometheus) -> list[str]:
