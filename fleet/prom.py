@@ -37,12 +37,14 @@ from plumbing.prometheus.session import (
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """Larger range answers are refused: 64 MiB holds every per-GPU series of a cluster of tens of thousands of
 GPUs."""
-MAX_INSTANT_BYTES = 8 * 1024 * 1024
-"""An instant answer: one series per GPU is ~200 bytes, so 8 MiB holds 40,000 GPUs."""
+MAX_INSTANT_BYTES = 4 * 1024 * 1024
+"""An instant answer: one series per GPU is 100-300 bytes, so 4 MiB holds 14,000-40,000 GPUs (the 13 answers
+of one look together stop below that). 8 MiB let four answers parsed in turn take 267 MiB."""
 INSTANT_BUDGET_BYTES = 32 * 1024 * 1024
-"""All the answers of one `vectors()` call together (`status`' 11 queries: ~25,000 GPUs). Parsed, JSON takes
-~10 times its size; with one large answer parsed at a time (LARGE_ANSWER_BYTES) `status`, `select` and
-`wait` stay under 256 MiB whatever Prometheus sends (232 MiB at worst, tests/integration/fleet)."""
+"""All the answers of one `vectors()` call together (`status`' 13 queries: ~25,000 GPUs of a few labels).
+Parsed and kept, an answer holds up to ~4 times its size (a labels dict and a Sample per series), and the one
+being parsed ~10 times; with one large answer parsed at a time (LARGE_ANSWER_BYTES), `status`, `select` and
+`wait` stay under 256 MiB whatever Prometheus sends (about 210 MiB at worst: tests/integration/fleet)."""
 LARGE_ANSWER_BYTES = 1024 * 1024
 """Answers past this size are parsed one at a time; smaller ones concurrently."""
 T = TypeVar("T")
@@ -51,7 +53,7 @@ MAX_VALUE_CHARS = 400
 _FLOAT = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$|^[+-]?Inf$|^NaN$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     """One series of an instant vector: its labels and its (finite) value."""
 
@@ -59,7 +61,7 @@ class Sample:
     value: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Series:
     """One series of a range query: its labels and its finite (unix time, value) points, oldest first."""
 
@@ -93,8 +95,9 @@ class FleetPrometheus:
         params = {"query": query, "timeout": f"{self.timeout:.3f}"}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        return self._get("/api/v1/query", params, query, lambda data: _samples(data, query),
-                         budget or _Budget(MAX_INSTANT_BYTES), MAX_INSTANT_BYTES)
+        budget = budget or _Budget(MAX_INSTANT_BYTES)
+        return self._get("/api/v1/query", params, query, lambda data: _samples(data, query, budget.share),
+                         budget, MAX_INSTANT_BYTES)
 
     def vectors(self, queries: Mapping[str, str]) -> dict[str, list[Sample]]:
         """`vector()` of every query, concurrently, by the caller's key; the first failure is raised. Their
@@ -166,6 +169,12 @@ class _Budget:
         self.limit = limit
         self._used = 0
         self._lock = threading.Lock()
+        self._strings: dict[str, str] = {}
+
+    def share(self, text: str) -> str:
+        """One object for equal label names and values across the answers of the call: the 13 answers of
+        `status` label the same GPUs, and a parsed answer otherwise holds its own copy of every string."""
+        return self._strings.setdefault(text, text)
 
     def charge(self, size: int) -> None:
         with self._lock:
@@ -182,7 +191,7 @@ def _read(response: requests.Response, limit: int, budget: _Budget) -> bytes:
                        lambda: PrometheusError(f"the answer is larger than {limit:,} bytes"), budget.charge)
 
 
-def _samples(data: dict[str, object], query: str) -> list[Sample]:
+def _samples(data: dict[str, object], query: str, share: Callable[[str], str]) -> list[Sample]:
     kind, result = data.get("resultType"), data.get("result")
     if kind == "scalar":
         value = _value(result, "result")
@@ -191,7 +200,7 @@ def _samples(data: dict[str, object], query: str) -> list[Sample]:
         raise PrometheusError(f"query {_short(query)}: expected an instant vector, got {_short(kind)}")
     samples: list[Sample] = []
     for index, entry in enumerate(_entries(result, query)):
-        labels = _labels(entry, index, query)
+        labels = _labels(entry, index, query, share)
         value = _value(entry.get("value"), f"result[{index}].value", query)
         if value is not None:
             samples.append(Sample(labels, value))
@@ -236,12 +245,15 @@ def _entries(result: object, query: str) -> Sequence[dict[str, object]]:
     return result
 
 
-def _labels(entry: Mapping[str, object], index: int, query: str) -> dict[str, str]:
+def _labels(entry: Mapping[str, object], index: int, query: str,
+            share: Callable[[str], str] | None = None) -> dict[str, str]:
     metric = entry.get("metric", {})
     if not isinstance(metric, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                for k, v in metric.items()):
         raise _bad(query, f"result[{index}].metric is not an object of string labels")
-    return dict(metric)
+    if share is None:
+        return dict(metric)
+    return {share(key): share(value) for key, value in metric.items()}
 
 
 def _value(sample: object, where: str, query: str = "") -> float | None:

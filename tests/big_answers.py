@@ -5,7 +5,9 @@ test_memory_bounded.py, benchmarks/fleet_memory.py)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import threading
 import urllib.parse
 from collections.abc import Iterator
 
@@ -78,3 +80,29 @@ def matrix(series: int, start: float, step: float, points: int) -> bytes:
     return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
         {"metric": {"node": f"node-{i // 8}", "uuid": f"GPU-{i:08d}", "gpu": str(i % 8)},
          "values": [[start + k * step, "0.5"] for k in range(points)]} for i in range(series)]}}).encode()
+
+
+def distinct_vector(series: int, answer: int) -> bytes:
+    """`vector(series)` with labels of its own: answer `answer` shares no string with any other."""
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"node": f"node-{answer}-{i // 8}", "uuid": f"GPU-{answer}-{i:08d}", "gpu": str(i % 8)},
+         "value": [1, "0.5"]} for i in range(series)]}}).encode()
+
+
+@contextlib.contextmanager
+def serving_in_turn(bodies: list[bytes]) -> Iterator[str]:
+    """A Prometheus that sends one answer at a time, each request the next of `bodies` (round): every answer
+    is complete, and parsed, before the next starts, the order that keeps the most answers parsed at once."""
+    turn = threading.Lock()
+    count = itertools.count()
+
+    class Handler(QuietHandler):
+        protocol_version = "HTTP/1.0"
+
+        def do_GET(self) -> None:
+            body = bodies[next(count) % len(bodies)]
+            with turn, contextlib.suppress(OSError):
+                self.answer(200, body)
+
+    with http_server(Handler) as url:
+        yield url
