@@ -4,7 +4,8 @@
 # work from each other: most tests wait on servers and subprocesses, so six keep a 2-core machine busy; the
 # long ones are placed at the heads of the workers' shares (tests/conftest.py), so they start at once.
 # Bytecode is written and the packages compiled first, even where PYTHONDONTWRITEBYTECODE is set: the suite
-# starts the CLIs hundreds of times, and each would otherwise compile every module it imports again.
+# starts the CLIs hundreds of times, and each would otherwise compile every module it imports again. The whole
+# suite (no arguments) is collected once in one process first, for the same reason (see below).
 # It runs in .venv, installed from the lock by scripts/setup.sh; VENV=DIR runs it in a virtualenv prepared
 # elsewhere (scripts/check-latest.sh), without set-up.
 set -euo pipefail
@@ -16,4 +17,10 @@ fi
 "$venv/bin/ruff" check .
 unset PYTHONDONTWRITEBYTECODE
 "$venv/bin/python" -m compileall -q exporter autoscaler plumbing fleet demo benchmarks
+if [ $# -eq 0 ]; then
+    # One collection first, in one process: it writes the bytecode of every module the tests import (the
+    # test modules rewritten by pytest, the dependencies) that the workers, started together on a fresh
+    # clone, would each compile again (about 7 s of CPU per worker).
+    "$venv/bin/python" -m pytest --collect-only -q -p no:cacheprovider >/dev/null || true  # the run shows errors
+fi
 exec "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-6}" --dist worksteal "$@"
