@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from autoscaler.config.rules import RuleSet, parse_rules
 from autoscaler.controller.loop import Controller, ControllerSettings
-from autoscaler.kube.scale import ScaleState
+from autoscaler.kube.backend import ScaleState
 from autoscaler.policy import TargetRef
 from demo.processes import free_port, running, start_prometheus
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, QueryResult

@@ -1,7 +1,7 @@
 """`InMemoryScaleBackend`: the controller's ScaleBackend over simulated Deployments instead of Kubernetes.
 
 The demo hands it to the real controller (autoscaler/controller/loop.py), which reads and patches it exactly
-as it does the scale subresource: same calls, same errors (autoscaler.kube.scale's), a resource version that
+as it does the scale subresource: same calls, same errors (autoscaler.errors'), a resource version that
 moves on every change, annotations (pause), a label selector, the Pending replicas a capacity guard asks about
 (since when, on the controller's clock), and Events kept in memory for the demo to print.
 """
@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from autoscaler.kube.scale import KubeApiError, NotFoundError, ScaleState
+from autoscaler.errors import KubeApiError, NotFoundError
+from autoscaler.kube.backend import ScaleState
 from autoscaler.policy import TargetRef
 from demo.cluster import SimulatedDeployment
 

@@ -21,7 +21,7 @@ from typing import Literal, TextIO
 from autoscaler.config.rules import RuleSet
 from autoscaler.controller.outcome import RuleOutcome, SyncReport
 from autoscaler.errors import KubeApiError, NotFoundError, UsageError
-from autoscaler.kube.scale import ScaleState
+from autoscaler.kube.backend import ScaleState
 from autoscaler.planning.plan import describe_metrics
 from autoscaler.policy import MAX_REPLICAS, TargetRef
 

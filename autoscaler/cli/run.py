@@ -14,9 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from kubernetes import client
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.cli.args import DEFAULT_PROMETHEUS, add_cluster_arguments, add_namespaces_argument
 from autoscaler.cli.assumed import (
@@ -36,14 +34,18 @@ from autoscaler.controller.reload import RulesWatcher
 from autoscaler.controller.server import MetricsServer
 from autoscaler.controller.wiring import wire
 from autoscaler.errors import AutoscalerError, KubeConfigError, Problem, RulesError
-from autoscaler.kube.leader import LeaderElector, LeaseSettings
-from autoscaler.kube.scale import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
+from autoscaler.kube.backend import NamespaceScope, ScaleBackend
 from autoscaler.reasons import DECISION_REASONS
 from plumbing.cli import fail, install_stop_handlers, parse_duration, port_number
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoints_of
 from plumbing.prometheus.runner import PromQLSettings
 from plumbing.web import ListenError, WebConfig, WebConfigError, load_web_config
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from autoscaler.kube.leader import LeaseSettings
 
 log = logging.getLogger(__name__)
 
@@ -186,9 +188,7 @@ def main(args: argparse.Namespace) -> int:
         prometheus_batch_size=args.prometheus_batch_size,
         assume_replicas=assumed_replicas(args.assume_replicas) if args.assume_replicas else None,
         leader_elect=args.leader_elect,
-        lease=LeaseSettings(namespace=args.leader_elect_namespace, name=args.leader_elect_name)
-        if args.leader_elect
-        else None,
+        lease=_lease(args) if args.leader_elect else None,
     )
     refused = refusal(args) if options.assume_replicas is not None else None
     if refused is not None:
@@ -196,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         load_rules(options.rules)  # a bad rules file is reported before anything else is tried
         options.endpoints()
-        api_client = None if options.assume_replicas else load_api_client(args.kubeconfig)
+        api_client = None if options.assume_replicas else _api_client(args.kubeconfig)
     except RulesError as e:
         return fail(PROG, f"invalid rules file, not starting:\n{e}")
     except KubeConfigError as e:
@@ -210,13 +210,27 @@ def main(args: argparse.Namespace) -> int:
     return serve(options, api_client, stop, decision_printer() if options.assume_replicas else None)
 
 
+# The Kubernetes client takes 0.35 s to import: it is loaded where a cluster is used (the functions below),
+# never by `run --dry-run --assume-replicas`, which has none.
+def _api_client(kubeconfig: str | None) -> ApiClient:
+    from autoscaler.kube.scale import load_api_client
+
+    return load_api_client(kubeconfig)
+
+
+def _lease(args: argparse.Namespace) -> LeaseSettings:
+    from autoscaler.kube.leader import LeaseSettings
+
+    return LeaseSettings(namespace=args.leader_elect_namespace, name=args.leader_elect_name)
+
+
 def _stopping(signum: int) -> None:
     log.info("received %s: finishing the current sync and exiting", signal.Signals(signum).name)
 
 
 def serve(
     options: RunOptions,
-    api_client: client.ApiClient | None,
+    api_client: ApiClient | None,
     stop: threading.Event,
     on_sync: Callable[[SyncReport], None] | None = None,
 ) -> int:
@@ -238,6 +252,8 @@ def serve(
     metrics = ControllerMetrics(reasons=DECISION_REASONS)
     elector = None
     if options.leader_elect:
+        from autoscaler.kube.leader import LeaderElector, LeaseSettings
+
         elector = LeaderElector(
             api_client,
             options.lease or LeaseSettings(),
@@ -332,7 +348,7 @@ def serve(
     return 0
 
 
-def scale_backend(options: RunOptions, api_client: client.ApiClient | None, rules: RuleSet) -> ScaleBackend:
+def scale_backend(options: RunOptions, api_client: ApiClient | None, rules: RuleSet) -> ScaleBackend:
     """The cluster, or the fixed counts of --assume-replicas, kept inside --namespaces."""
     backend: ScaleBackend
     if options.assume_replicas is not None:
@@ -340,6 +356,8 @@ def scale_backend(options: RunOptions, api_client: client.ApiClient | None, rule
     elif api_client is None:
         raise AutoscalerError("no Kubernetes API client (and no --assume-replicas)")
     else:
+        from autoscaler.kube.scale import KubernetesScaleBackend
+
         backend = KubernetesScaleBackend(api_client, request_timeout=options.request_timeout)
     return NamespaceScope(backend, options.namespaces) if options.namespaces else backend
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
-
-from kubernetes import client
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.cli.args import add_cluster_arguments, add_namespaces_argument, prometheus_config
 from autoscaler.cli.assumed import add_assume_argument, assumed_backend, assumed_replicas
@@ -19,7 +17,7 @@ from autoscaler.config.rules import load_rules
 from autoscaler.controller.loop import ControllerSettings, RuleOutcome
 from autoscaler.controller.wiring import wire
 from autoscaler.errors import KubeConfigError, RulesError
-from autoscaler.kube.scale import KubernetesScaleBackend, NamespaceScope, ScaleBackend, load_api_client
+from autoscaler.kube.backend import NamespaceScope, ScaleBackend
 from autoscaler.planning.plan import describe_metrics
 from autoscaler.policy import Reason
 from autoscaler.reasons import OutcomeReason, SyncReason
@@ -27,6 +25,9 @@ from plumbing.cli import fail
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import PrometheusConfig, single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 PROG = "gpu-autoscaler status"
 
@@ -89,9 +90,11 @@ def main(args: argparse.Namespace) -> int:
         rules = load_rules(args.rules)
         endpoints = prometheus_config(args)
         if args.assume_replicas:
-            backend: client.ApiClient | ScaleBackend = assumed_backend(
+            backend: ApiClient | ScaleBackend = assumed_backend(
                 assumed_replicas(args.assume_replicas), rules, dry_run=True, leader_elect=False)
         else:
+            from autoscaler.kube.scale import load_api_client  # the client (0.35 s) loads for a cluster only
+
             backend = load_api_client(args.kubeconfig)
     except RulesError as e:
         return fail(PROG, f"invalid rules file:\n{e}")
@@ -106,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def gather(
-    rules_path: str, prometheus: str | PrometheusConfig, api_client: client.ApiClient | ScaleBackend,
+    rules_path: str, prometheus: str | PrometheusConfig, api_client: ApiClient | ScaleBackend,
     rules: Any | None = None, namespaces: frozenset[str] | None = None,
 ) -> tuple[RuleOutcome, ...]:
     """One dry-run sync without events, the outcomes in file order; with `namespaces`, a target elsewhere is
@@ -114,8 +117,13 @@ def gather(
     a backend of its own (the assumed counts of --assume-replicas)."""
     rules = rules if rules is not None else load_rules(rules_path)
     config = single_endpoint(prometheus) if isinstance(prometheus, str) else prometheus
-    backend: ScaleBackend = (KubernetesScaleBackend(api_client) if isinstance(api_client, client.ApiClient)
-                             else api_client)
+    backend: ScaleBackend
+    if hasattr(api_client, "read_scale"):  # a backend of its own: no Kubernetes client is loaded
+        backend = api_client
+    else:
+        from autoscaler.kube.scale import KubernetesScaleBackend
+
+        backend = KubernetesScaleBackend(api_client)
     if namespaces:
         backend = NamespaceScope(backend, namespaces)
     with wire(

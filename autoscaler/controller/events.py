@@ -16,7 +16,7 @@ import logging
 from typing import Literal, NamedTuple
 
 from autoscaler.controller.decision_log import ref_text
-from autoscaler.kube.scale import ScaleBackend
+from autoscaler.kube.backend import ScaleBackend
 from autoscaler.policy import TargetRef
 from autoscaler.reasons import EventReason
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from autoscaler.controller.outcome import ShuttingDown
-from autoscaler.kube.scale import ScaleBackend, ScaleState
+from autoscaler.kube.backend import ScaleBackend, ScaleState
 from autoscaler.policy import Rule
 
 __all__ = ["Gathered", "gather", "runs"]

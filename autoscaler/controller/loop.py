@@ -32,7 +32,7 @@ from autoscaler.controller.past import PastRead, needs_past, try_read_past
 from autoscaler.controller.pool import PoolLedger
 from autoscaler.controller.rule_sync import Patch, RuleState, RuleSync
 from autoscaler.controller.sources import EndpointSources, QueryKey
-from autoscaler.kube.scale import ScaleBackend
+from autoscaler.kube.backend import ScaleBackend
 from autoscaler.policy import Rule, RuleHistory
 from autoscaler.reasons import DECISION_REASONS
 from plumbing.prometheus.runner import MetricsSource, QueryResult

@@ -35,7 +35,7 @@ from autoscaler.controller.past import PastRead
 from autoscaler.controller.pool import PoolLedger
 from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.errors import ConflictError, KubeError
-from autoscaler.kube.scale import ScaleBackend, ScaleState
+from autoscaler.kube.backend import ScaleBackend, ScaleState
 from autoscaler.planning.plan import Plan, count_all_failed, plan_rule
 from autoscaler.policy import MetricObservation, MetricSpec, Reason, Rule, RuleHistory
 from autoscaler.reasons import EventReason, ScaleErrorReason, SyncReason

@@ -1,13 +1,11 @@
-"""The scale interface the controller acts through, and its Kubernetes implementation (official client).
+"""The Kubernetes implementation of the scale interface (`autoscaler.kube.backend`), on the official client.
 
-`ScaleBackend` is all the controller needs: read a target's scale (replicas, annotations, version,
-selector), patch its replica count, post an Event on it, and find its Pending unschedulable pods.
-`KubernetesScaleBackend` does it with the scale subresource of any kind that has one (Deployment,
-StatefulSet, an Argo Rollout, a LeaderWorkerSet, a custom resource), found through API discovery
-(`discovery`); the demo plugs an in-memory cluster instead. Every `ApiException` and transport error becomes
-one of our `KubeError` types, chained `from` the original, so nothing from the client leaks. Answers are read
-as raw JSON and checked (`answers`): a malformed answer is a failed read of that target, never a replica
-count. `NamespaceScope` keeps a backend inside `--namespaces`.
+`KubernetesScaleBackend` does what the controller asks of a `ScaleBackend` with the scale subresource of any
+kind that has one (Deployment, StatefulSet, an Argo Rollout, a LeaderWorkerSet, a custom resource), found
+through API discovery (`discovery`). Every `ApiException` and transport error becomes one of our `KubeError`
+types, chained `from` the original, so nothing from the client leaks. Answers are read as raw JSON and checked
+(`answers`): a malformed answer is a failed read of that target, never a replica count. The interface's
+types and `NamespaceScope` live in `autoscaler.kube.backend` (no client import) and are exported here too.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import urllib3
 import yaml
@@ -52,6 +49,7 @@ from autoscaler.kube.answers import (
     scale_selector,
     unschedulable_since,
 )
+from autoscaler.kube.backend import NamespaceScope, ScaleBackend, ScaleState
 from autoscaler.kube.discovery import Discovery, ScalableResource
 from autoscaler.policy import TargetRef
 from plumbing import deadline, yamlsafe
@@ -86,44 +84,6 @@ MAX_POD_PAGES = 20
 keep a sync listing forever."""
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ScaleState:
-    """A target's scale as read this sync: desired (spec) and running (status) replicas, its annotations."""
-
-    spec_replicas: int
-    status_replicas: int
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    resource_version: str | None = None
-    selector: str | None = None
-    """status.selector of the scale: the label selector of the target's pods (None when it has none)."""
-
-
-class ScaleBackend(Protocol):
-    """Where replica counts are read and written; the controller's only view of the cluster."""
-
-    def read_scale(self, ref: TargetRef) -> ScaleState:
-        """Raises NotFoundError (KindNotFoundError: the API has no such kind), NotScalableError, KubeApiError
-        (KubeTimeoutError when the server did not answer in time)."""
-        ...
-
-    def patch_scale(self, ref: TargetRef, replicas: int) -> None:
-        """Raises ConflictError (the target changed since it was read), NotFoundError, KubeApiError."""
-        ...
-
-    def emit_event(
-        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str, message: str
-    ) -> None:
-        """Best effort for the caller: raises KubeError, which the controller logs and goes on."""
-        ...
-
-    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
-        """For each pod of the target (matching `selector`, the scale's status.selector) Pending as
-        unschedulable (condition PodScheduled False, reason Unschedulable): the Unix time its condition turned
-        so. Asked only for rules with a capacity guard; `selector` None (a scale without one): (). Raises
-        KubeError like a read."""
-        ...
 
 
 def load_api_client(kubeconfig: str | None = None, request_retries: int = 0) -> client.ApiClient:
@@ -381,50 +341,3 @@ class KubernetesScaleBackend:
         log.warning("%s: more than %d pages of %d pods; using the first %d pages", what, MAX_POD_PAGES,
                     POD_PAGE, MAX_POD_PAGES)
         return tuple(since)
-
-
-class NamespaceScope:
-    """A `ScaleBackend` limited to some namespaces (`--namespaces`): outside them nothing reaches the API.
-
-    A read or patch of a target elsewhere raises `NamespaceNotAllowedError` (the rule's sync reports
-    FailedGetScale with reason NamespaceNotAllowed), logged as an ERROR once per target; an Event for it is
-    dropped, since posting one there is an API call into that namespace too.
-    """
-
-    def __init__(self, inner: ScaleBackend, namespaces: Collection[str]) -> None:
-        self.inner = inner
-        self.namespaces = frozenset(namespaces)
-        self._reported: set[TargetRef] = set()
-        self._lock = threading.Lock()
-
-    def _check(self, ref: TargetRef) -> None:
-        if ref.namespace in self.namespaces:
-            return
-        message = (
-            f"{ref.kind} {ref.namespace}/{ref.name}: namespace {ref.namespace!r} is not in --namespaces "
-            f"({','.join(sorted(self.namespaces))}); the rule is refused: not read, not scaled"
-        )
-        with self._lock:
-            first = ref not in self._reported
-            self._reported.add(ref)
-        if first:
-            log.error("%s", message)
-        raise NamespaceNotAllowedError(message)
-
-    def read_scale(self, ref: TargetRef) -> ScaleState:
-        self._check(ref)
-        return self.inner.read_scale(ref)
-
-    def patch_scale(self, ref: TargetRef, replicas: int) -> None:
-        self._check(ref)
-        self.inner.patch_scale(ref, replicas)
-
-    def emit_event(
-        self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str, message: str
-    ) -> None:
-        if ref.namespace in self.namespaces:
-            self.inner.emit_event(ref, type_, reason, message)
-
-    def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
-        self._check(ref)
-        return self.inner.unschedulable_since(ref, selector)

@@ -35,8 +35,8 @@ from autoscaler.policy.budget import BudgetedTargets, budgeted, record
 from autoscaler.policy.capacity import CapacityObservation, guard_capacity
 from autoscaler.policy.forecast import Forecasted
 
-if TYPE_CHECKING:  # kube imports the kubernetes client; simulate uses this module without it
-    from autoscaler.kube.scale import ScaleState
+if TYPE_CHECKING:
+    from autoscaler.kube.backend import ScaleState
 
 _REPLICA_COUNT = re.compile(r"[0-9]{1,10}")
 """ASCII digits only, matched whole: str.isdigit() and int() accept Arabic-Indic and fullwidth digits and
