@@ -16,7 +16,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from exporter.app import ExporterApp
 from exporter.config import ExporterConfig, load_config
 from exporter.errors import ConfigError, ExporterError
 from exporter.malloc import limit_malloc_arenas
@@ -145,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace, config: ExporterConfig) -> int:
+    # The server (aiohttp, prometheus_client's exposition: 0.2 s to import) loads here: `status` and a bad
+    # flag or file, answered before, never pay for it.
+    from exporter.app import ExporterApp
+
     limit_malloc_arenas()  # before any thread starts
     web_config: WebConfig | None = load_web_config(args.web_config_file) if args.web_config_file else None
     nvml = nvml_backend(args)
