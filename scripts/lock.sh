@@ -2,6 +2,7 @@
 # Writes the lock files from pyproject.toml's ranges, keeping every pin that still satisfies them:
 #   requirements/runtime.txt  what the image installs (the dependencies of `pip install .`)
 #   requirements/all.txt      what scripts/setup.sh installs: runtime + the test, demo and report extras + uv
+#   requirements/build.txt    uv alone, as all.txt pins it: the Dockerfile's build stage installs with it
 # Both are hash-pinned requirements files (pip-tools' format, written by `uv pip compile`) resolved for every
 # platform and Python >= 3.11; all.txt is constrained by runtime.txt, so the two never pin a package twice.
 #   scripts/lock.sh                     after editing pyproject.toml's dependencies
@@ -29,7 +30,7 @@ out=requirements
 if $check; then
     out=$(mktemp -d)
     trap 'rm -rf "$out"' EXIT
-    cp requirements/runtime.txt requirements/all.txt "$out"/
+    cp requirements/runtime.txt requirements/all.txt requirements/build.txt "$out"/
 fi
 
 compile() {
@@ -38,9 +39,10 @@ compile() {
 }
 compile pyproject.toml -o "$out/runtime.txt"
 compile pyproject.toml --all-extras --group pyproject.toml:tools -c "$out/runtime.txt" -o "$out/all.txt"
+compile --group pyproject.toml:tools -c "$out/all.txt" -o "$out/build.txt"
 
 if $check; then
-    for name in runtime.txt all.txt; do
+    for name in runtime.txt all.txt build.txt; do
         # The constraint file's path is written into all.txt's annotations: compare with it named as committed.
         sed -i "s|$out/|requirements/|g" "$out/$name"
         if ! diff -u "requirements/$name" "$out/$name" >&2; then

@@ -12,8 +12,9 @@ certificate authority, the build gets the host's trust store, mounted read-only,
 (PIP_CERT): verification stays on.
 
 Then the image is run: `gpu-exporter --simulate 2` answers /metrics with the contract metrics as uid 65532,
-`gpu-autoscaler check` passes on a shipped example, `gpu-fleet --help` works, and the final stage holds no
-compiler and no pip cache. The image's size is reported.
+`gpu-autoscaler check` passes on a shipped example, `gpu-fleet --help` works (the Dockerfile's last RUN
+starts all three console scripts), and the final stage holds no compiler and no pip cache. The image's size
+is reported.
 """
 
 from __future__ import annotations
@@ -152,17 +153,16 @@ def scrape(url: str, deadline: float) -> str:
 @pytest.mark.timeout(900)
 def test_the_image_builds_and_runs(buildah: Buildah, image: str) -> None:
     container = buildah.run("from", "--quiet", image)
-    who = buildah.inside(container, "id", "-u")
-    assert who.returncode == 0 and who.stdout.strip() == NONROOT, who.stdout + who.stderr
-
-    for script in ("gpu-exporter", "gpu-autoscaler", "gpu-fleet"):
-        started = buildah.inside(container, script, "--help")
-        assert started.returncode == 0 and "usage:" in started.stdout, f"{script}: {started.stderr[-1000:]}"
-
+    # One run as the image's user, not one per check (each `buildah run` sets up a container): who it is,
+    # and a shipped example checked (the Dockerfile's last RUN starts every console script: a build that
+    # passed has them).
     examples = f"{ROOT / 'examples'}:/examples:ro"
-    checked = buildah.inside(container, "gpu-autoscaler", "check", "--rules",
-                             "/examples/gpu-inference-rules.yaml", volumes=[examples])
-    assert checked.returncode == 0 and "OK:" in checked.stdout, checked.stdout + checked.stderr
+    script = ("id -u && gpu-fleet --help >/dev/null && "
+              "gpu-autoscaler check --rules /examples/gpu-inference-rules.yaml")
+    checked = buildah.inside(container, "sh", "-c", script, volumes=[examples])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    who, verdict = checked.stdout.splitlines()[0], checked.stdout.splitlines()[-1]
+    assert who == NONROOT and "OK:" in verdict, checked.stdout
 
     compilers = buildah.inside(container, "sh", "-c",
                                f"for c in {' '.join(COMPILERS)}; do command -v $c; done; "

@@ -3,7 +3,7 @@
 `scripts/lock.sh --check` re-resolves against the package index, which tests may not reach; this reads the
 same agreement from the files alone: every range pyproject.toml states has a pin that satisfies it, every
 package the lock says is wanted by pyproject.toml is still wanted there, every pin is reachable from
-pyproject.toml and carries hashes, runtime.txt and all.txt pin the same version of a package, and the
+pyproject.toml and carries hashes, runtime.txt and build.txt (the image's) pin what all.txt pins, and the
 virtualenv running this test holds exactly the pinned versions (scripts/setup.sh installed the lock).
 """
 
@@ -68,7 +68,12 @@ def all_requirements() -> list[Requirement]:
     return [Requirement(text) for text in texts]
 
 
-LOCKS = {"runtime.txt": runtime_requirements, "all.txt": all_requirements}
+def build_requirements() -> list[Requirement]:
+    groups = pyproject()["dependency-groups"]  # type: ignore[index]
+    return [Requirement(text) for text in groups["tools"]]  # type: ignore[index]
+
+
+LOCKS = {"runtime.txt": runtime_requirements, "all.txt": all_requirements, "build.txt": build_requirements}
 
 
 @pytest.mark.parametrize("lock", sorted(LOCKS))
@@ -100,11 +105,13 @@ def test_every_pin_is_wanted_and_hashed(lock: str) -> None:
             f"requirements/{lock}: {pin.name} is wanted by {pin.via}, none of them locked")
 
 
-def test_runtime_and_all_pin_the_same_versions() -> None:
-    runtime = {(p.name, str(p.marker)): p.version for p in read_lock(ROOT / "requirements" / "runtime.txt")}
+@pytest.mark.parametrize("lock", ["runtime.txt", "build.txt"])
+def test_the_image_locks_pin_what_all_pins(lock: str) -> None:
+    """What the image installs (runtime.txt, with build.txt's uv) is what the suite ran against."""
+    part = {(p.name, str(p.marker)): p.version for p in read_lock(ROOT / "requirements" / lock)}
     full = {(p.name, str(p.marker)): p.version for p in read_lock(ROOT / "requirements" / "all.txt")}
-    assert runtime.keys() <= full.keys()
-    assert {key: full[key] for key in runtime} == runtime
+    assert part and part.keys() <= full.keys()
+    assert {key: full[key] for key in part} == part
 
 
 def test_the_running_virtualenv_holds_the_pinned_versions() -> None:
