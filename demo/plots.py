@@ -1,7 +1,8 @@
 """PNG plots of the benchmark (one per trace) and of the demo run, with matplotlib's Agg canvas.
 
 Figures are built on `matplotlib.figure.Figure` directly (no pyplot, no global state, no display needed) at
-900x450 pixels, and long series are thinned to at most `MAX_POINTS` so the PNGs stay small.
+900x450 pixels, and long series are thinned to at most `MAX_POINTS` so the PNGs stay small. matplotlib (0.8 s
+to import) loads when the first figure is drawn, at the end of a run, not when the demo starts.
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from demo.replay import ReplayResult
 from demo.traces import Trace
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MAX_POINTS = 1_500
 SIZE_INCHES = (9.0, 4.5)
@@ -34,7 +36,15 @@ def _time_axis(seconds: Sequence[float], duration: float) -> tuple[list[float], 
     return list(seconds), "seconds"
 
 
+def _figure() -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=SIZE_INCHES, layout="constrained")
+
+
 def _save(figure: Figure, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(figure)
     figure.savefig(path, dpi=DPI)
@@ -44,7 +54,7 @@ def plot_comparison(trace: Trace, results: Sequence[tuple[str, ReplayResult]], p
                     overload_line: float, pool_gpus: int | None = None) -> None:
     """Top: the load and each configuration's replicas (and, with `pool_gpus` on a trace with other tenants,
     the GPUs they leave). Bottom: load per ready GPU vs the overload line."""
-    figure = Figure(figsize=SIZE_INCHES, layout="constrained")
+    figure = _figure()
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     first = results[0][1].samples
     step = _thin(len(first))
@@ -94,7 +104,7 @@ def plot_demo(points: Sequence[DemoPoint], path: Path, metric_name: str, target:
               title: str, gpu_on_own_axis: bool = False) -> None:
     """Top: load and replicas (desired, ready). Bottom: the rule's plotted metric against its target, and the
     simulated mean GPU utilization (on a right-hand % axis when the metric is not a utilization)."""
-    figure = Figure(figsize=SIZE_INCHES, layout="constrained")
+    figure = _figure()
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     times = [p.t for p in points]
     top.fill_between(times, [p.load for p in points], color="#dddddd", label="load (GPUs of work)",

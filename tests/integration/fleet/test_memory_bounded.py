@@ -11,6 +11,7 @@ benchmarks/fleet_memory.py: each costs seconds of CPU and checks no code the one
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,12 +28,14 @@ MAX_RSS_MIB = 256
 @pytest.mark.parametrize(("answers", "code", "expected"), [
     (None, 2, "larger than"),  # one answer past 4 MiB, or the 8 streaming together past 32 MiB first
     # 41,000 series: 3.7-3.8 MiB each, under the 4 MiB of one answer whatever the answer's number
-    ([distinct_vector(41_000, k) for k in range(13)], 2, "the answers together are larger than 33,554,432"),
-    ([vector(25_000)], 0, "node-3124"),
+    (lambda: [distinct_vector(41_000, k) for k in range(13)], 2,
+     "the answers together are larger than 33,554,432"),
+    (lambda: [vector(25_000)], 0, "node-3124"),
 ], ids=["endless", "each-fits-not-together-in-turn", "25000-gpus"])
-def test_status_stays_under_256_mib(answers: list[bytes] | None, code: int, expected: str,
+def test_status_stays_under_256_mib(answers: Callable[[], list[bytes]] | None, code: int, expected: str,
                                     tmp_path: Path) -> None:
-    with serving(None) if answers is None else serving_in_turn(answers) as url:
+    """`answers` is made when the test runs, not when it is collected (by every worker)."""
+    with serving(None) if answers is None else serving_in_turn(answers()) as url:
         result = run_measured([FLEET, "status", "--prometheus", url, "--query-timeout", "60s"], tmp_path,
                               timeout=120)
     assert result.returncode == code, result.output[-2000:]

@@ -9,6 +9,7 @@ pod (a fake kubelet pod-resources server), GPU 1 held by none and an XID 13 on i
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -52,8 +53,10 @@ class Query:
     expr: str
 
 
-def dcgm_sources() -> dict[str, set[str]]:
-    """DCGM name -> the exporter series its recording rule reads."""
+@functools.cache
+def dcgm_sources() -> dict[str, frozenset[str]]:
+    """DCGM name -> the exporter series its recording rule reads (parsed once: every worker collects the
+    tests that ask)."""
     groups = yaml.safe_load(DCGM_RULES.read_text())["groups"]
     recorded = {rule["record"]: metric_names(rule["expr"]) for group in groups for rule in group["rules"]}
     resolved: dict[str, set[str]] = {}
@@ -62,14 +65,14 @@ def dcgm_sources() -> dict[str, set[str]]:
         while helpers := names & (set(recorded) - {name}):
             names = (names - helpers) | set().union(*(recorded[h] for h in helpers))
         resolved[name] = names
-    return {name: reads for name, reads in resolved.items() if name.startswith("DCGM_")}
+    return {name: frozenset(reads) for name, reads in resolved.items() if name.startswith("DCGM_")}
 
 
 def needs_profiling(expr: str) -> bool:
     """Whether `expr` reads a DCGM series recorded from the exporter's profiling/NVLink/memory-temperature
     series (see PROFILING_EXPORTER_NAMES)."""
     sources = dcgm_sources()
-    return any(sources.get(name, set()) & PROFILING_EXPORTER_NAMES for name in metric_names(expr))
+    return any(sources.get(name, frozenset()) & PROFILING_EXPORTER_NAMES for name in metric_names(expr))
 
 
 def all_queries() -> list[Query]:
