@@ -6,6 +6,8 @@ PromQL error: the query silently returns nothing).
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -93,10 +95,17 @@ def autoscaler_names() -> set[str]:
 
 
 def rule_groups(paths: Iterable[Path] = RULE_FILES) -> list[dict[str, object]]:
+    """The groups of the rules files, a copy each call (parsed once: several modules read them at
+    collection, in every worker)."""
     groups: list[dict[str, object]] = []
     for path in paths:
-        groups.extend(yaml.safe_load(path.read_text())["groups"])
+        groups.extend(copy.deepcopy(_groups_of(path)))
     return groups
+
+
+@functools.cache
+def _groups_of(path: Path) -> list[dict[str, object]]:
+    return list(yaml.safe_load(path.read_text())["groups"])
 
 
 def recorded_names() -> set[str]:
