@@ -1,8 +1,9 @@
-"""`gpu-autoscaler check --prometheus` against a real Prometheus: each query once, every kind of problem."""
+"""`gpu-autoscaler check --prometheus` (its entry point, in-process) against a real Prometheus: each query
+once, every kind of problem."""
 
 from __future__ import annotations
 
-import subprocess
+import contextlib
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from demo.processes import ManagedProcess, free_port
 from tests.integration.autoscaler.cli.conftest import instant
+from tests.measure import Measured, run_captured
 from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
@@ -30,16 +32,11 @@ def rules_with(*metrics: tuple[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check(tmp_path: Path, text: str, url: str) -> subprocess.CompletedProcess[str]:
+def check(tmp_path: Path, text: str, url: str) -> Measured:
+    """`gpu-autoscaler check rules.yaml --prometheus URL` through its entry point, in this process."""
     (tmp_path / "rules.yaml").write_text(text)
-    return subprocess.run(
-        [CLI, "check", "rules.yaml", "--prometheus", url, "--timeout", "10"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    with contextlib.chdir(tmp_path):
+        return run_captured([CLI, "check", "rules.yaml", "--prometheus", url, "--timeout", "10"])
 
 
 def test_good_queries_report_their_value(prometheus: ManagedProcess, tmp_path: Path) -> None:
