@@ -84,7 +84,7 @@ def row_by_row(rule: Rule, times: list[float], values: Sequence[list[float | Non
     return [(p.replicas, p.desired_raw, p.reason) for _, p in replay(rule, trace.rows(rule), replicas)]
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=125, deadline=None)
 @given(st.data())
 def test_incremental_replay_equals_the_controllers_plan_row_by_row(data: st.DataObject) -> None:
     rule = data.draw(rule_st())
@@ -205,7 +205,7 @@ def outcome(read: object, text: str) -> Trace | str:
         return str(exc)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(csv_text_st())
 @example("t,a,b\n0,1,\n15,,2\n")
 @example("t,a,b\r\n0,1,2\r\n15,3,4\r\n")

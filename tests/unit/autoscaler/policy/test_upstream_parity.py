@@ -184,7 +184,7 @@ def scenario_st(draw: st.DrawFn) -> tuple[Rule, int, list[Sync]]:
     return rule, draw(st.integers(0, 35)), draw(trace_st(rule))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(scenario_st())
 def test_same_replicas_as_the_hpa_controller_at_every_sync(scenario: tuple[Rule, int, list[Sync]]) -> None:
     rule, start, syncs = scenario
@@ -231,7 +231,7 @@ def cadence_st(draw: st.DrawFn, windows: Sequence[int]) -> tuple[Rule, int, list
 REPRO_CADENCE = (REPRO, 10, [Sync(0, (5,)), Sync(30, (20,))], [0, 1])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(cadence_st(windows=(0, 0, 15, 30, 60, 120, 300)))
 @example(REPRO_CADENCE)
 def test_a_sync_whose_metrics_all_failed_changes_no_later_decision(
@@ -243,7 +243,7 @@ def test_a_sync_whose_metrics_all_failed_changes_no_later_decision(
     assert [replayed[i] for i in kept] == run_engine(rule, start, syncs)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(cadence_st(windows=(0,)))
 @example(REPRO_CADENCE)
 def test_a_no_op_sync_changes_no_later_decision_without_windows(
