@@ -157,3 +157,23 @@ def test_status_runs_against_assumed_replicas(tmp_path: Path, prom: Prom, rules:
     missing = cli("status", "--rules", str(rules), "--prometheus", prom.url, "--assume-replicas", "a=2",
                   env=no_cluster_env(tmp_path))
     assert missing.returncode == 2 and "no assumed count for rule(s) b" in missing.stderr
+
+
+def test_the_commands_without_a_cluster_never_load_the_kubernetes_client(rules: Path) -> None:
+    """`status` and `run --dry-run` with --assume-replicas have no cluster: the client (0.35 s to import)
+    stays unloaded; `status` against a cluster loads it (the control)."""
+    probe = textwrap.dedent("""
+        import contextlib, io, sys
+        from autoscaler.cli.main import main
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(sys.argv[1:])
+        print("kubernetes" in sys.modules)
+    """)
+    unreachable = ["--rules", str(rules), "--prometheus", "http://127.0.0.1:9"]
+    for argv, loaded in ((["status", *unreachable, "--assume-replicas", "2"], "False"),
+                         (["run", *unreachable, "--dry-run", "--once", "--assume-replicas", "2",
+                           "--metrics-port", "0"], "False"),
+                         (["status", *unreachable, "--kubeconfig", str(rules)], "True")):
+        done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.stdout.strip() == loaded, (argv[0], done.stdout, done.stderr[-2000:])
