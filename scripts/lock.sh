@@ -3,8 +3,9 @@
 #   requirements/runtime.txt  what the image installs (the dependencies of `pip install .`)
 #   requirements/all.txt      what scripts/setup.sh installs: runtime + the test, demo and report extras + uv
 #   requirements/build.txt    uv alone, as all.txt pins it: the Dockerfile's build stage installs with it
-# Both are hash-pinned requirements files (pip-tools' format, written by `uv pip compile`) resolved for every
-# platform and Python >= 3.11; all.txt is constrained by runtime.txt, so the two never pin a package twice.
+# All three are hash-pinned requirements files (pip-tools' format, written by `uv pip compile`) resolved for
+# every platform and Python >= 3.11; all.txt is constrained by runtime.txt, and build.txt by all.txt, so no
+# two pin a package differently.
 #   scripts/lock.sh                     after editing pyproject.toml's dependencies
 #   scripts/lock.sh --upgrade           move every pin to the newest version the ranges allow
 #   scripts/lock.sh --upgrade-package X move one package (repeatable)

@@ -5,7 +5,7 @@
 # long ones are placed at the heads of the workers' shares (tests/conftest.py), so they start at once.
 # Bytecode is written and the packages compiled first, even where PYTHONDONTWRITEBYTECODE is set: the suite
 # starts the CLIs hundreds of times, and each would otherwise compile every module it imports again. The whole
-# suite (no arguments) is collected once in one process first, for the same reason (see below).
+# suite (no arguments) is collected once first, in two processes, for the same reason (see below).
 # It runs in .venv, installed from the lock by scripts/setup.sh; VENV=DIR runs it in a virtualenv prepared
 # elsewhere (scripts/check-latest.sh), without set-up.
 set -euo pipefail

@@ -96,30 +96,30 @@ def _entry_point(script: str) -> Callable[[list[str]], int]:
     raise ValueError(f"no entry point known for {script}")
 
 
+def _exit_code(argv: list[str]) -> int:
+    """The exit code of the script `argv[0]` run here with `argv[1:]`, as its console script would give it."""
+    try:
+        return _entry_point(argv[0])(argv[1:])
+    except SystemExit as exc:  # argparse's usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+
+
 def run_captured(argv: list[str]) -> Measured:
     """`argv` through the script's own `main`, here, its output captured in memory: for a fixture that has
     no `capsys` (one shared by a module's tests). The command must not need a real file descriptor."""
-    main = _entry_point(argv[0])
     out, err = io.StringIO(), io.StringIO()
     start = time.monotonic()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv[1:])
-        except SystemExit as exc:  # argparse's usage errors
-            code = exc.code if isinstance(exc.code, int) else 2
+        code = _exit_code(argv)
     return Measured(code, out.getvalue(), err.getvalue(), time.monotonic() - start, 0.0)
 
 
 def run_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Measured:
     """`argv` (a console script and its arguments) through the script's own `main`, here: the exit code and
     what it printed. No memory figure: this process's peak is pytest's."""
-    main = _entry_point(argv[0])
     capsys.readouterr()
     start = time.monotonic()
-    try:
-        code = main(argv[1:])
-    except SystemExit as exc:  # argparse's usage errors
-        code = exc.code if isinstance(exc.code, int) else 2
+    code = _exit_code(argv)
     seconds = time.monotonic() - start
     out, err = capsys.readouterr()
     return Measured(code, out, err, seconds, 0.0)

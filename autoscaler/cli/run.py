@@ -40,7 +40,8 @@ from plumbing.cli import fail, install_stop_handlers, parse_duration, port_numbe
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoints_of
 from plumbing.prometheus.runner import PromQLSettings
-from plumbing.web import ListenError, WebConfig, WebConfigError, load_web_config
+from plumbing.web import WebConfig, WebConfigError, load_web_config
+from plumbing.web.server import ListenError
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from plumbing.web import Answer, HttpServer, Route, ServerSettings, WebConfig
+from plumbing.web import WebConfig
+from plumbing.web.server import Answer, HttpServer, Route, ServerSettings
 
 Probe = Callable[[], tuple[bool, str]]
 """A health check: (ok, one line saying why) -> 200 or 503 with that line."""

@@ -30,7 +30,8 @@ from prometheus_client import CollectorRegistry
 from exporter.errors import ServeError
 from exporter.serving.exposition import Exposition, StateKey
 from exporter.serving.status_api import API_PREFIX, encode
-from plumbing.web import PLAIN, Answer, HttpServer, ListenError, Request, Route, ServerSettings, WebConfig
+from plumbing.web import WebConfig
+from plumbing.web.server import PLAIN, Answer, HttpServer, ListenError, Request, Route, ServerSettings
 
 # (path without query, raw query string, method) -> (HTTP status, JSON body)
 ApiHandler = Callable[[str, str, str], tuple[int, dict[str, Any]]]

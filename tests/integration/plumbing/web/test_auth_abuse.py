@@ -16,8 +16,9 @@ import bcrypt
 import pytest
 import requests
 
-from plumbing.web import Answer, HttpServer, Route, ServerSettings, load_web_config
+from plumbing.web import load_web_config
 from plumbing.web.guard import AuthLimits
+from plumbing.web.server import Answer, HttpServer, Route, ServerSettings
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from exporter.app import ExporterApp
 from exporter.simulator.config import default_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
-from plumbing.web import Answer, HttpServer, Route, ServerSettings
+from plumbing.web.server import Answer, HttpServer, Route, ServerSettings
 
 pytestmark = pytest.mark.integration
 
