@@ -15,13 +15,19 @@ Then the image is run: `gpu-exporter --simulate 2` answers /metrics with the con
 `gpu-autoscaler check` passes on a shipped example, `gpu-fleet --help` works (the Dockerfile's last RUN
 starts all three console scripts), and the final stage holds no compiler and no pip cache. The image's size
 is reported.
+
+The build takes minutes on a busy machine, so the test says what it is doing as it goes: a line per stage
+(the base, each FROM and RUN of the Dockerfile, the checks) on the terminal, past pytest's capture, with the
+seconds since the build began.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -48,6 +54,25 @@ BASE_PACKAGES = "python3,python3-venv,python-is-python3,passwd"
 """What the Dockerfile needs of its base: `python -m venv` and `useradd` (the python:3.11-slim images have
 them); apt is left out, which only an architecture without binary wheels would use."""
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+STEP = re.compile(r"(?:\[\d+/\d+\] )?STEP \d+/\d+: (?:FROM|RUN) .*")
+"""A FROM or RUN step of `buildah build` (`[1/2] STEP 6/13: RUN ...`): the steps that take the time."""
+
+
+class Progress:
+    """Lines on the terminal while the image builds, past pytest's capture (also under xdist: a worker's
+    stderr is the run's), each with the seconds since the first."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._capture = config.pluginmanager.getplugin("capturemanager")
+        self._start = time.monotonic()
+
+    def say(self, line: str) -> None:
+        text = f"[image {time.monotonic() - self._start:4.0f} s] {line[:110]}"
+        if self._capture is None:
+            print(text, file=sys.stderr, flush=True)
+            return
+        with self._capture.global_and_fixture_disabled():
+            print(text, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,23 @@ class Buildah:
         assert done.returncode == 0, f"buildah {' '.join(args[:3])} failed:\n{done.stderr[-3000:]}"
         return done.stdout.strip()
 
+    def build(self, *args: str, progress: Progress, timeout: float) -> None:
+        """`buildah build args`, each step announced as buildah starts it; its output's tail on failure."""
+        deadline = time.monotonic() + timeout
+        tail: list[str] = []
+        with subprocess.Popen(self.command("build", *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) as build:
+            assert build.stdout is not None
+            for line in build.stdout:
+                tail = [*tail[-60:], line]
+                if STEP.fullmatch(line.strip()):
+                    progress.say(" ".join(line.split()))
+                if time.monotonic() > deadline:
+                    build.kill()
+                    break
+            returncode = build.wait(timeout=60)
+        assert returncode == 0, f"buildah build failed ({returncode}):\n{''.join(tail)[-3000:]}"
+
     def inside(self, container: str, *argv: str, volumes: Sequence[str] = (),
                user: str | None = None) -> subprocess.CompletedProcess[str]:
         """`argv` run in `container` as the image's user (or `user`), each volume `host:path[:ro]` mounted."""
@@ -98,6 +140,11 @@ def requirements() -> str | None:
 
 
 @pytest.fixture(scope="session")
+def progress(pytestconfig: pytest.Config) -> Progress:
+    return Progress(pytestconfig)
+
+
+@pytest.fixture(scope="session")
 def buildah(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buildah]:
     why = requirements()
     if why is not None:
@@ -113,9 +160,10 @@ def buildah(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buildah]:
 
 
 @pytest.fixture(scope="session")
-def base_image(buildah: Buildah) -> str:
+def base_image(buildah: Buildah, progress: Progress) -> str:
     """A minimal Debian with Python, made once per test session: mmdebstrap writes straight into a scratch
     container's mounted root (no tar of it to make and unpack again), then it is committed."""
+    progress.say(f"base: mmdebstrap bookworm with {BASE_PACKAGES} ({buildah.driver} storage)")
     container = buildah.run("from", "scratch")
     rootfs = buildah.run("mount", container)
     done = subprocess.run([*NICE, "mmdebstrap", "--quiet", "--variant=essential",
@@ -125,16 +173,18 @@ def base_image(buildah: Buildah) -> str:
     buildah.run("umount", container)
     buildah.run("config", "--env", f"PATH={BASE_PATH}", container)
     buildah.run("commit", "--quiet", "--rm", container, "localhost/gpu-autoscaler-test-base:bookworm")
+    progress.say("base: committed")
     return "localhost/gpu-autoscaler-test-base:bookworm"
 
 
 @pytest.fixture(scope="session")
-def image(buildah: Buildah, base_image: str) -> str:
+def image(buildah: Buildah, base_image: str, progress: Progress) -> str:
     trust = ([f"--volume={HOST_CA}:/run/host-ca.crt:ro", "--build-arg", "PIP_CERT=/run/host-ca.crt"]
              if HOST_CA.is_file() else [])
-    buildah.run("build", "--isolation", "chroot", "--build-arg", f"PYTHON_IMAGE={base_image}", *trust,
-                "--tag", "localhost/gpu-autoscaler:test", "--file", str(ROOT / "Dockerfile"), str(ROOT),
-                timeout=900)
+    buildah.build("--isolation", "chroot", "--build-arg", f"PYTHON_IMAGE={base_image}", *trust,
+                  "--tag", "localhost/gpu-autoscaler:test", "--file", str(ROOT / "Dockerfile"), str(ROOT),
+                  progress=progress, timeout=900)
+    progress.say("built: localhost/gpu-autoscaler:test")
     return "localhost/gpu-autoscaler:test"
 
 
@@ -151,7 +201,8 @@ def scrape(url: str, deadline: float) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_the_image_builds_and_runs(buildah: Buildah, image: str) -> None:
+def test_the_image_builds_and_runs(buildah: Buildah, image: str, progress: Progress) -> None:
+    progress.say("checks: the user, an example, no compiler or pip cache, gpu-exporter serving")
     container = buildah.run("from", "--quiet", image)
     # One run as the image's user, not one per check (each `buildah run` sets up a container): who it is,
     # and a shipped example checked (the Dockerfile's last RUN starts every console script: a build that
@@ -189,3 +240,4 @@ def test_the_image_builds_and_runs(buildah: Buildah, image: str) -> None:
     size = buildah.run("images", "--format", "{{.Size}}", image)
     print(f"image {image}: {size}")  # shown with -rA; docs/alerts-dashboards-manifests.md has the figure
     buildah.run("rm", container)
+    progress.say(f"done: {size}")
