@@ -52,9 +52,17 @@ def test_spellings_of_one_query_have_one_form(one: str, other: str) -> None:
     ("a - b", "b - a"),
     ("a > 1", "a > bool 1"),
     ("free", "free_gpus"),
+    ("a * on (x) group_left y", "a * on (x) group_right y"),
+    ("a * on (x) group_left (z) y", "a * on (x) group_left y"),
+    ("free @ start()", "free @ end()"),
+    ("free offset 5m", "free offset -5m"),
+    ("max_over_time(free[5m:1m])", "max_over_time(free[5m:])"),
+    ("topk(3, free)", "topk(4, free)"),
+    ('free{pool="a100"}', 'free{pool="a100", pool="h100"}'),
 ], ids=["label-value", "regex-match", "negative-match", "more-matchers", "aggregation", "function",
         "range", "offset", "by-label", "empty-without", "empty-on", "ignoring-label", "inner-parentheses",
-        "operands", "bool", "metric-name"])
+        "operands", "bool", "metric-name", "group-side", "group-labels", "at-modifier", "offset-sign",
+        "subquery-step", "parameter", "repeated-label"])
 def test_different_queries_have_different_forms(one: str, other: str) -> None:
     assert None not in (normal_form(one), normal_form(other))
     assert normal_form(one) != normal_form(other)
