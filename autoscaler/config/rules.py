@@ -41,6 +41,7 @@ from autoscaler.policy.spec import (
     WhenEmpty,
 )
 from plumbing import yamlsafe
+from plumbing.prometheus.syntax import normal_form
 from plumbing.yamlnodes import NodeReader, describe, line_of
 
 __all__ = ["Problem", "RuleSet", "RulesError", "load_rules", "parse_rules", "parse_rules_bytes"]
@@ -270,7 +271,7 @@ def _parse_capacity(reader: NodeReader, node: Node, where: str) -> Capacity | No
                                low=0, high=MAX_PENDING_GRACE_SECONDS) or 0
     if query is None or gpus is None:
         return None
-    return Capacity(query.strip(), gpus, grace, line_of(node))
+    return Capacity(query.strip(), gpus, grace, line_of(node), pool=normal_form(query))
 
 
 def _name(reader: NodeReader, node: Node, where: str) -> str | None:

@@ -1,11 +1,12 @@
 """One sync's free GPUs of a pool that several rules' capacity guards read: never promised twice.
 
-Each capacity guard asks how many GPUs are free; rules whose queries are the same (same endpoint, same PromQL)
-read the same pool, and in one sync each would see every free GPU and scale up into it, the later ones into
-Pending pods. The ledger hands the pool out instead: the rules of a pool are decided in order of `priority`
-(highest first), each seeing what the rules before it left; rules of equal priority share what their tier
-gets, each seeing an equal part of what is left among those still to decide (a rule that takes less leaves
-more to the next), and their order turns by one every sync so that no rule keeps the remainder.
+Each capacity guard asks how many GPUs are free; rules whose queries are the same (same endpoint, the same
+PromQL however spelt: the query's normal form, docs/rules.md) read the same pool, and in one sync each would
+see every free GPU and scale up into it, the later ones into Pending pods. The ledger hands the pool out
+instead: the rules of a pool are decided in order of `priority` (highest first), each seeing what the rules
+before it left; rules of equal priority share what their tier gets, each seeing an equal part of what is left
+among those still to decide (a rule that takes less leaves more to the next), and their order turns by one
+every sync so that no rule keeps the remainder.
 
 Only the guard's view changes: the gauge `gpu_autoscaler_capacity_free_gpus` still shows what the query
 returned, and a rule alone on its pool sees it all, as before.
@@ -22,8 +23,9 @@ from autoscaler.policy import Rule
 
 __all__ = ["PoolLedger", "PoolShare"]
 
-PoolKey = tuple[str, str]
-"""(endpoint name, capacity query): rules with the same key read the same pool."""
+PoolKey = tuple[str, str, bool]
+"""(endpoint name, the capacity query's normal form or else its text, whether it is the normal form): rules
+with the same key read the same pool, however each spells its query."""
 T = TypeVar("T")
 
 
@@ -42,7 +44,12 @@ class PoolShare:
 
 
 def pool_key(rule: Rule) -> PoolKey | None:
-    return None if rule.capacity is None else (rule.prometheus, rule.capacity.query)
+    capacity = rule.capacity
+    if capacity is None:
+        return None
+    if capacity.pool is None:
+        return (rule.prometheus, capacity.query, False)
+    return (rule.prometheus, capacity.pool, True)
 
 
 class PoolLedger:

@@ -178,6 +178,9 @@ class Capacity:
     gpus_per_replica: int
     pending_grace_seconds: int = DEFAULT_PENDING_GRACE_SECONDS
     line: int = 0
+    pool: str | None = None
+    """The query's normal form (plumbing.prometheus.syntax.normal_form), which names its pool: rules on the
+    same endpoint whose forms are equal share their free GPUs. None: it does not parse, its text names it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,8 +54,8 @@ def shape(query: str) -> Shape:
     return Shape(deepest, operators)
 
 
-def syntax_error(query: str) -> str | None:
-    """Why `query` is not valid PromQL, or None when it parses."""
+def _past_bounds(query: str) -> str | None:
+    """Why `query` must not be handed to the parser (too long, too deep, too many operators), or None."""
     if len(query) > MAX_QUERY_CHARS:
         return f"query is {len(query):,} characters long (at most {MAX_QUERY_CHARS:,}); not parsed"
     measured = shape(query)
@@ -63,12 +63,38 @@ def syntax_error(query: str) -> str | None:
         return (f"query nests brackets {measured.nesting} deep (at most {MAX_QUERY_NESTING}); not parsed")
     if measured.operators > MAX_QUERY_OPERATORS:
         return f"query has {measured.operators} operators (at most {MAX_QUERY_OPERATORS}); not parsed"
+    return None
+
+
+def syntax_error(query: str) -> str | None:
+    """Why `query` is not valid PromQL, or None when it parses."""
+    past = _past_bounds(query)
+    if past is not None:
+        return past
     try:
         promql_parser.parse(query)
     except (ValueError, TypeError, RuntimeError, OverflowError) as exc:  # the binding raises ValueError
         reason = " ".join(str(exc).split()) or exc.__class__.__name__
         return f"PromQL syntax error: {reason}"
     return None
+
+
+def normal_form(query: str) -> str | None:
+    """`query` as the parser reads it, its spelling aside, or None when it does not parse (or is past the
+    bounds): the parser's own printing (`prettify`) of its tree, so whitespace, comments, the order of label
+    matchers, a duration's unit (`[300s]` is `[5m]`), a number's notation (`1e3` is `1000`), a string's quotes
+    and escapes, an empty `by ()` on an aggregation and an empty `ignoring ()` (each the same as none) are not
+    part of it; parentheses around the whole query are dropped, those inside kept (only some are redundant).
+    Two queries with the same form ask Prometheus the same question."""
+    if _past_bounds(query) is not None:
+        return None
+    try:
+        expr = promql_parser.parse(query)
+    except (ValueError, TypeError, RuntimeError, OverflowError):
+        return None
+    while isinstance(expr, promql_parser.ParenExpr):
+        expr = expr.expr
+    return str(expr.prettify())
 
 
 _RANGE = re.compile(r"(\s*)((?:[0-9]+(?:ms|s|m|h|d|w|y))+)(\s*(?::[^\]]*)?)")

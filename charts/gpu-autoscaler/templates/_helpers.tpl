@@ -10,11 +10,11 @@ or namespace (in that one), labels (more labels, e.g. prometheusOperator.labels)
 {{- with .component }}{{ $_ := set $labels "app.kubernetes.io/component" . }}{{ end -}}
 {{- $labels = merge $labels (.labels | default dict) $root.Values.commonLabels -}}
 metadata:
-  name: {{ .name }}
+  name: {{ .name | quote }}
   {{- if .namespace }}
-  namespace: {{ .namespace }}
+  namespace: {{ .namespace | quote }}
   {{- else if .namespaced }}
-  namespace: {{ $root.Release.Namespace }}
+  namespace: {{ $root.Release.Namespace | quote }}
   {{- end }}
   labels:
     {{- toYaml $labels | nindent 4 }}
@@ -35,14 +35,16 @@ metadata:
   {{- end }}
 {{- end }}
 
+{{/* The image reference, unquoted (callers quote it): repository:tag, and @digest when one is given. */}}
 {{- define "gpu-autoscaler.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
 {{/* Scheduling of a pod: node selector, affinity, tolerations, priority class, from the component's values. */}}
 {{- define "gpu-autoscaler.scheduling" -}}
 {{- with .priorityClassName }}
-priorityClassName: {{ . }}
+priorityClassName: {{ . | quote }}
 {{- end }}
 {{- with .nodeSelector }}
 nodeSelector:
@@ -62,7 +64,7 @@ tolerations:
 {{- define "gpu-autoscaler.webConfigVolume" -}}
 - name: web-config
   secret:
-    secretName: {{ .Values.webConfig.secretName }}
+    secretName: {{ .Values.webConfig.secretName | quote }}
     defaultMode: 0440
 {{- end }}
 {{- define "gpu-autoscaler.webConfigMount" -}}
@@ -79,7 +81,7 @@ kind: NetworkPolicy
 spec:
   podSelector:
     matchLabels:
-      app.kubernetes.io/name: {{ .app }}
+      app.kubernetes.io/name: {{ .app | quote }}
   policyTypes: ["Ingress"]
   ingress:
     - from:
@@ -88,7 +90,7 @@ spec:
             matchLabels:
               {{- toYaml .root.Values.networkPolicy.prometheusPodLabels | nindent 14 }}
       ports:
-        - port: {{ .port }}
+        - port: {{ .port | int }}
           protocol: TCP
 {{- end }}
 
@@ -101,7 +103,7 @@ kind: ServiceMonitor
 spec:
   selector:
     matchLabels:
-      app.kubernetes.io/name: {{ .app }}
+      app.kubernetes.io/name: {{ .app | quote }}
   namespaceSelector:
     matchNames: [{{ $root.Release.Namespace | quote }}]
   endpoints:
@@ -127,15 +129,15 @@ spec:
       tlsConfig:
         ca:
           secret:
-            name: {{ $root.Values.webConfig.secretName }}
+            name: {{ $root.Values.webConfig.secretName | quote }}
             key: ca.crt
-        serverName: {{ printf "%s.%s.svc" .app $root.Release.Namespace }}
+        serverName: {{ printf "%s.%s.svc" .app $root.Release.Namespace | quote }}
       basicAuth:
         username:
-          name: {{ $root.Values.webConfig.scrapeAuthSecretName }}
+          name: {{ $root.Values.webConfig.scrapeAuthSecretName | quote }}
           key: username
         password:
-          name: {{ $root.Values.webConfig.scrapeAuthSecretName }}
+          name: {{ $root.Values.webConfig.scrapeAuthSecretName | quote }}
           key: password
       {{- end }}
 {{- end }}

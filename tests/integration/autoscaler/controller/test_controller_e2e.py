@@ -5,6 +5,7 @@ After each fault: the right replica count, nothing patched twice, the reason vis
 
 from __future__ import annotations
 
+import json
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -151,6 +152,28 @@ def test_bad_query_among_good_ones(
         in apiserver.events[[e["involvedObject"]["name"] for e in apiserver.events].index("bad")]["message"]
     )
     assert exposition_value(c, "gpu_autoscaler_query_errors_total", rule="bad", reason="BadQuery") == 1
+
+
+def test_two_spellings_of_one_capacity_query_share_its_free_gpus_once(
+    make: Callable[..., Controller], apiserver: FakeApiServer, prom: Prom
+) -> None:
+    """Whitespace and an empty `by ()` apart, the same query: 5 free GPUs are given once, not to each."""
+    spellings = ['sum(test_load{series="e2e-free"})', 'sum by () (\n  test_load{ series = "e2e-free" }\n)']
+    for name in ("a", "b"):
+        apiserver.add(name, 2)
+        prom.target.set(f"e2e-pool-{name}", 400)  # each wants 10 replicas; one sync may add 4
+    prom.target.set("e2e-free", 5)
+    for query in spellings:
+        prom.wait_value(query, 5)
+    for name in ("a", "b"):
+        prom.wait_value(f'test_load{{series="e2e-pool-{name}"}}', 400)
+    c = make(*(rule(name, f'test_load{{series="e2e-pool-{name}"}}',
+                    extra=f"capacity: {{query: {json.dumps(query)}, gpusPerReplica: 1}}\n")
+               for name, query in zip("ab", spellings, strict=True)))
+    report = c.sync_once()
+    assert apiserver.replicas("a") + apiserver.replicas("b") == 2 + 2 + 5
+    assert {o.reason for o in report.outcomes} == {"CapacityLimited"}
+    assert all("pool shared by 2 rules" in o.message for o in report.outcomes)
 
 
 def test_conflict_rereads_and_patches_once(

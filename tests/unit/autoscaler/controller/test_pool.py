@@ -3,6 +3,7 @@ orders them, equal priorities share, and their order turns every sync."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -19,9 +20,9 @@ behavior:
   scaleUp: {policies: [{type: Pods, value: 100, periodSeconds: 15}]}"""
 
 
-def pooled(name: str, query: str, priority: int = 0, gpus: int = 1) -> str:
+def pooled(name: str, query: str, priority: int = 0, gpus: int = 1, capacity: str = "free_gpus") -> str:
     return rule(name, query, max_replicas=40, extra=f"""
-capacity: {{query: 'free_gpus', gpusPerReplica: {gpus}}}
+capacity: {{query: '{capacity}', gpusPerReplica: {gpus}}}
 priority: {priority}{FAST_UP}""")
 
 
@@ -85,6 +86,41 @@ def test_a_rule_that_takes_less_than_its_part_leaves_it_to_the_next() -> None:
     later = ledger.share(b, 6.0)
     assert later is not None and later.free == 5.0
     assert PoolLedger([a]).share(a, 6.0) is None  # alone on its pool: nothing to share
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ('sum(free{pool="a100"})', 'sum ( free{ pool = "a100" } )'),
+    ('sum(free{pool="a100"})', 'sum by () (free{pool="a100"})'),
+    ('sum(free{pool="a100"})', 'sum(free{pool="a100"}) by ()'),
+    ('sum(free{pool="a100"})', '(sum(free{pool="a100"}))'),
+    ('sum(free{pool="a100", zone="z"})', 'sum(free{zone="z", pool="a100"})'),
+], ids=["whitespace", "empty-by-before", "empty-by-after", "outer-parentheses", "matcher-order"])
+def test_two_spellings_of_one_query_are_one_pool(
+    make_controller: MakeController, backend: FakeBackend, source: FakeMetrics, one: str, other: str
+) -> None:
+    for name in ("a", "b"):
+        backend.add(ref(name), 2)
+    source.values.update({"q_a": 400, "q_b": 400, one: 5, other: 5})  # each wants 8 more: 5 are free
+    c = make_controller(ruleset(pooled("a", "q_a", capacity=one), pooled("b", "q_b", capacity=other)))
+    c.sync_once()
+    assert sum(p - 2 for _, p in backend.patches) == 5
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ('sum(free{pool="a100"})', 'sum(free{pool="h100"})'),
+    ('sum(free{pool="a100"})', 'sum(free{pool=~"a100"})'),
+    ('sum(free{pool="a100"})', 'max(free{pool="a100"})'),
+    ('sum(free{pool="a100"})', 'sum without () (free{pool="a100"})'),
+], ids=["label-value", "matcher", "function", "empty-without"])
+def test_different_queries_are_different_pools(one: str, other: str) -> None:
+    a, b = ruleset(pooled("a", "q", capacity=one), pooled("b", "q", capacity=other)).rules
+    ledger = PoolLedger([a, b])
+    assert not ledger and not ledger.pooled(a) and ledger.share(b, 5.0) is None
+
+
+def test_one_query_on_two_endpoints_is_two_pools() -> None:
+    a, b = ruleset(pooled("a", "q"), pooled("b", "q")).rules
+    assert not PoolLedger([a, dataclasses.replace(b, prometheus="other")])
 
 
 @pytest.mark.parametrize("value", ["1000001", "-1000001", "1.5", "high"])
