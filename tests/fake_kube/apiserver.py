@@ -51,6 +51,9 @@ _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 _LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
 _NAMESPACED = re.compile(r"^/apis?/.*?/namespaces/([^/]+)/")
+ANSWER_TIMEOUT = 15.0
+"""A client's request timeout for answers this server gives at once: a hang guard, not a speed bound (a
+busy 2-core machine has kept a 2 s one waiting). Tests of timeouts set their own, with a delayed answer."""
 _WRONG_NAMESPACE = "the namespace of the provided object does not match the namespace sent on the request"
 
 

@@ -46,9 +46,10 @@ CONTRACT_METRICS = ("gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_tempe
                     "gpu_power_usage_watts", "gpu_up", "gpu_health_state", "gpu_availability_score",
                     "gpu_exporter_nvml_up")
 NONROOT = "65532"
-NICE = ("nice", "-n", "19")
-"""The build is the suite's heaviest work: at the lowest priority it takes what the other tests leave, so
-their timing (the demo's 1 s syncs against Prometheus' scrapes) stays what it is without it."""
+NICE = ("nice", "-n", "10")
+"""The build is the suite's heaviest work: at a low priority it takes mostly what the other tests leave. Not
+the lowest: against two busy loops at priority 0 (another job on the machine), nice 19 got about 1 % of a
+core and mmdebstrap outlasted its 600 s; nice 10 gets about a tenth."""
 COMPILERS = ("gcc", "cc", "g++", "c++", "clang", "make")
 BASE_PACKAGES = "python3,python3-venv,python-is-python3,passwd"
 """What the Dockerfile needs of its base: `python -m venv` and `useradd` (the python:3.11-slim images have
@@ -168,7 +169,7 @@ def base_image(buildah: Buildah, progress: Progress) -> str:
     rootfs = buildah.run("mount", container)
     done = subprocess.run([*NICE, "mmdebstrap", "--quiet", "--variant=essential",
                            f"--include={BASE_PACKAGES}", "bookworm", rootfs],
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=1200, check=False)
     assert done.returncode == 0, f"mmdebstrap failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
     buildah.run("umount", container)
     buildah.run("config", "--env", f"PATH={BASE_PATH}", container)
@@ -183,7 +184,7 @@ def image(buildah: Buildah, base_image: str, progress: Progress) -> str:
              if HOST_CA.is_file() else [])
     buildah.build("--isolation", "chroot", "--build-arg", f"PYTHON_IMAGE={base_image}", *trust,
                   "--tag", "localhost/gpu-autoscaler:test", "--file", str(ROOT / "Dockerfile"), str(ROOT),
-                  progress=progress, timeout=900)
+                  progress=progress, timeout=1200)
     progress.say("built: localhost/gpu-autoscaler:test")
     return "localhost/gpu-autoscaler:test"
 
@@ -200,7 +201,7 @@ def scrape(url: str, deadline: float) -> str:
     raise AssertionError(f"{url} never answered: {last}")
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(2700)  # a hang guard: the base and the build count in it
 def test_the_image_builds_and_runs(buildah: Buildah, image: str, progress: Progress) -> None:
     progress.say("checks: the user, an example, no compiler or pip cache, gpu-exporter serving")
     container = buildah.run("from", "--quiet", image)

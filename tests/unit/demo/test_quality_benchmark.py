@@ -21,6 +21,10 @@ from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
 
+# The module's replays (every configuration on every trace, in module fixtures) are minutes of CPU on a
+# shared 2-core machine: the timeout is a hang guard, and the fixtures' time counts in the first test's.
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.mark.parametrize("path", ["examples/gpu-inference-rules.yaml",
                                   "examples/gpu-utilization-only-rules.yaml", "demo/demo-rules.yaml",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -61,28 +60,26 @@ def test_hostile_rules_files_are_refused_and_the_previous_rules_keep_scaling(
          "--kubeconfig", str(kubeconfig), "--interval", "1s", "--metrics-port", str(port)],
     )
     try:
-        wait_for(lambda: apiserver.replicas("web") == 4, 20, "the first sync to scale 2 -> 4")
-        wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 1.0, 10, "rules_valid 1")
+        wait_for(lambda: apiserver.replicas("web") == 4, 60, "the first sync to scale 2 -> 4")
+        wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 1.0, 30, "rules_valid 1")
         hostile = {h.id: h for h in YAML_HOSTILE}
         for name in SWAPPED_IN:
             swap(rules, hostile[name].content)
-            wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 0.0, 10, f"rules_valid 0 ({name})")
+            wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 0.0, 30, f"rules_valid 0 ({name})")
             synced = metric(port, LAST_SYNC) or 0.0
             wait_for(lambda after=synced: (metric(port, LAST_SYNC) or 0.0) > after, 10,
                      f"a sync after the swap ({name})")
             assert metric(port, "gpu_autoscaler_rules_loaded") == 1.0
             assert proc.poll() is None, f"the controller died on {name}"
             swap(rules, valid)  # back to valid: rules_valid 1, so the next bomb's 0 is its own
-            wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 1.0, 10, f"valid again ({name})")
+            wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 1.0, 30, f"valid again ({name})")
         swap(rules, hostile["billion-laughs"].content)
-        wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 0.0, 10, "rules_valid 0 (last bomb)")
+        wait_for(lambda: metric(port, "gpu_autoscaler_rules_valid") == 0.0, 30, "rules_valid 0 (last bomb)")
         prom.target.set("reload-web", 320)  # the previous rule must still act on new load: 4 -> 8
         # a hang guard: the policy allows 100 % per 15 s after the first scale-up, on a loaded machine
         wait_for(lambda: apiserver.replicas("web") == 8, 45, "the previous rules to scale 4 -> 8")
-        sent = time.monotonic()
-        code = stop_process(proc, timeout=10)
-        assert time.monotonic() - sent < 3.0  # one 1 s interval and the shutdown
-        assert code == 0
+        # a hang guard only: that a stop never waits out an interval is test_run_process's, with a long one
+        assert stop_process(proc, timeout=30) == 0
     finally:
         stderr = reap(proc, timeout=5)
     assert "Traceback" not in stderr, stderr[-3000:]

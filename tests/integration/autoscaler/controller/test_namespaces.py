@@ -14,7 +14,7 @@ from autoscaler.cli.args import namespace_list
 from autoscaler.config.rules import parse_rules
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.kube.scale import KubernetesScaleBackend, NamespaceScope
-from tests.fake_kube.apiserver import FakeApiServer
+from tests.fake_kube.apiserver import ANSWER_TIMEOUT, FakeApiServer
 from tests.prom import Prom
 from tests.unit.autoscaler.controller.fakes import FakeMetrics
 
@@ -36,7 +36,8 @@ def test_target_outside_namespaces_is_refused_without_api_calls(
         ),
         "rules.yaml",
     )
-    backend = NamespaceScope(KubernetesScaleBackend(apiserver.api_client(), request_timeout=2.0), {"ml"})
+    backend = NamespaceScope(KubernetesScaleBackend(apiserver.api_client(), request_timeout=ANSWER_TIMEOUT),
+                             {"ml"})
     controller = Controller(backend, FakeMetrics({"sum(load)": 60.0}), rules, time.time,
                             settings=ControllerSettings())
     try:

@@ -18,7 +18,7 @@ from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.errors import MalformedAnswerError
 from autoscaler.kube.scale import KubernetesScaleBackend, ScaleState
 from autoscaler.policy import TargetRef
-from tests.fake_kube.apiserver import FakeApiServer, scale_json, workload_json
+from tests.fake_kube.apiserver import ANSWER_TIMEOUT, FakeApiServer, scale_json, workload_json
 from tests.unit.autoscaler.controller.fakes import FakeMetrics
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ WORKLOAD_PATH = "/deployments/embed$"
 
 
 def backend(api: FakeApiServer) -> KubernetesScaleBackend:
-    return KubernetesScaleBackend(api.api_client(), request_timeout=2.0)
+    return KubernetesScaleBackend(api.api_client(), request_timeout=ANSWER_TIMEOUT)
 
 
 def changed(body: dict[str, Any], path: str, value: object) -> dict[str, Any]:

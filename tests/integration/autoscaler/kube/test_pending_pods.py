@@ -17,7 +17,7 @@ from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.errors import KubeApiError, MalformedAnswerError, NamespaceNotAllowedError
 from autoscaler.kube.scale import MAX_POD_PAGES, KubernetesScaleBackend, NamespaceScope
 from autoscaler.policy import TargetRef
-from tests.fake_kube.apiserver import FakeApiServer
+from tests.fake_kube.apiserver import ANSWER_TIMEOUT, FakeApiServer
 from tests.fake_kube.resources import LEADER_WORKER_SET, pod_json
 from tests.unit.autoscaler.controller.fakes import FakeMetrics
 
@@ -30,7 +30,7 @@ PODS_PATH = "^/api/v1/namespaces/ml/pods$"
 
 
 def backend(api: FakeApiServer) -> KubernetesScaleBackend:
-    return KubernetesScaleBackend(api.api_client(), request_timeout=2.0)
+    return KubernetesScaleBackend(api.api_client(), request_timeout=ANSWER_TIMEOUT)
 
 
 def pod_lists(api: FakeApiServer) -> list[dict[str, str]]:

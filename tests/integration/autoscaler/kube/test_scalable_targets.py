@@ -25,7 +25,7 @@ from autoscaler.errors import (
 from autoscaler.kube.scale import KubernetesScaleBackend, ScaleState
 from autoscaler.policy import TargetRef
 from tests.clock import ManualClock
-from tests.fake_kube.apiserver import FakeApiServer, Workload
+from tests.fake_kube.apiserver import ANSWER_TIMEOUT, FakeApiServer, Workload
 from tests.fake_kube.resources import (
     INFERENCE_SERVICE,
     LEADER_WORKER_SET,
@@ -47,7 +47,7 @@ PAUSED = {"gpu-autoscaler.io/paused-replicas": "4"}
 
 def backend(api: FakeApiServer, clock: ManualClock | None = None) -> KubernetesScaleBackend:
     return KubernetesScaleBackend(
-        api.api_client(), request_timeout=2.0, monotonic=clock or ManualClock(1000.0)
+        api.api_client(), request_timeout=ANSWER_TIMEOUT, monotonic=clock or ManualClock(1000.0)
     )
 
 
