@@ -70,14 +70,18 @@ def test_creating_and_destroying_one_instance_keeps_the_others_and_their_handles
     sim, adapter = make_sim(TWO)
     before = adapter.read().devices[0].mig_instances
     assert [m.gpu_instance_id for m in before] == [3, 4]
+    adapter.read_background(0)  # the first GPM samples
     clock.advance(10)
-    adapter.read_background(0)
+    reading = adapter.read_background(0)
+    assert reading is not None and [gi for gi, _ in reading.mig_gpm] == [3, 4]  # kept: their samples too
     created = adapter.read().devices[0].mig_instances
     assert [m.gpu_instance_id for m in created] == [3, 4, 11]  # 1g at the first free slice, 4
     assert [m.uuid for m in created[:2]] == [m.uuid for m in before]
     lookups = sim.calls["nvmlDeviceGetGpuInstanceId"]
     clock.advance(10)
-    adapter.read_background(0)
+    reading = adapter.read_background(0)
+    assert reading is not None and [gi for gi, _ in reading.mig_gpm] == [4, 11]
+    assert sim.gpm_samples_allocated == 3  # the whole GPU's and the two instances': GPU instance 3's freed
     after = adapter.read().devices[0].mig_instances
     assert [(m.gpu_instance_id, m.uuid) for m in after] == [(4, before[1].uuid), (11, created[2].uuid)]
     assert sim.calls["nvmlDeviceGetGpuInstanceId"] == lookups  # kept, not read again
@@ -100,14 +104,19 @@ def test_several_instances_of_a_profile_need_the_placement_to_tell_them_apart(ma
 
 def test_the_simulator_gates_every_call_the_exporter_makes_by_driver_branch(make_sim: SimFactory,
                                                                             clock: FakeClock) -> None:
-    sim, adapter = make_sim(f"driver_version: 580.65.06\nprivileged: true\n{TWO}")
+    whole = f"  - {{model: H100, {LOAD}, processes: [{{pid: 7, memory_gib: 1}}]}}\nfaults:"
+    sim, adapter = make_sim(f"driver_version: 580.65.06\nprivileged: true\n{TWO.replace('faults:', whole)}")
     adapter.read()
+    events = adapter.open_xid_events()
     for _ in range(2):
-        adapter.read_background(0)
-        adapter.read_pcie(0)
-        adapter.process_utilization(0)
+        for index in (0, 1):
+            adapter.read_background(index)
+            adapter.read_pcie(index)
+            adapter.process_utilization(index)
         clock.advance(5)
-    assert set(sim.calls) - set(DRIVER_MINIMUM) == set()
+    events.close()
+    adapter.shutdown()
+    assert len(sim.calls) > 40 and set(sim.calls) - set(DRIVER_MINIMUM) == set()
     old = SimulatedNvml(parse_sim_config(f"driver_version: 470.256.02\n{TWO}", "t.yaml"))
     old.nvmlInit()
     gpu = old.nvmlDeviceGetHandleByIndex(0)
