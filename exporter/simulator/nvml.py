@@ -4,7 +4,10 @@
 so `exporter.nvml.adapter.NvmlAdapter` runs unchanged on it. Utilization follows a load pattern (or the load
 driver: `set_utilization`, `set_processes`, `set_overheat`); power follows utilization up to the power limit,
 temperature follows power with a 30 s lag, clocks drop under power cap and heat, energy integrates power.
-Time comes from an injectable clock so tests and the demo can drive simulated time.
+Time comes from an injectable clock so tests and the demo can drive simulated time. As NVML does, every call
+answers FunctionNotFound on a simulated driver older than the branch that brought it (DRIVER_MINIMUM), the
+calls nvml.h marks privileged answer NoPermission unless the config grants the privilege, and an enum
+argument NVML does not know is InvalidArgument.
 """
 
 from __future__ import annotations
