@@ -8,7 +8,9 @@ A GPU without GPM (pre-Hopper, or a driver that refuses) has `gpu_exporter_gpm_s
 series; the others are unchanged. MIG instances get their own `gpu_mig_*` names, not the GPU's names with
 more labels, so `sum by (gpu)` over a GPU family never adds instances to their GPU. Their pod labels name the
 container holding that MIG device (by the device plugin's id: `MIG-<uuid>`, `<gpu>:<slot>`, GKE's `/gi<id>`;
-by the DRA driver's device name `gpu-<minor>-mig-...-<profile id>-<placement start>`).
+by the DRA driver's device name `gpu-<minor>-mig-...-<profile id>-<placement start>`: profile and placement
+where NVML tells the placement, which takes a privilege; profile alone where the GPU has one GPU instance of
+that profile).
 """
 
 from __future__ import annotations
@@ -39,21 +41,30 @@ _GPM: tuple[tuple[str, m.MetricSpec, m.MetricSpec | None], ...] = (
 )
 
 
-def mig_holder(held: Sequence[PodRef], gpu_index: int, mig: MigInstanceSnapshot) -> PodRef | None:
-    """The one container holding this MIG device; None when none does, or several share it."""
+def mig_holder(held: Sequence[PodRef], gpu_index: int, mig: MigInstanceSnapshot,
+               siblings: Sequence[MigInstanceSnapshot] = ()) -> PodRef | None:
+    """The one container holding this MIG device; None when none does, or several share it. `siblings` are
+    the GPU's MIG devices (this one among them): a DRA name is matched by profile alone when they hold one GPU
+    instance of that profile and the placement is not known (see _is_dra_name_of)."""
     gke = re.compile(rf"/gi{mig.gpu_instance_id}(?:/|$)") if mig.gpu_instance_id is not None else None
     found = [ref for ref in held if ref.device_id == mig.uuid or ref.device_id == f"{gpu_index}:{mig.slot}"
-             or (gke is not None and gke.search(ref.device_id) is not None) or _is_dra_name_of(ref, mig)]
+             or (gke is not None and gke.search(ref.device_id) is not None)
+             or _is_dra_name_of(ref, mig, siblings)]
     containers = {(r.namespace, r.pod, r.container) for r in found}
     return found[0] if len(containers) == 1 else None
 
 
-def _is_dra_name_of(ref: PodRef, mig: MigInstanceSnapshot) -> bool:
-    """The DRA driver's name of this MIG device: same GPU instance profile, same placement (the parent GPU
-    is already the one the holder is filed under)."""
+def _is_dra_name_of(ref: PodRef, mig: MigInstanceSnapshot, siblings: Sequence[MigInstanceSnapshot]) -> bool:
+    """The DRA driver's name of this MIG device (the parent GPU is already the one the holder is filed under):
+    same GPU instance profile and placement where NVML told the placement (a privileged call); without it,
+    the same profile when this is the GPU's only GPU instance of that profile, which no other can be."""
     named = dra_mig(ref.device_id) if ref.claim else None
-    return (named is not None and mig.placement_start is not None
-            and (named.profile_id, named.placement_start) == (mig.profile_id, mig.placement_start))
+    if named is None or mig.profile_id is None or named.profile_id != mig.profile_id:
+        return False
+    if mig.placement_start is not None:
+        return named.placement_start == mig.placement_start
+    same = {s.gpu_instance_id for s in siblings if s.profile_id == mig.profile_id}
+    return mig.gpu_instance_id is not None and same == {mig.gpu_instance_id}
 
 
 def _add_gpm(families: dict[m.MetricSpec, Family], gpm: GpmMetrics, labels: list[str], mig: bool) -> None:
@@ -91,7 +102,7 @@ class ProfilingMetrics:
              context: ScrapeContext) -> None:
         held = context.holders.get(device.uuid, ())
         for mig in device.mig_instances:
-            pod = mig_holder(held, device.index, mig)
+            pod = mig_holder(held, device.index, mig, device.mig_instances)
             ids = ["" if mig.gpu_instance_id is None else str(mig.gpu_instance_id),
                    "" if mig.compute_instance_id is None else str(mig.compute_instance_id), mig.profile]
             values = [*labels[:4], *((pod.namespace, pod.pod, pod.container) if pod else ("", "", "")), *ids]

@@ -193,15 +193,15 @@ class NvmlAdapter:
         return info
 
     def _relist_mig(self, index: int, static: StaticInfo, why: str) -> StaticInfo:
-        """List GPU `index`'s MIG devices again (its layout changed); frees the GPM samples of GPU instances
-        that are gone."""
-        mig = self._mig.devices(index, static.handle)
+        """List GPU `index`'s MIG devices again (they changed), keeping the ones still there; frees the GPM
+        samples of GPU instances that are gone."""
+        mig = self._mig.devices(index, static.handle, static.mig_devices)
         info = dataclasses.replace(static, mig_devices=mig, mig_uuids=tuple(device.uuid for device in mig))
         with self._lock:
             if self._static.get(index) is static:
                 self._static[index] = info
         self._gpm.forget_instances(index, {d.gpu_instance_id for d in mig if d.gpu_instance_id is not None})
-        log.info("GPU %d: MIG layout changed (%s): %d MIG device(s) now", index, why, len(mig))
+        log.info("GPU %d: MIG devices changed (%s): %d MIG device(s) now", index, why, len(mig))
         return info
 
     def _mig_snapshots(self, index: int, static: StaticInfo) -> tuple[MigInstanceSnapshot, ...]:
@@ -231,8 +231,8 @@ class NvmlAdapter:
         static = self._static.get(index)
         if static is None:
             return None
-        if self._mig.mig_mode(index, static.handle) != bool(static.mig_devices):  # MIG turned on or off
-            static = self._relist_mig(index, static, "MIG mode")
+        if self._mig.uuids(index, static.handle) != static.mig_uuids:  # created, destroyed, MIG on or off
+            static = self._relist_mig(index, static, "listed at the background pass")
         instances = tuple(d.gpu_instance_id for d in static.mig_devices if d.gpu_instance_id is not None)
         try:
             supported, gpm, mig_gpm = self._gpm.read_pass(index, static.handle, instances)

@@ -8,8 +8,10 @@ its dots), or `gpu-<minor>-mig-<profile id>-<placement start>-<placement size>` 
 nor its CDI device id (`k8s.gpu.nvidia.com/claim=<claim uid>-gpu-0`) carries a UUID: dcgm-exporter reads
 the UUID from the ResourceSlice through the API server, which this exporter does not call. The minor is
 mapped to a UUID by the driver's own table on the node (exporter/pods/procfs.py's `read_driver_minors`), and
-a MIG device is told apart on its GPU by its GPU instance's profile id and placement start, which NVML
-reports too.
+a MIG device is told apart on its GPU by its GPU instance's profile id and placement start. NVML tells the
+profile id unprivileged, the placement start only to a privileged caller (exporter/nvml/mig.py); without it a
+name is matched by profile id alone where its GPU has one GPU instance of that profile
+(exporter/profiling.py's `mig_holder`).
 """
 
 from __future__ import annotations

@@ -27,11 +27,13 @@ MAX_SEED = 2**64 - 1
 MAX_XID = 65_535
 MAX_LIST_ITEMS = 1000  # faults, and processes per GPU group
 MAX_NVLINKS = 18  # links of the largest simulated model (H100)
+OLDEST_DRIVER = 450  # the oldest driver branch the simulator models (R450: the first with MIG)
 
 
 PATTERNS = ("constant", "sine", "square", "ramp")
 FAULT_TYPES = ("gpu_lost", "not_supported", "function_not_found", "error", "xid", "nvml_unavailable",
-               "overheat", "row_remap_pending", "row_remap_failed", "nvlink_down", "mig_layout")
+               "overheat", "row_remap_pending", "row_remap_failed", "nvlink_down", "mig_layout", "mig_create",
+               "mig_destroy")
 CALL_FAULT_TYPES = ("not_supported", "function_not_found", "error")  # faults that name NVML calls
 MIN_OVERHEAT_CELSIUS, MAX_OVERHEAT_CELSIUS = 30.0, 120.0
 NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMismatch")
@@ -103,7 +105,9 @@ class Fault:
     error: str = "LibraryNotFound"  # NVMLError_<error>: for nvml_unavailable and error faults
     celsius: float = 0.0  # overheat: the temperature the GPU heats up to (with the usual thermal lag)
     links: tuple[int, ...] = ()  # nvlink_down: the NVLink links that are down
-    mig: MigLayout | None = None  # mig_layout: the GPU's MIG layout from `at` on (None: MIG off)
+    # mig_layout: the GPU's MIG layout from `at` on (None: MIG off); mig_create: the GPU instances it adds
+    mig: MigLayout | None = None
+    gpu_instance_ids: tuple[int, ...] = ()  # mig_destroy: the GPU instances it destroys
 
     def active(self, t: float) -> bool:
         return t >= self.at and (self.until is None or t < self.until)
@@ -121,6 +125,9 @@ class SimConfig:
     # What nvmlSystemGetDriverVersion answers; calls newer than this driver raise FunctionNotFound (R550 by
     # default: older than R580, so the exporter's fallbacks for older drivers run in the demo and the tests).
     driver_version: str = "550.54.15"
+    # The exporter holds what nvml.h's "Requires privileged user" calls need (root or the mig/monitor
+    # capability); False models the base DaemonSet, which drops every capability.
+    privileged: bool = False
 
     @property
     def driver_major(self) -> int:

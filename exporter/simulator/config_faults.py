@@ -26,29 +26,44 @@ from exporter.simulator.config import (
 from exporter.simulator.config_fields import FieldReader, kind_of
 from exporter.simulator.models import MAX_MIG_SLICES, MODELS, GpuModel, MigLayout
 
-MIG_KEYS = ("mig", "mig_profile", "mig_compute_instances")
+MIG_KEYS = ("mig", "mig_profile", "mig_compute_instances", "mig_enabled")
+MAX_GPU_INSTANCE_ID = 14  # NVML's GPU instance ids on a 7-slice board run 0..14
 
 
 class FaultReader(FieldReader):
     """Reads a fault (its type-dependent fields) and a MIG layout (a group's or a mig_layout fault's)."""
 
-    def mig_layout(self, raw: Mapping[str, Any], field: str, model: GpuModel) -> MigLayout | None:
+    def mig_layout(self, raw: Mapping[str, Any], field: str, model: GpuModel,
+                   count: int = 0) -> MigLayout | None:
         """`mig: N` GPU instances of `mig_profile` (default the smallest), each of `mig_compute_instances`
         compute instances (default 1): N of them must fit in the GPU's seven compute slices, the compute
         instances in the profile's slices, and only a MIG-capable model takes `mig` at all."""
-        mig = int(self.number(raw, "mig", f"{field}.mig", 0, integer=True, minimum=0, maximum=MAX_MIG_SLICES))
+        mig = int(self.number(raw, "mig", f"{field}.mig", count, integer=True, minimum=0,
+                              maximum=MAX_MIG_SLICES))
         name = raw.get("mig_profile")
         computes = int(self.number(raw, "mig_compute_instances", f"{field}.mig_compute_instances", 1,
                                    integer=True, minimum=1, maximum=MAX_MIG_SLICES))
-        if not mig:
+        enabled = raw.get("mig_enabled", bool(mig))
+        if not isinstance(enabled, bool):
+            self.fail(f"{field}.mig_enabled", f"expected true or false (got {kind_of(enabled)})")
+            enabled = bool(mig)
+        if mig and not enabled:
+            self.fail(f"{field}.mig_enabled", f"expected true with mig: {mig} (GPU instances need MIG mode)")
+        if enabled and not mig and model.mig_capable:  # MIG mode on, no GPU instance yet
+            for key in ("mig_profile", "mig_compute_instances"):
+                if raw.get(key) is not None:
+                    self.fail(f"{field}.{key}", "only with mig: N (N >= 1)")
+            return MigLayout(model.mig_profiles[0], 0)
+        if not mig and not enabled:
             for key in ("mig_profile", "mig_compute_instances"):
                 if raw.get(key) is not None:
                     self.fail(f"{field}.{key}", "only with mig: N (N >= 1)")
             return None
         if not model.mig_capable:
             capable = ", ".join(m.key for m in MODELS.values() if m.mig_capable)
-            self.fail(f"{field}.mig", f"expected 0: {model.key} does not support MIG (MIG-capable: "
-                                      f"{capable}) (got {mig})")
+            where, got = ("mig", mig) if mig else ("mig_enabled", "true")
+            self.fail(f"{field}.{where}", f"expected {0 if mig else 'false'}: {model.key} does not support "
+                                          f"MIG (MIG-capable: {capable}) (got {got})")
             return None
         profile = model.mig_profile(str(name)) if name is not None else model.mig_profiles[0]
         if profile is None:
@@ -72,7 +87,7 @@ class FaultReader(FieldReader):
             self.fail(field, f"expected a mapping with 'type' (got {kind_of(raw)})")
             return None
         self.unknown(raw, field, {"type", "gpu", "at", "until", "calls", "code", "error", "celsius", "link",
-                                  *MIG_KEYS})
+                                  "gpu_instance", *MIG_KEYS})
         kind = raw.get("type")
         if kind not in FAULT_TYPES:
             self.fail(f"{field}.type", f"expected one of {', '.join(FAULT_TYPES)} (got {kind!r})")
@@ -100,17 +115,21 @@ class FaultReader(FieldReader):
         celsius = self.overheat_celsius(raw, str(kind), f"{field}.celsius")
         links = self.links(raw, str(kind), f"{field}.link")
         mig = self.fault_mig(raw, str(kind), field, [specs[i] for i in gpus or range(len(specs))])
+        destroyed = self.gpu_instance_ids(raw, str(kind), f"{field}.gpu_instance")
         return Fault(str(kind), gpus, float(at), None if until is None else float(until), calls, code, error,
-                     celsius, links, mig)
+                     celsius, links, mig, destroyed)
 
     def fault_mig(self, raw: Mapping[str, Any], kind: str, field: str,
                   specs: list[SimGpuSpec]) -> MigLayout | None:
         """The layout a mig_layout fault gives its GPUs (read as a group's `mig` fields; `mig: 0` turns MIG
         off); it must fit every GPU it names."""
+        if kind == "mig_create":
+            return self.created(raw, field, specs)
         if kind != "mig_layout":
             for key in MIG_KEYS:
                 if key in raw:
-                    self.fail(f"{field}.{key}", f"only for a mig_layout fault (this fault is {kind})")
+                    self.fail(f"{field}.{key}", f"only for a mig_layout or mig_create fault (this fault is "
+                                                f"{kind})")
             return None
         if "until" in raw:
             self.fail(f"{field}.until", "a mig_layout fault lasts: the next mig_layout fault changes it")
@@ -118,6 +137,36 @@ class FaultReader(FieldReader):
             self.fail(f"{field}.mig", "required for a mig_layout fault (GPU instances, 0 for MIG off)")
         layouts = {self.mig_layout(raw, field, model) for model in {spec.model for spec in specs}}
         return next(iter(layouts)) if len(layouts) == 1 else None
+
+    def created(self, raw: Mapping[str, Any], field: str, specs: list[SimGpuSpec]) -> MigLayout | None:
+        """What a mig_create fault adds: `mig` GPU instances (default 1) of `mig_profile` (default the
+        smallest), each of `mig_compute_instances`, next to the GPU's others (where they still fit)."""
+        if "until" in raw:
+            self.fail(f"{field}.until", "a mig_create fault lasts: a mig_destroy fault removes the instance")
+        if "mig_enabled" in raw:
+            self.fail(f"{field}.mig_enabled", "only for a GPU group or a mig_layout fault")
+        if raw.get("mig") == 0:
+            self.fail(f"{field}.mig", "expected 1..7 GPU instances to create (got 0)")
+            return None
+        layouts = {self.mig_layout(raw, field, model, count=1) for model in {spec.model for spec in specs}}
+        return next(iter(layouts)) if len(layouts) == 1 else None
+
+    def gpu_instance_ids(self, raw: Mapping[str, Any], kind: str, field: str) -> tuple[int, ...]:
+        """The GPU instance ids a mig_destroy fault destroys (an id the GPU does not have changes nothing)."""
+        if kind != "mig_destroy":
+            if "gpu_instance" in raw:
+                self.fail(field, f"only for a mig_destroy fault (this fault is {kind})")
+            return ()
+        value = raw.get("gpu_instance")
+        items = value if isinstance(value, list) else [value]
+        if value is None or not items or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                 and 0 <= i <= MAX_GPU_INSTANCE_ID for i in items):
+            self.fail(field, f"expected a GPU instance id 0..{MAX_GPU_INSTANCE_ID} or a list of them "
+                             f"(got {value!r})")
+            return ()
+        if "until" in raw:
+            self.fail(field.rsplit(".", 1)[0] + ".until", "a mig_destroy fault lasts")
+        return tuple(items)
 
     def links(self, raw: Mapping[str, Any], kind: str, field: str) -> tuple[int, ...]:
         """The NVLink links an nvlink_down fault takes down (a link the GPU does not have changes nothing)."""

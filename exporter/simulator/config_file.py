@@ -22,6 +22,7 @@ from exporter.simulator.config import (
     MAX_SEED,
     MAX_SIMULATED_GPUS,
     MAX_SM_SHARE,
+    OLDEST_DRIVER,
     PATTERNS,
     Fault,
     LoadPattern,
@@ -71,7 +72,8 @@ class _Parser(FaultReader):
             line = line_at(self.root, "")
             raise ConfigError(str(Problem(self.path, line, "(top level)",
                                           f"expected a mapping with 'gpus' (got {kind_of(data)})")))
-        self.unknown(data, "", {"gpus", "faults", "seed", "pcie_latency_seconds", "driver_version"})
+        self.unknown(data, "", {"gpus", "faults", "seed", "pcie_latency_seconds", "driver_version",
+                                "privileged"})
         gpus: list[SimGpuSpec] = []
         raw_gpus = data.get("gpus")
         if not isinstance(raw_gpus, list) or not raw_gpus:
@@ -103,10 +105,16 @@ class _Parser(FaultReader):
         driver = data.get("driver_version", SimConfig.driver_version)
         if not isinstance(driver, str) or not DRIVER_VERSION.fullmatch(driver):
             self.fail("driver_version", f"expected a driver version like 550.54.15 (got {driver!r})")
+        elif int(driver.split(".")[0]) < OLDEST_DRIVER:
+            self.fail("driver_version", f"expected R{OLDEST_DRIVER} or newer, the oldest driver the "
+                                        f"simulator models (got {driver!r})")
+        privileged = data.get("privileged", False)
+        if not isinstance(privileged, bool):
+            self.fail("privileged", f"expected true or false (got {kind_of(privileged)})")
         if self.problems:
             raise ConfigError("\n".join(str(problem) for problem in sorted(
                 self.problems, key=lambda problem: problem.line)))
-        return SimConfig(tuple(gpus), tuple(faults), int(seed), float(latency), str(driver))
+        return SimConfig(tuple(gpus), tuple(faults), int(seed), float(latency), str(driver), privileged)
 
     def group(self, raw: Any, field: str, first_index: int) -> list[SimGpuSpec]:
         if not isinstance(raw, Mapping):

@@ -43,7 +43,9 @@ MIG_PROFILES_80GB: tuple[MigProfile, ...] = (
 @dataclass(frozen=True)
 class MigLayout:
     """A GPU's MIG layout: `gpu_instances` GPU instances of one profile, each split into `compute_instances`
-    compute instances sharing its memory; every compute instance is one MIG device (its own `MIG-` UUID)."""
+    compute instances sharing its memory; every compute instance is one MIG device (its own `MIG-` UUID).
+    0 GPU instances is MIG mode on with no instance yet (what a GPU looks like before NVIDIA's DRA driver
+    creates one for a claim)."""
 
     profile: MigProfile
     gpu_instances: int
@@ -57,12 +59,24 @@ class MigLayout:
         """Why this layout cannot be made on one GPU; None when it can."""
         name, slices = self.profile.name, self.profile.slices
         fits = min(MAX_MIG_SLICES // slices, 8 // self.profile.memory_eighths)
-        if not 1 <= self.gpu_instances <= fits:
+        if not 0 <= self.gpu_instances <= fits:
             return f"expected 1..{fits} {name} GPU instances on one GPU (got {self.gpu_instances})"
         if not 1 <= self.compute_instances <= slices:
             computes = self.compute_instances
             return f"expected 1..{slices} compute instances in a {name} GPU instance (got {computes})"
         return None
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    """One GPU instance on a simulated GPU now: where it sits, its compute instances' MIG device UUIDs, and
+    the serial its handles carry (a handle answers while an instance with its serial exists)."""
+
+    profile: MigProfile
+    gpu_instance_id: int
+    placement_start: int
+    uuids: tuple[str, ...]  # one MIG device per compute instance
+    serial: int
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,7 @@ class GpuModel:
     page_retirement: bool = False  # nvmlDeviceGetRetiredPages answers (pre-Ampere)
     nvdec_engines: int = 0
     nvjpg_engines: int = 0
+    mig_sms_per_slice: int = 0  # multiprocessors of one MIG compute slice (what a MIG device reports)
 
     @property
     def mig_capable(self) -> bool:
@@ -100,10 +115,10 @@ MODELS: dict[str, GpuModel] = {m.key: m for m in (
     GpuModel("H100", "NVIDIA H100 80GB HBM3", 81559 * MIB, 700.0, 70.0, 1980, 2619, False, 64_000_000,
              gpm=True, nvlinks=18, nvlink_mib_per_second=450 * GB_IN_MIB,
              mig_profiles=MIG_PROFILES_80GB, hbm=True, row_remapping=True, nvdec_engines=7,
-             nvjpg_engines=7),
+             nvjpg_engines=7, mig_sms_per_slice=16),
     GpuModel("A100", "NVIDIA A100-SXM4-80GB", 81920 * MIB, 400.0, 55.0, 1410, 1593, False, 32_000_000,
              nvlinks=12, nvlink_mib_per_second=300 * GB_IN_MIB, mig_profiles=MIG_PROFILES_80GB, hbm=True,
-             row_remapping=True, nvdec_engines=5, nvjpg_engines=1),
+             row_remapping=True, nvdec_engines=5, nvjpg_engines=1, mig_sms_per_slice=14),
     GpuModel("L4", "NVIDIA L4", 23034 * MIB, 72.0, 16.0, 2040, 6251, False, 32_000_000, row_remapping=True,
              nvdec_engines=4, nvjpg_engines=4),
     GpuModel("A10", "NVIDIA A10", 23028 * MIB, 150.0, 20.0, 1695, 6251, False, 32_000_000, row_remapping=True,

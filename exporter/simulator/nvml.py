@@ -4,7 +4,10 @@
 so `exporter.nvml.adapter.NvmlAdapter` runs unchanged on it. Utilization follows a load pattern (or the load
 driver: `set_utilization`, `set_processes`, `set_overheat`); power follows utilization up to the power limit,
 temperature follows power with a 30 s lag, clocks drop under power cap and heat, energy integrates power.
-Time comes from an injectable clock so tests and the demo can drive simulated time.
+Time comes from an injectable clock so tests and the demo can drive simulated time. As NVML does, every call
+answers FunctionNotFound on a simulated driver older than the branch that brought it (DRIVER_MINIMUM), the
+calls nvml.h marks privileged answer NoPermission unless the config grants the privilege, and an enum
+argument NVML does not know is InvalidArgument.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from exporter.nvml.adapter import real_nvml
-from exporter.simulator.config import ProcessSpec, SimConfig
+from exporter.simulator.config import OLDEST_DRIVER, ProcessSpec, SimConfig
 from exporter.simulator.events import EventSurface, SimEventSet
 from exporter.simulator.gpm import GpmSurface
 from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
@@ -25,14 +28,45 @@ from exporter.simulator.physics import DRIVER_RESERVED_BYTES, SimGpu, process_me
 from exporter.simulator.reliability import ReliabilitySurface
 from exporter.simulator.structs import SimStruct
 
-# The first driver branch whose libnvidia-ml has each call (of those the exporter makes that are newer than
-# R510): an older driver answers FunctionNotFound, as pynvml does for a symbol its library lacks.
+# The first driver branch whose libnvidia-ml has each call the exporter makes (by the C symbol pynvml calls:
+# nvmlDeviceGetGridLicensableFeatures is _v4, nvmlDeviceGetGpuInstanceProfileInfo is ...V, the memory call
+# with a version is nvmlDeviceGetMemoryInfo_v2), dated by the nvml.h of each CUDA release (CUDA 11.0 is
+# R450, 11.1 R455, 11.4 R470, 11.6 R510, 11.8 R520, 12.0 R525, 12.2 R535, 13.0 R580). An older simulated
+# driver answers FunctionNotFound, as pynvml does for a symbol its library lacks. R450 (the first with MIG)
+# is the oldest driver the simulator models: `driver_version` below it is refused.
 DRIVER_MINIMUM: dict[str, int] = {
-    "nvmlDeviceGetGpuInstanceProfileInfoById": 580,
+    **{call: OLDEST_DRIVER for call in (
+        "nvmlInit", "nvmlShutdown", "nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion",
+        "nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+        "nvmlDeviceGetIndex", "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo",
+        "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetTotalEnergyConsumption",
+        "nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetFanSpeed",
+        "nvmlDeviceGetPerformanceState", "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization",
+        "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetProcessUtilization",
+        "nvmlDeviceGetFieldValues", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkErrorCounter",
+        "nvmlDeviceGetViolationStatus", "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRemappedRows",
+        "nvmlDeviceGetSupportedEventTypes", "nvmlDeviceRegisterEvents", "nvmlEventSetCreate",
+        "nvmlEventSetFree", "nvmlEventSetWait_v2", "nvmlDeviceGetMigMode", "nvmlDeviceGetMaxMigDeviceCount",
+        "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
+        "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetInfo", "nvmlDeviceGetGpuInstanceProfileInfo")},
+    "nvmlDeviceGetComputeRunningProcesses_v2": 455,
+    "nvmlDeviceGetAttributes_v2": 455,
+    "nvmlDeviceGetGridLicensableFeatures": 470,
+    "nvmlDeviceGetComputeRunningProcesses_v3": 510,
+    "nvmlDeviceGetMemoryInfo_v2": 510,
+    "nvmlDeviceGetGpuInstanceProfileInfoV": 510,
+    **{call: 520 for call in ("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree",
+                              "nvmlGpmSampleGet", "nvmlGpmMetricsGet")},
+    "nvmlGpmMigSampleGet": 525,
     "nvmlDeviceGetCurrentClocksEventReasons": 535,
-    **{call: 525 for call in ("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree",
-                              "nvmlGpmSampleGet", "nvmlGpmMigSampleGet", "nvmlGpmMetricsGet")},
+    "nvmlDeviceGetGpuInstanceProfileInfoById": 580,
 }
+# The calls nvml.h marks "Requires privileged user" (root, or the mig/monitor capability for MIG):
+# NoPermission unless the config says the exporter has them (`privileged: true`); the base DaemonSet drops
+# every capability.
+PRIVILEGED_CALLS = frozenset({"nvmlDeviceGetGpuInstanceById"})
 
 
 @dataclass(eq=False)
@@ -66,6 +100,8 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
         self._events = threading.Condition(self._lock)
         self._gpus = [SimGpu(i, spec, config.seed, 0.0, config.faults) for i, spec in enumerate(config.gpus)]
         self._handles: list[SimHandle] = [SimHandle(i) for i in range(len(self._gpus))]
+        for gpu in self._gpus:
+            self._relayout(gpu, gpu.mig, initial=True)
         self._initialized = 0
         self._event_sets: list[SimEventSet] = []
         self._xid_schedule = tuple((n, f) for n, f in enumerate(config.faults) if f.type == "xid")
@@ -126,8 +162,7 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
                 raise self.NVMLError_FunctionNotFound()
         if call != "nvmlInit" and not self._initialized:
             raise self.NVMLError_Uninitialized()
-        if DRIVER_MINIMUM.get(call, 0) > self.config.driver_major:  # the symbol is not in this libnvidia-ml
-            raise self.NVMLError_FunctionNotFound()
+        self._driver_has(call)
         if index is not None:
             if index >= len(self._gpus) or index < 0:
                 raise self.NVMLError_InvalidArgument()
@@ -140,6 +175,21 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
                 error = fault.error if fault.type == "error" else "NotSupported"
                 raise getattr(self, f"NVMLError_{error}")()
         return t
+
+    def _driver_has(self, symbol: str) -> None:
+        """FunctionNotFound when the simulated driver is older than the branch that brought `symbol`."""
+        if DRIVER_MINIMUM.get(symbol, OLDEST_DRIVER) > self.config.driver_major:
+            raise self.NVMLError_FunctionNotFound()
+
+    def _privileged(self, call: str) -> None:
+        """NoPermission for a call nvml.h marks privileged, unless the config grants the privilege."""
+        if call in PRIVILEGED_CALLS and not self.config.privileged:
+            raise self.NVMLError_NoPermission()
+
+    def _enum(self, value: int, *allowed: int) -> None:
+        """InvalidArgument for an enum value NVML does not know, as NVML checks its arguments."""
+        if value not in allowed:
+            raise self.NVMLError_InvalidArgument()
 
     def _gpu(self, call: str, handle: SimHandle) -> tuple[SimGpu, float]:
         if not isinstance(handle, SimHandle):
@@ -199,8 +249,10 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
                 return self.mig_uuid_of("nvmlDeviceGetUUID", handle)
             return self._gpu("nvmlDeviceGetUUID", handle)[0].uuid
 
-    def nvmlDeviceGetName(self, handle: SimHandle) -> str:
+    def nvmlDeviceGetName(self, handle: SimHandle | SimMigHandle) -> str:
         with self._lock:
+            if isinstance(handle, SimMigHandle):
+                return self.mig_device_name(handle)
             return self._gpu("nvmlDeviceGetName", handle)[0].spec.model.name
 
     def nvmlDeviceGetPciInfo(self, handle: SimHandle) -> SimStruct:
@@ -220,6 +272,9 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
             if isinstance(handle, SimMigHandle):
                 return self.mig_memory_info(handle)
             gpu, t = self._gpu("nvmlDeviceGetMemoryInfo", handle)
+            if version is not None:  # pynvml calls nvmlDeviceGetMemoryInfo_v2 with a version
+                self._driver_has("nvmlDeviceGetMemoryInfo_v2")
+                self._enum(version, self.nvmlMemory_v2)
             total = gpu.spec.model.memory_bytes
             used = gpu.memory_used(t)
             if version == self.nvmlMemory_v2:  # _v2 counts what the driver reserves apart from `used`
@@ -252,11 +307,16 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
     def nvmlDeviceGetClockInfo(self, handle: SimHandle, type: int) -> int:
         with self._lock:
             gpu, t = self._gpu("nvmlDeviceGetClockInfo", handle)
+            self._enum(type, *self._clock_types())
             return gpu.sm_clock_mhz(t) if type == self.NVML_CLOCK_SM else gpu.spec.model.memory_clock_max_mhz
+
+    def _clock_types(self) -> tuple[int, ...]:
+        return (self.NVML_CLOCK_GRAPHICS, self.NVML_CLOCK_SM, self.NVML_CLOCK_MEM, self.NVML_CLOCK_VIDEO)
 
     def nvmlDeviceGetMaxClockInfo(self, handle: SimHandle, type: int) -> int:
         with self._lock:
             model = self._gpu("nvmlDeviceGetMaxClockInfo", handle)[0].spec.model
+            self._enum(type, *self._clock_types())
             return model.sm_clock_max_mhz if type == self.NVML_CLOCK_SM else model.memory_clock_max_mhz
 
     def nvmlDeviceGetFanSpeed(self, handle: SimHandle) -> int:
@@ -284,6 +344,9 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
     def nvmlDeviceGetTotalEccErrors(self, handle: SimHandle, errorType: int, counterType: int) -> int:
         with self._lock:
             gpu, _ = self._gpu("nvmlDeviceGetTotalEccErrors", handle)
+            self._enum(errorType, self.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                       self.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
+            self._enum(counterType, self.NVML_VOLATILE_ECC, self.NVML_AGGREGATE_ECC)
             corrected = errorType == self.NVML_MEMORY_ERROR_TYPE_CORRECTED
             return gpu.ecc_corrected if corrected else gpu.ecc_uncorrected
 
@@ -301,6 +364,7 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
         """Sleeps like the real call (about 20 ms: NVML samples the counter over a window)."""
         with self._lock:
             gpu, t = self._gpu("nvmlDeviceGetPcieThroughput", device)
+            self._enum(counter, self.NVML_PCIE_UTIL_TX_BYTES, self.NVML_PCIE_UTIL_RX_BYTES)
             share = 0.35 if counter == self.NVML_PCIE_UTIL_TX_BYTES else 0.15
             value = int(gpu.spec.model.pcie_max_kb_per_second * share * gpu.utilization(t))
         if self._pcie_latency > 0:

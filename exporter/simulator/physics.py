@@ -20,6 +20,7 @@ from exporter.simulator.config import (
     ProcessSpec,
     SimGpuSpec,
 )
+from exporter.simulator.models import MigInstance
 
 AMBIENT_CELSIUS = 28.0
 CELSIUS_PER_WATT = 0.075  # H100 at 700 W settles near 80 C
@@ -61,8 +62,9 @@ class SimGpu:
         self.overheat_override: float | None = None
         self.overheats = tuple(f for f in faults if f.type == "overheat" and f.applies_to(index))
         self.lost = False
-        self.mig = spec.mig  # the MIG layout now (a mig_layout fault or set_mig_layout changes it)
-        self.mig_generation = 0  # bumped on every layout change: MIG handles of an older layout are stale
+        self.mig = spec.mig  # MIG mode on (the layout it was last partitioned to) or None: MIG off
+        self.mig_generation = 0  # bumped on every layout change (the UUIDs of a new layout are new)
+        self.mig_instances: tuple[MigInstance, ...] = ()  # the GPU instances now, by GPU instance id
         self.ecc_corrected = 0
         self.ecc_uncorrected = 0
         self.reliability = Reliability()

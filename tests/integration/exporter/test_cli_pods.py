@@ -15,7 +15,7 @@ import pytest
 from demo.processes import promtool
 from tests import REPO_ROOT
 from tests.integration.exporter.pods.test_exporter_pods import write_driver_minors
-from tests.kubelet import GPU, NODE_YAML, KubeletServer, node_pods
+from tests.kubelet import GPU, NODE_YAML, Claim, KubeletServer, node_pods
 from tests.processes import run_exporter, start_exporter, stop_all
 from tests.scrape import fetch, samples
 from tests.support import wait_for
@@ -186,3 +186,43 @@ def test_status_maps_gke_device_ids_by_the_drivers_device_minors(
     gpus = json.loads(result.stdout)["gpus"]
     assert [[h["pod"] for h in g["holders"]] for g in gpus] == [["trainer-0"], ["llm-a"], ["mig-job"], []]
     assert [g["shared"] for g in gpus] == [False, False, True, False]  # the GKE MIG slice is not the GPU
+
+
+DRA_MIG_YAML = """
+gpus:
+  - {model: H100, mig_enabled: true, load: {pattern: constant, value: 0.5, noise: 0}}
+faults:
+  - {type: mig_create, gpu: 0, at: 8, mig_profile: 1g.10gb}
+"""
+
+
+def test_a_mig_device_the_dra_driver_creates_at_run_time_is_served_with_its_claims_pod_unprivileged(
+        kubelet: KubeletServer, proc_root: str, files: dict[str, str], tmp_path: Path,
+        processes: list[subprocess.Popen[str]]) -> None:
+    """An H100 in MIG mode with no instance, as NVIDIA's DRA driver leaves it until a claim comes: the whole
+    GPU is served; 8 s in, the driver creates the claim's 1g.10gb GPU instance, and the exporter, without the
+    privilege that tells placements (the simulator's default, the base DaemonSet's), serves it with the
+    claim's pod. Each change is logged once, MIG-on-without-instance too, not every pass."""
+    node = tmp_path / "dra-mig.yaml"
+    node.write_text(DRA_MIG_YAML)
+    write_driver_minors(proc_root, {0: 0})
+    kubelet.set_pods([("batch", "dra-job", [("worker", [Claim("mig-slice", ["gpu-0-mig-1g10gb-19-0"])])])])
+    base, proc = serve(processes, "--simulate-config", str(node), "--config", files["config"],
+                       "--pod-resources-socket", kubelet.socket_path, "--proc-root", proc_root)
+
+    def mig_pods() -> list[tuple[str, str, str]]:
+        return [(s["gpu_instance_id"], s["mig_profile"], s["pod"])
+                for s, _ in series(scrape(base), "gpu_mig_memory_used_bytes")]
+
+    wait_for(lambda: mig_pods() == [("7", "1g.10gb", "dra-job")], timeout=45)
+    text = scrape(base)
+    assert series(text, "gpu_up")[0][1] == 1.0 and series(text, "gpu_memory_used_bytes")
+    holders = [(s["pod"], s["claim"]) for s, _ in series(text, "gpu_allocation_info")]
+    assert holders == [("dra-job", "mig-slice")]
+    result = promtool("check", "metrics", stdin=text)
+    assert (result.returncode, result.stderr) == (0, "")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    for what in ("no MIG device yet", "MIG devices changed", "NoPermission"):
+        assert len([line for line in stderr.splitlines() if what in line]) == 1, (what, stderr)

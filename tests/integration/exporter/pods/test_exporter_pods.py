@@ -335,7 +335,8 @@ def test_dra_claims_next_to_device_plugin_gpus_on_one_node(
         caplog: pytest.LogCaptureFixture) -> None:
     """GPU 0 from the device plugin; GPUs 1-3 from NVIDIA's DRA driver, named by device minor (here opposite
     to the NVML index): one claim shared by two pods (GPU 1, `gpu-2`), one MIG device of GPU 2 (`gpu-1-mig-
-    1g10gb-19-0`: profile 19 at placement 0, the first instance), a whole GPU 3 (`gpu-0`). Another driver's
+    1g10gb-19-0`: profile 19 at placement 0, the first instance; the exporter holds the privilege that tells
+    placements, as two instances of that profile share the GPU), a whole GPU 3 (`gpu-0`). Another driver's
     claim is not a GPU's, and nothing is logged."""
     caplog.set_level(logging.WARNING, logger="exporter.pods.attribution")
     write_driver_minors(proc_root, {0: 3, 1: 2, 2: 1, 3: 0})
@@ -348,7 +349,7 @@ def test_dra_claims_next_to_device_plugin_gpus_on_one_node(
         ("infra", "agent", [("main", [Claim("whole", ["gpu-0"]),
                                       Claim("domain", ["channel-0"], driver="compute-domain.nvidia.com")])]),
     ])
-    node = start_node(kubelet.socket_path)
+    node = start_node(kubelet.socket_path, "privileged: true\n" + NODE_YAML)
     wait_for(lambda: {s["gpu"] for s, _ in node.scrape().get("gpu_pod_utilization_ratio", [])} == {
         "0", "1", "3"} and len(node.scrape().get("gpu_pod_memory_used_bytes", [])) == 5, timeout=15)
     samples = node.scrape()

@@ -33,14 +33,18 @@ def passes(adapter: NvmlAdapter, clock: FakeClock, index: int, count: int) -> Ba
     return reading
 
 
-@pytest.mark.parametrize(("driver", "by_index_calls"), [("535.183.01", True), ("580.65.06", False)])
-def test_the_profile_name_is_found_on_every_driver(make_sim: SimFactory, driver: str,
-                                                   by_index_calls: bool) -> None:
+@pytest.mark.parametrize(("driver", "table_call"), [
+    ("470.256.02", "nvmlDeviceGetGpuInstanceProfileInfo"),  # before R510: no name in the table
+    ("535.183.01", "nvmlDeviceGetGpuInstanceProfileInfoV"),
+    ("580.65.06", "nvmlDeviceGetGpuInstanceProfileInfoV"),
+])
+def test_the_profile_is_found_on_every_driver_without_privilege(make_sim: SimFactory, driver: str,
+                                                                table_call: str) -> None:
     sim, adapter = make_sim(f"driver_version: {driver}\n{SPLIT}")
-    profiles = {device.profile for device in adapter.read().devices[0].mig_instances}
-    assert profiles == {"3g.40gb"}
-    assert (sim.calls["nvmlDeviceGetGpuInstanceProfileInfo"] > 0) is by_index_calls
-    assert (sim.calls["nvmlDeviceGetGpuInstanceProfileInfoById"] > 0) is True  # tried first on both
+    instances = adapter.read().devices[0].mig_instances
+    assert {(m.profile, m.profile_id, m.placement_start) for m in instances} == {("3g.40gb", 9, None)}
+    assert sim.calls[table_call] > 0
+    assert sim.calls["nvmlDeviceGetGpuInstanceProfileInfoById"] == 0  # the table has every id
     assert adapter.driver_version == driver
 
 

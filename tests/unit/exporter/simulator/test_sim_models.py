@@ -16,6 +16,7 @@ from exporter.simulator.nvml import SimulatedNvml
 from tests.unit.exporter.conftest import FakeClock
 
 FLEET = """
+privileged: true
 gpus:
   - model: H100
     mig: 7
@@ -37,6 +38,7 @@ NEW_CALLS = (
     "nvmlDeviceGetFieldValues", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkErrorCounter",
     "nvmlDeviceGetViolationStatus", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
     "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetInfo", "nvmlDeviceGetGpuInstanceProfileInfoById",
+    "nvmlDeviceGetGpuInstanceProfileInfo", "nvmlDeviceGetAttributes", "nvmlDeviceGetAttributes_v2",
 )
 
 
