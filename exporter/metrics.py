@@ -199,6 +199,10 @@ SCRAPE_DURATION = MetricSpec("gpu_exporter_scrape_duration_seconds", "gauge",
 LAST_COLLECT = MetricSpec("gpu_exporter_last_collect_timestamp_seconds", "gauge",
                           "Unix time when NVML last answered a sweep: the staleness signal.", per_gpu=False)
 GPUS = MetricSpec("gpu_exporter_gpus", "gauge", "Number of GPUs NVML reports on this node.", per_gpu=False)
+NVML_ERRORS = MetricSpec("gpu_exporter_nvml_errors", "counter",
+                         "NVML calls that failed with an error costing only their own values (Unknown, "
+                         "NoData, CorruptedInforom, ...): the GPU stays up, the call's series are left out "
+                         "of that sweep or pass.", ("gpu", "call", "error"), per_gpu=False)
 POD_RESOURCES_UP = MetricSpec("gpu_exporter_pod_resources_up", "gauge",
                               "1 if the last read of the kubelet pod-resources API succeeded, else 0 (the "
                               "last pod labels are kept for a grace period, then empty).", per_gpu=False)
@@ -213,7 +217,7 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MEMORY_CLOCK_MAX, FAN_SPEED, PERFORMANCE_STATE, CLOCKS_EVENT_REASON, ECC_ERRORS, PCIE_TX, PCIE_RX,
     ENCODER_UTILIZATION, DECODER_UTILIZATION, PROCESS_MEMORY,
 )
-EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT)
+EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT, NVML_ERRORS)
 # Families the collector's extensions produce: pod attribution (exporter/pods/attribution.py), health and
 # XID errors (exporter/health/metrics.py, exporter/health/xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (

@@ -6,8 +6,11 @@ the module object handed over here.
 
 The adapter takes the NVML module-like object as a constructor argument (`pynvml` on a GPU node, a
 `exporter.simulator.nvml.SimulatedNvml` in the demo and the tests), so the same code runs on both. NVML errors
-are mapped here: NotSupported / NoPermission leave one field out (logged once per GPU and call), any other
-error marks that GPU down, and a library-wide failure raises `NvmlUnavailableError`.
+are mapped here and in NvmlCalls: NotSupported / NoPermission leave one field out (logged once per GPU and
+call); an error saying the board is gone (GpuIsLost, ResetRequired, GpuNotFound, Uninitialized), or one
+reading the GPU's identity (handle, UUID, name), marks that GPU down; any other error of one call (Unknown,
+CorruptedInforom, NoData, Timeout, ...) leaves that call's values out of this read and is counted
+(gpu_exporter_nvml_errors_total); a library-wide failure of every GPU raises `NvmlUnavailableError`.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from exporter.nvml.snapshots import (
     DeviceSnapshot,
     MigInstanceSnapshot,
     NodeSnapshot,
+    NvmlErrorCount,
     ProcessSnapshot,
     ProcessUtilizationSample,
     XidEvent,
@@ -154,10 +158,21 @@ class NvmlAdapter:
         now = self._clock()
         return NodeSnapshot(
             nvml_up=True, driver_version=self.driver_version, cuda_version=self.cuda_version, devices=devices,
-            collected_at=now, duration_seconds=time.perf_counter() - start, last_success=now)
+            collected_at=now, duration_seconds=time.perf_counter() - start, last_success=now,
+            nvml_errors=self._calls.error_counts())
+
+    @property
+    def gone_errors(self) -> tuple[type[Exception], ...]:
+        """The NVML errors that mean a GPU or the library is gone (they mark the GPU down, never a field)."""
+        return self._calls.gone
+
+    def error_counts(self) -> tuple[NvmlErrorCount, ...]:
+        """NVML call errors that cost one call's values, per (GPU, call, error), since the process started."""
+        return self._calls.error_counts()
 
     def read_device(self, index: int) -> DeviceSnapshot:
-        """One GPU; an error other than NotSupported gives a snapshot with up=False and the reason."""
+        """One GPU; an error that the sweep raises (the board or library gone, a stale handle, the GPU's
+        identity unreadable) gives a snapshot with up=False and the reason."""
         static: StaticInfo | None = None
         try:
             static = self._static_info(index)
@@ -171,9 +186,20 @@ class NvmlAdapter:
                                   pci_bus_id=static.pci_bus_id, up=False, error=reason)
 
     def _static_info(self, index: int) -> StaticInfo:
+        """GPU `index`'s facts, read once per session. Any error of the handle, UUID or name is raised (a GPU
+        without its identity is down); an error of one optional fact (PCI bus id, max clocks) leaves it out of
+        this read, which is then not kept, so the next sweep asks again."""
         info = self._static.get(index)
         if info is not None:
             return info
+        with self._calls.recording() as failed:
+            info = self._read_static(index)
+        if not failed:
+            with self._lock:
+                self._static[index] = info
+        return info
+
+    def _read_static(self, index: int) -> StaticInfo:
         nvml = self._nvml
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         info = StaticInfo(
@@ -188,8 +214,6 @@ class NvmlAdapter:
         )
         mig = self._mig.devices(index, handle)
         info.mig_devices, info.mig_uuids = mig, tuple(device.uuid for device in mig)
-        with self._lock:
-            self._static[index] = info
         return info
 
     def _relist_mig(self, index: int, static: StaticInfo, why: str) -> StaticInfo:
@@ -231,7 +255,9 @@ class NvmlAdapter:
         static = self._static.get(index)
         if static is None:
             return None
-        if self._mig.mig_mode(index, static.handle) != bool(static.mig_devices):  # MIG turned on or off
+        with self._calls.recording() as failed:  # a failed mode read says nothing: no relist on it
+            mig_mode = self._mig.mig_mode(index, static.handle)
+        if not failed and mig_mode != bool(static.mig_devices):  # MIG turned on or off
             static = self._relist_mig(index, static, "MIG mode")
         instances = tuple(d.gpu_instance_id for d in static.mig_devices if d.gpu_instance_id is not None)
         try:
@@ -252,6 +278,10 @@ class NvmlAdapter:
             return ()
         except self._left_out as exc:
             self._note_unsupported(index, "nvmlDeviceGetProcessUtilization", exc)
+            return None
+        except self._error as exc:
+            if not self._calls.field_error(index, "nvmlDeviceGetProcessUtilization", exc):
+                raise
             return None
         return tuple(ProcessUtilizationSample(
             int(s.pid), int(s.timeStamp), s.smUtil / 100.0, s.memUtil / 100.0, s.encUtil / 100.0,

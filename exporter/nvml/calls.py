@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from exporter.nvml.snapshots import NvmlErrorCount
 
 log = logging.getLogger("exporter.nvml.adapter")
 
@@ -41,6 +45,13 @@ MAX_PSTATE = 15  # NVML_PSTATE_15; NVML_PSTATE_UNKNOWN is 32
 # Errors after which the whole library must be re-initialised, not just one GPU marked down.
 LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLError_LibraryNotFound",
                 "NVMLError_LibRmVersionMismatch")
+# Errors that mean the board itself is gone (nvml.h: lost, needs a reset, fell off the bus; Uninitialized
+# after a driver reload): they mark the GPU down (gpu_up 0). Looked up by name: an older pynvml may lack one.
+GPU_GONE = ("NVMLError_GpuIsLost", "NVMLError_ResetRequired", "NVMLError_GpuNotFound",
+            "NVMLError_Uninitialized")
+# Errors that say the handle no longer names what it named (a MIG device re-partitioned away): raised to the
+# caller, which lists the MIG devices again (exporter/nvml/mig.py) or marks the GPU down.
+STALE_HANDLE = ("NVMLError_InvalidArgument", "NVMLError_NotFound")
 
 
 def clocks_event_reasons(nvml: Any) -> tuple[tuple[str, int], ...]:
@@ -67,6 +78,11 @@ class StaticInfo:
     mig_devices: tuple[Any, ...] = ()  # exporter.nvml.mig.MigDevice, one per MIG device
 
 
+def error_name(exc: BaseException) -> str:
+    """The `error` label of an NVML error: pynvml's class name without its prefix (`Unknown`, `NoData`)."""
+    return type(exc).__name__.removeprefix("NVMLError_")
+
+
 def text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -91,7 +107,14 @@ def performance_state(value: Any) -> int | None:
 
 class NvmlCalls:
     """Optional and versioned NVML calls; thread-safe. `reset()` on every (re-)init forgets which call name
-    worked, since a new driver may have come with the new session."""
+    worked, since a new driver may have come with the new session.
+
+    What an error of one call costs: NotSupported / NoPermission / FunctionNotFound leave the call's value out
+    (`note_unsupported`, logged once at INFO); an error that means the board is gone (GPU_GONE), the library
+    failing (LIBRARY_WIDE) or a stale handle (STALE_HANDLE) is raised to the caller; any other NVML error
+    (Unknown, CorruptedInforom, NoData, Timeout, ...) leaves that call's value out for this read only, is
+    counted per (GPU, call, error) for gpu_exporter_nvml_errors_total and logged at WARNING the first time
+    (`field_error`). The counts live as long as the process: a re-init does not reset a counter."""
 
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
@@ -101,16 +124,23 @@ class NvmlCalls:
             mismatch)
         self.fallback_errors: tuple[type[Exception], ...] = (nvml.NVMLError_FunctionNotFound, mismatch)
         self.library_wide = tuple(getattr(nvml, n) for n in LIBRARY_WIDE if hasattr(nvml, n))
+        self.gone: tuple[type[Exception], ...] = (
+            *(getattr(nvml, n) for n in GPU_GONE if hasattr(nvml, n)), *self.library_wide)
+        self.raised: tuple[type[Exception], ...] = (
+            *self.gone, *(getattr(nvml, n) for n in STALE_HANDLE if hasattr(nvml, n)))
         self._lock = threading.Lock()
         self.resolved: dict[str, str] = {}
         self._unsupported: set[tuple[int, str]] = set()
+        self._errors: dict[tuple[int, str, str], int] = {}
+        self._failed = threading.local()  # the list `recording()` collects this thread's failed calls in
 
     def reset(self) -> None:
         with self._lock:
             self.resolved.clear()
 
     def optional(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
-        """Call NVML; None (logged once) when the call is not supported on this GPU or driver."""
+        """Call NVML; None when the call is not supported on this GPU or driver (logged once) or failed with
+        an error that costs only this value (`field_error`); the errors in `raised` are raised."""
         try:
             value = getattr(self.nvml, call)(*args)
         except AttributeError as exc:
@@ -118,6 +148,10 @@ class NvmlCalls:
             return None
         except self.left_out as exc:
             self.note_unsupported(index, call, exc)
+            return None
+        except self.nvml.NVMLError as exc:
+            if not self.field_error(index, call, exc):
+                raise
             return None
         return getattr(value, attr) if attr else value
 
@@ -127,6 +161,50 @@ class NvmlCalls:
         except self.left_out as exc:
             self.note_unsupported(index, "/".join(calls), exc)
             return None
+        except self.nvml.NVMLError as exc:
+            if not self.field_error(index, self.resolved.get(logical, calls[0]), exc):
+                raise
+            return None
+
+    def field_error(self, index: int, call: str, exc: BaseException) -> bool:
+        """Count `exc` of `call` on GPU `index` and note the call as failed in this thread's `recording()`;
+        False (nothing noted) when `exc` is one of `raised`, which the caller must raise."""
+        if isinstance(exc, self.raised):
+            return False
+        self.count_error(index, call, exc)
+        return True
+
+    def count_error(self, index: int, call: str, exc: BaseException) -> None:
+        """`field_error` without the check: for a caller that knows what `exc` means for its call (GPM's
+        refused pair is an InvalidArgument)."""
+        key = (index, call, error_name(exc))
+        with self._lock:
+            first = key not in self._errors
+            self._errors[key] = self._errors.get(key, 0) + 1
+        failed: list[str] | None = getattr(self._failed, "calls", None)
+        if failed is not None:
+            failed.append(call)
+        if first:
+            log.warning("GPU %d: %s failed: %s (%s); its values are left out while it fails, the GPU's other "
+                        "series stay (counted in gpu_exporter_nvml_errors_total, logged once)", index, call,
+                        exc, type(exc).__name__)
+
+    @contextmanager
+    def recording(self) -> Iterator[list[str]]:
+        """Within the block, the calls of this thread that `field_error` noted are appended to the list."""
+        outer = getattr(self._failed, "calls", None)
+        failed: list[str] = []
+        self._failed.calls = failed
+        try:
+            yield failed
+        finally:
+            self._failed.calls = outer
+
+    def error_counts(self) -> tuple[NvmlErrorCount, ...]:
+        """Every (GPU, call, error) `field_error` counted since the process started, with its count."""
+        with self._lock:
+            counts = sorted(self._errors.items())
+        return tuple(NvmlErrorCount(gpu, call, error, count) for (gpu, call, error), count in counts)
 
     def versioned(self, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
         """Try the newest call name first, fall back to older ones; remember the one that worked."""

@@ -3,7 +3,9 @@ NVLink state, error and traffic counters, retired pages, clock violation time an
 calls on an NVLink board: sampled in the background).
 
 Every call goes through the NVML module object (pynvml or SimulatedNvml); NotSupported / NoPermission leave
-the value out (logged once per GPU and call), as everywhere in the adapter.
+the value out (logged once per GPU and call), as everywhere in the adapter, and any other error of one call
+(Unknown, NoData, ...) costs that call's value for this pass only (NvmlCalls.field_error), never the rest of
+the pass.
 """
 
 from __future__ import annotations
@@ -154,13 +156,20 @@ class ReliabilityReader:
             return known
         nvml = self._calls.nvml
         refused = (*self._calls.left_out, nvml.NVMLError_InvalidArgument)
-        links = []
+        links, failed = [], False
         for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
             try:
                 nvml.nvmlDeviceGetNvLinkState(handle, link)
             except refused:
                 continue
+            except nvml.NVMLError as exc:  # this link is unknown this pass: ask again on the next
+                if not self._calls.field_error(index, "nvmlDeviceGetNvLinkState", exc):
+                    raise
+                failed = True
+                continue
             links.append(link)
+        if failed:
+            return tuple(links)
         if not links:
             self._calls.note_unsupported(index, "nvmlDeviceGetNvLinkState", nvml.NVMLError_NotSupported())
         with self._lock:
