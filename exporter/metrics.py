@@ -46,7 +46,8 @@ def _counter(name: str, help_: str, *extra: str) -> MetricSpec:
 
 GPU_INFO = _gauge("gpu_info", "GPU metadata, value 1: driver and CUDA driver versions, PCI bus id.",
                   "driver_version", "cuda_version", "pci_bus_id")
-GPU_UP = _gauge("gpu_up", "1 if the GPU answered NVML on the last sweep, 0 if it is lost or failing.")
+GPU_UP = _gauge("gpu_up", "1 if the GPU answered NVML on the last sweep, 0 if it is lost, needs a reset or "
+                          "is gone (one failing call leaves only its own series out).")
 UTILIZATION = _gauge("gpu_utilization_ratio",
                      "Fraction of the last sample period during which a kernel ran on the GPU (0..1).")
 MEMORY_UTILIZATION = _gauge("gpu_memory_utilization_ratio",
