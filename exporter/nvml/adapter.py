@@ -163,8 +163,9 @@ class NvmlAdapter:
 
     @property
     def gone_errors(self) -> tuple[type[Exception], ...]:
-        """The NVML errors that mean a GPU or the library is gone (they mark the GPU down, never a field)."""
-        return self._calls.gone
+        """The NVML errors that mark a GPU down on a sweep (the board or library gone, a stale handle): never
+        one field's error."""
+        return self._calls.raised
 
     def error_counts(self) -> tuple[NvmlErrorCount, ...]:
         """NVML call errors that cost one call's values, per (GPU, call, error), since the process started."""
