@@ -4,7 +4,6 @@ at WARNING once by the adapter), and a GPU gone is left to the sweep's own WARNI
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,14 +13,6 @@ from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import NvmlSource, SourceSettings
 from tests.support import wait_for
 from tests.unit.exporter.conftest import FakeClock
-
-
-@pytest.fixture
-def sources() -> Iterator[list[NvmlSource]]:
-    started: list[NvmlSource] = []
-    yield started
-    for source in started:
-        source.stop()
 
 
 def test_a_background_call_error_costs_that_call_and_a_lost_gpu_is_not_warned_twice(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -34,14 +33,6 @@ def scrape(collector: GpuCollector) -> Samples:
         for labels, value in series:
             by_gpu.setdefault(name, {}).setdefault(labels.get("gpu", ""), value)
     return by_gpu
-
-
-@pytest.fixture
-def sources() -> Iterator[list[NvmlSource]]:
-    started: list[NvmlSource] = []
-    yield started
-    for source in started:
-        source.stop()
 
 
 def test_every_allowed_error_is_a_pynvml_error_class() -> None:
