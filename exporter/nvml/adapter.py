@@ -83,7 +83,7 @@ class NvmlAdapter:
         self._left_out = self._calls.left_out
         self._library_wide = self._calls.library_wide
         self._lock = threading.Lock()
-        self._optional = self._calls.optional
+        self._field = self._calls.field
         self._versioned = self._calls.versioned
         self._note_unsupported = self._calls.note_unsupported
         self._static: dict[int, StaticInfo] = {}
@@ -207,11 +207,11 @@ class NvmlAdapter:
             handle=handle,
             uuid=text(nvml.nvmlDeviceGetUUID(handle)),
             name=text(nvml.nvmlDeviceGetName(handle)),
-            pci_bus_id=text(self._optional(index, "nvmlDeviceGetPciInfo", handle, attr="busId") or ""),
-            sm_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
-                                                        nvml.NVML_CLOCK_SM)),
-            memory_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
-                                                            nvml.NVML_CLOCK_MEM)),
+            pci_bus_id=text(self._field(index, "nvmlDeviceGetPciInfo", handle, attr="busId") or ""),
+            sm_clock_max_hertz=mhz(self._field(index, "nvmlDeviceGetMaxClockInfo", handle,
+                                                     nvml.NVML_CLOCK_SM)),
+            memory_clock_max_hertz=mhz(self._field(index, "nvmlDeviceGetMaxClockInfo", handle,
+                                                         nvml.NVML_CLOCK_MEM)),
         )
         mig = self._mig.devices(index, handle)
         info.mig_devices, info.mig_uuids = mig, tuple(device.uuid for device in mig)
@@ -246,8 +246,8 @@ class NvmlAdapter:
         if static is None:
             return None, None
         nvml = self._nvml
-        tx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
-        rx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
+        tx = self._field(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
+        rx = self._field(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
         return (None if tx is None else tx * PCIE_KB), (None if rx is None else rx * PCIE_KB)
 
     def read_background(self, index: int) -> BackgroundReading | None:

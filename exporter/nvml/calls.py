@@ -49,8 +49,10 @@ LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLErr
 # after a driver reload): they mark the GPU down (gpu_up 0). Looked up by name: an older pynvml may lack one.
 GPU_GONE = ("NVMLError_GpuIsLost", "NVMLError_ResetRequired", "NVMLError_GpuNotFound",
             "NVMLError_Uninitialized")
-# Errors that say the handle no longer names what it named (a MIG device re-partitioned away): raised to the
-# caller, which lists the MIG devices again (exporter/nvml/mig.py) or marks the GPU down.
+# Errors that, on a MIG device's handle, say it no longer names a MIG device (the GPU was re-partitioned):
+# `NvmlCalls.optional` raises them so the MIG reader lists the devices again (exporter/nvml/mig.py). On a
+# whole GPU's handle they are one call's error like any other (`NvmlCalls.field`): NVML answers
+# InvalidArgument for an argument this driver does not take as well as for a bad handle.
 STALE_HANDLE = ("NVMLError_InvalidArgument", "NVMLError_NotFound")
 
 
@@ -110,11 +112,12 @@ class NvmlCalls:
     worked, since a new driver may have come with the new session.
 
     What an error of one call costs: NotSupported / NoPermission / FunctionNotFound leave the call's value out
-    (`note_unsupported`, logged once at INFO); an error that means the board is gone (GPU_GONE), the library
-    failing (LIBRARY_WIDE) or a stale handle (STALE_HANDLE) is raised to the caller; any other NVML error
-    (Unknown, CorruptedInforom, NoData, Timeout, ...) leaves that call's value out for this read only, is
-    counted per (GPU, call, error) for gpu_exporter_nvml_errors_total and logged at WARNING the first time
-    (`field_error`). The counts live as long as the process: a re-init does not reset a counter."""
+    (`note_unsupported`, logged once at INFO); an error that means the board is gone (GPU_GONE) or the library
+    failing (LIBRARY_WIDE) is raised to the caller, and so is a stale handle (STALE_HANDLE) from `optional`,
+    the call of MIG handles; any other NVML error (Unknown, CorruptedInforom, NoData, Timeout, ...) leaves
+    that call's value out for this read only, is counted per (GPU, call, error) for
+    gpu_exporter_nvml_errors_total and logged at WARNING the first time (`field_error`). The counts live as
+    long as the process: a re-init does not reset a counter."""
 
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
@@ -126,8 +129,9 @@ class NvmlCalls:
         self.library_wide = tuple(getattr(nvml, n) for n in LIBRARY_WIDE if hasattr(nvml, n))
         self.gone: tuple[type[Exception], ...] = (
             *(getattr(nvml, n) for n in GPU_GONE if hasattr(nvml, n)), *self.library_wide)
-        self.raised: tuple[type[Exception], ...] = (
-            *self.gone, *(getattr(nvml, n) for n in STALE_HANDLE if hasattr(nvml, n)))
+        self.stale: tuple[type[Exception], ...] = tuple(
+            getattr(nvml, n) for n in STALE_HANDLE if hasattr(nvml, n))
+        self.raised: tuple[type[Exception], ...] = (*self.gone, *self.stale)
         self._lock = threading.Lock()
         self.resolved: dict[str, str] = {}
         self._unsupported: set[tuple[int, str]] = set()
@@ -138,9 +142,18 @@ class NvmlCalls:
         with self._lock:
             self.resolved.clear()
 
+    def field(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
+        """Call NVML on a whole GPU; None when the call is not supported on this GPU or driver (logged once)
+        or failed with an error that costs only this value (`field_error`); `gone` errors are raised."""
+        return self._call(index, call, args, attr, stale_raised=False)
+
     def optional(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
-        """Call NVML; None when the call is not supported on this GPU or driver (logged once) or failed with
-        an error that costs only this value (`field_error`); the errors in `raised` are raised."""
+        """`field`, except that a stale handle (STALE_HANDLE) is raised too: for MIG handles, whose callers
+        list the MIG devices again on it."""
+        return self._call(index, call, args, attr, stale_raised=True)
+
+    def _call(self, index: int, call: str, args: tuple[Any, ...], attr: str | None,
+              stale_raised: bool) -> Any:
         try:
             value = getattr(self.nvml, call)(*args)
         except AttributeError as exc:
@@ -150,7 +163,7 @@ class NvmlCalls:
             self.note_unsupported(index, call, exc)
             return None
         except self.nvml.NVMLError as exc:
-            if not self.field_error(index, call, exc):
+            if (stale_raised and isinstance(exc, self.stale)) or not self.field_error(index, call, exc):
                 raise
             return None
         return getattr(value, attr) if attr else value
@@ -168,8 +181,9 @@ class NvmlCalls:
 
     def field_error(self, index: int, call: str, exc: BaseException) -> bool:
         """Count `exc` of `call` on GPU `index` and note the call as failed in this thread's `recording()`;
-        False (nothing noted) when `exc` is one of `raised`, which the caller must raise."""
-        if isinstance(exc, self.raised):
+        False (nothing noted) when `exc` says the GPU or the library is gone (`gone`): the caller raises
+        it."""
+        if isinstance(exc, self.gone):
             return False
         self.count_error(index, call, exc)
         return True

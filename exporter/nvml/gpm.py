@@ -101,7 +101,7 @@ class GpmReader:
         if known is not None:
             return known
         with self._calls.recording() as failed:
-            answer = self._calls.optional(index, "nvmlGpmQueryDeviceSupport", handle)
+            answer = self._calls.field(index, "nvmlGpmQueryDeviceSupport", handle)
         supported = bool(answer is not None and int(answer.isSupportedDevice))
         if not failed:  # an error answers nothing: ask again next pass
             self._remember(index, supported)

@@ -35,7 +35,7 @@ class DeviceReader:
         self._calls = calls
         self._reasons = clocks_event_reasons(nvml)
         self._left_out = calls.left_out
-        self._optional = calls.optional
+        self._optional = calls.field
         self._optional_versioned = calls.optional_versioned
         self._note_unsupported = calls.note_unsupported
 

@@ -41,7 +41,7 @@ NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMi
 # others leave that call's values out while they last (docs/exporter.md, "NVML errors").
 ERROR_FAULT_ERRORS = ("Unknown", "NoPermission", "NotSupported", "GpuIsLost", "ResetRequired", "GpuNotFound",
                       "Uninitialized", "InsufficientPower", "IrqIssue", "CorruptedInforom", "OperatingSystem",
-                      "Memory", "NoData", "NotReady", "Timeout")
+                      "Memory", "NoData", "NotReady", "Timeout", "InvalidArgument", "NotFound")
 
 
 @dataclass(frozen=True)

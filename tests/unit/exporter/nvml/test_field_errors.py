@@ -17,8 +17,10 @@ from tests.unit.exporter.conftest import FakeClock, SimFactory
 # Every error an `error` fault can raise, by what it costs on a sweep call.
 GONE = ("GpuIsLost", "ResetRequired", "GpuNotFound", "Uninitialized")
 LEFT_OUT = ("NotSupported", "NoPermission")
+# InvalidArgument / NotFound on a MIG device's handle relist its GPU's MIG devices (tests/unit/exporter/
+# simulator/test_sim_mig.py); on a whole GPU's handle they are one call's error like the others.
 FIELD = ("Unknown", "CorruptedInforom", "NoData", "Timeout", "InsufficientPower", "IrqIssue", "Memory",
-         "NotReady", "OperatingSystem")
+         "NotReady", "OperatingSystem", "InvalidArgument", "NotFound")
 
 
 def test_every_error_the_simulator_raises_has_an_expected_effect_here() -> None:
