@@ -163,17 +163,17 @@ class NvmlAdapter:
 
     @property
     def gone_errors(self) -> tuple[type[Exception], ...]:
-        """The NVML errors that mark a GPU down on a sweep (the board or library gone, a stale handle): never
-        one field's error."""
-        return self._calls.raised
+        """The NVML errors that mark a GPU down on a sweep (the board or the library gone): never one
+        field's error."""
+        return self._calls.gone
 
     def error_counts(self) -> tuple[NvmlErrorCount, ...]:
         """NVML call errors that cost one call's values, per (GPU, call, error), since the process started."""
         return self._calls.error_counts()
 
     def read_device(self, index: int) -> DeviceSnapshot:
-        """One GPU; an error that the sweep raises (the board or library gone, a stale handle, the GPU's
-        identity unreadable) gives a snapshot with up=False and the reason."""
+        """One GPU; an error that the sweep raises (the board or the library gone, the GPU's identity
+        unreadable) gives a snapshot with up=False and the reason."""
         static: StaticInfo | None = None
         try:
             static = self._static_info(index)

@@ -131,7 +131,6 @@ class NvmlCalls:
             *(getattr(nvml, n) for n in GPU_GONE if hasattr(nvml, n)), *self.library_wide)
         self.stale: tuple[type[Exception], ...] = tuple(
             getattr(nvml, n) for n in STALE_HANDLE if hasattr(nvml, n))
-        self.raised: tuple[type[Exception], ...] = (*self.gone, *self.stale)
         self._lock = threading.Lock()
         self.resolved: dict[str, str] = {}
         self._unsupported: set[tuple[int, str]] = set()

@@ -42,9 +42,8 @@ class DeviceReader:
     def read(self, index: int, s: StaticInfo, mig_instances: MigSnapshots) -> DeviceSnapshot:
         """GPU `index`'s fields now; `mig_instances` reads its MIG instances (the adapter relists a layout
         that changed). NotSupported leaves a field out for the session; an error of one call (Unknown, NoData,
-        ...) leaves that call's fields out of this sweep, named in `failed_calls`; an error saying the board,
-        the library or the handle is gone (NvmlCalls.raised) is raised to the adapter, which marks the GPU
-        down."""
+        ...) leaves that call's fields out of this sweep, named in `failed_calls`; an error saying the board
+        or the library is gone (NvmlCalls.gone) is raised to the adapter, which marks the GPU down."""
         with self._calls.recording() as failed:
             device = self._read(index, s)
         return dataclasses.replace(device, failed_calls=tuple(dict.fromkeys(failed)),
