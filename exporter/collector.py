@@ -230,3 +230,8 @@ class GpuCollector:
             last = new_family(m.LAST_COLLECT)
             last.add_metric([], snapshot.last_success)
             yield last
+        if snapshot.nvml_errors:
+            errors = new_family(m.NVML_ERRORS)
+            for count in snapshot.nvml_errors:
+                errors.add_metric([str(count.gpu), count.call, count.error], float(count.count))
+            yield errors

@@ -46,7 +46,8 @@ def _counter(name: str, help_: str, *extra: str) -> MetricSpec:
 
 GPU_INFO = _gauge("gpu_info", "GPU metadata, value 1: driver and CUDA driver versions, PCI bus id.",
                   "driver_version", "cuda_version", "pci_bus_id")
-GPU_UP = _gauge("gpu_up", "1 if the GPU answered NVML on the last sweep, 0 if it is lost or failing.")
+GPU_UP = _gauge("gpu_up", "1 if the GPU answered NVML on the last sweep, 0 if it is lost, needs a reset or "
+                          "is gone (one failing call leaves only its own series out).")
 UTILIZATION = _gauge("gpu_utilization_ratio",
                      "Fraction of the last sample period during which a kernel ran on the GPU (0..1).")
 MEMORY_UTILIZATION = _gauge("gpu_memory_utilization_ratio",
@@ -199,6 +200,10 @@ SCRAPE_DURATION = MetricSpec("gpu_exporter_scrape_duration_seconds", "gauge",
 LAST_COLLECT = MetricSpec("gpu_exporter_last_collect_timestamp_seconds", "gauge",
                           "Unix time when NVML last answered a sweep: the staleness signal.", per_gpu=False)
 GPUS = MetricSpec("gpu_exporter_gpus", "gauge", "Number of GPUs NVML reports on this node.", per_gpu=False)
+NVML_ERRORS = MetricSpec("gpu_exporter_nvml_errors", "counter",
+                         "NVML calls that failed with an error costing only their own values (Unknown, "
+                         "NoData, CorruptedInforom, ...): the GPU stays up, the call's series are left out "
+                         "of that sweep or pass.", ("gpu", "call", "error"), per_gpu=False)
 POD_RESOURCES_UP = MetricSpec("gpu_exporter_pod_resources_up", "gauge",
                               "1 if the last read of the kubelet pod-resources API succeeded, else 0 (the "
                               "last pod labels are kept for a grace period, then empty).", per_gpu=False)
@@ -213,7 +218,7 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     MEMORY_CLOCK_MAX, FAN_SPEED, PERFORMANCE_STATE, CLOCKS_EVENT_REASON, ECC_ERRORS, PCIE_TX, PCIE_RX,
     ENCODER_UTILIZATION, DECODER_UTILIZATION, PROCESS_MEMORY,
 )
-EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT)
+EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT, NVML_ERRORS)
 # Families the collector's extensions produce: pod attribution (exporter/pods/attribution.py), health and
 # XID errors (exporter/health/metrics.py, exporter/health/xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (

@@ -79,6 +79,7 @@ class NvmlSource:
         self._background: dict[int, BackgroundReading | None] = {}
         self._hooks: list[SweepHook] = []
         self._down_gpus: set[int] = set()
+        self._background_errors: set[tuple[int, str, str]] = set()  # (GPU, pass, error) logged at WARNING
         self._init_attempted = threading.Event()
         self.sweeps = 0
         self.generation = 0  # snapshots published so far, NVML up or not: a new one means new values
@@ -173,7 +174,7 @@ class NvmlSource:
             try:
                 value = self.adapter.read_pcie(index)
             except Exception as exc:  # one GPU failing must not end the sampler
-                log.debug("GPU %d: PCIe sample failed: %s", index, exc)
+                self._background_failed(index, "PCIe sample", exc)
                 value = (None, None)
             with self._state_lock:
                 self._pcie[index] = value
@@ -186,17 +187,28 @@ class NvmlSource:
             try:
                 reading = self.adapter.read_background(index)
             except Exception as exc:  # one GPU failing must not end the sampler
-                log.debug("GPU %d: profiling sample failed: %s", index, exc)
+                self._background_failed(index, "profiling sample", exc)
                 reading = None
             with self._state_lock:
                 self._background[index] = reading
+
+    def _background_failed(self, index: int, what: str, exc: Exception) -> None:
+        """What reaches here is no single call's error (the adapter leaves those out, counted and logged):
+        a GPU gone, which the sweep reports as gpu_up 0 with its own WARNING, or a fault of ours, logged at
+        WARNING the first time per GPU, pass and error."""
+        key = (index, what, type(exc).__name__)
+        gone = isinstance(exc, self.adapter.gone_errors)
+        level = logging.DEBUG if gone or key in self._background_errors else logging.WARNING
+        self._background_errors.add(key)
+        log.log(level, "GPU %d: %s failed: %s (%s); its values are left out of this pass", index, what, exc,
+                type(exc).__name__)
 
     def _sample_process_utilization(self, index: int) -> None:
         """Mean SM share per pid over the samples since the last pass; () when no process ran."""
         try:
             samples = self.adapter.process_utilization(index, self._process_util_since.get(index, 0))
         except Exception as exc:  # a lost GPU must not end the sampler
-            log.debug("GPU %d: process utilization sample failed: %s", index, exc)
+            self._background_failed(index, "process utilization sample", exc)
             samples = None
         value = None if samples is None else mean_by_pid(samples)
         if samples:
@@ -278,7 +290,8 @@ class NvmlSource:
     def _down_snapshot(self, start: float) -> NodeSnapshot:
         return NodeSnapshot(nvml_up=False, driver_version="", cuda_version="", devices=(),
                             collected_at=self._clock(), duration_seconds=time.perf_counter() - start,
-                            last_success=self._last_success, nvml_error=self._nvml_error)
+                            last_success=self._last_success, nvml_error=self._nvml_error,
+                            nvml_errors=self.adapter.error_counts())
 
     def _log_gpu_transitions(self, snapshot: NodeSnapshot) -> None:
         for device in snapshot.devices:

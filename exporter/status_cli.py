@@ -119,6 +119,7 @@ def status_document(snapshot: NodeSnapshot, node: str, holders: Holders | None =
         item["clocks_event_reasons"] = None if reasons is None else [r for r, active in reasons if active]
         derived = statuses[device.index]
         item.update(state=derived["state"], state_causes=derived["state_causes"],
+                    missing_fields=derived["missing_fields"],
                     speed_multiplier=derived["throttling"]["speed_multiplier"],
                     availability_score=derived["availability_score"], holders=derived["holders"],
                     shared=derived["shared"])

@@ -21,6 +21,7 @@ one whose temperature or memory use sits in the throttled band, not one whose cl
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -63,6 +64,8 @@ class StateCause(StrEnum):
 
 # The state of a GPU that does not answer (gpu_up 0): it can run nothing.
 DOWN_STATE = HealthState.CRITICAL
+# The readings health is derived from, by the names DeviceSnapshot.missing_fields gives them.
+HEALTH_INPUTS = ("temperature", "memory", "utilization")
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,9 @@ class DeviceHealth:
     availability_score: float | None  # None: free memory, total memory or utilization unknown
     memory_used_percent: float | None
     causes: tuple[StateCause, ...] = ()  # what set `state` (see StateCause); () when optimal or unknown
+    # HEALTH_INPUTS that an NVML error left out of this reading: the state and score stand on the others (or
+    # are None), never `critical` for a GPU that answers
+    missing_fields: tuple[str, ...] = ()
 
     @property
     def speed_multiplier(self) -> float | None:
@@ -184,13 +190,17 @@ def device_health(
     thresholds: HealthThresholds | None = None,
     row_remap_pending: bool = False,
     row_remap_failed: bool = False,
+    missing_fields: Sequence[str] = (),
 ) -> DeviceHealth:
     """A GPU that is down is DOWN_STATE (speed 0) with availability score 0: it must be seen leaving the
     pool, not vanish from it. A pending row remap makes the state at least throttled, a failed one critical
-    (cause ROW_REMAP, beside any reading in the same band)."""
+    (cause ROW_REMAP, beside any reading in the same band). `missing_fields` names the readings an NVML
+    error left out of this sweep (DeviceSnapshot.missing_fields): an up GPU is judged on what it answered,
+    and the HEALTH_INPUTS among them are named on the result."""
     percent = memory_used_percent(memory_used_bytes, memory_total_bytes)
     if not up:
         return DeviceHealth(DOWN_STATE, 0.0, percent, (StateCause.DOWN,))
+    missing = tuple(field for field in HEALTH_INPUTS if field in missing_fields)
     health = assess(temperature_celsius, percent, thresholds)
     score = availability_score(memory_free_bytes, memory_total_bytes, utilization_ratio)
     state, causes = (None, ()) if health is None else (health.state, health.causes)
@@ -199,7 +209,7 @@ def device_health(
         state, causes = floor, (StateCause.ROW_REMAP,)
     elif floor is not None and state is floor:
         causes = (*causes, StateCause.ROW_REMAP)
-    return DeviceHealth(state, score, percent, causes)
+    return DeviceHealth(state, score, percent, causes, missing)
 
 
 def _known(value: float | None) -> bool:

@@ -6,8 +6,11 @@ the module object handed over here.
 
 The adapter takes the NVML module-like object as a constructor argument (`pynvml` on a GPU node, a
 `exporter.simulator.nvml.SimulatedNvml` in the demo and the tests), so the same code runs on both. NVML errors
-are mapped here: NotSupported / NoPermission leave one field out (logged once per GPU and call), any other
-error marks that GPU down, and a library-wide failure raises `NvmlUnavailableError`.
+are mapped here and in NvmlCalls: NotSupported / NoPermission leave one field out (logged once per GPU and
+call); an error saying the board is gone (GpuIsLost, ResetRequired, GpuNotFound, Uninitialized), or one
+reading the GPU's identity (handle, UUID, name), marks that GPU down; any other error of one call (Unknown,
+CorruptedInforom, NoData, Timeout, ...) leaves that call's values out of this read and is counted
+(gpu_exporter_nvml_errors_total); a library-wide failure of every GPU raises `NvmlUnavailableError`.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from exporter.nvml.snapshots import (
     DeviceSnapshot,
     MigInstanceSnapshot,
     NodeSnapshot,
+    NvmlErrorCount,
     ProcessSnapshot,
     ProcessUtilizationSample,
     XidEvent,
@@ -79,7 +83,7 @@ class NvmlAdapter:
         self._left_out = self._calls.left_out
         self._library_wide = self._calls.library_wide
         self._lock = threading.Lock()
-        self._optional = self._calls.optional
+        self._field = self._calls.field
         self._versioned = self._calls.versioned
         self._note_unsupported = self._calls.note_unsupported
         self._static: dict[int, StaticInfo] = {}
@@ -154,10 +158,22 @@ class NvmlAdapter:
         now = self._clock()
         return NodeSnapshot(
             nvml_up=True, driver_version=self.driver_version, cuda_version=self.cuda_version, devices=devices,
-            collected_at=now, duration_seconds=time.perf_counter() - start, last_success=now)
+            collected_at=now, duration_seconds=time.perf_counter() - start, last_success=now,
+            nvml_errors=self._calls.error_counts())
+
+    @property
+    def gone_errors(self) -> tuple[type[Exception], ...]:
+        """The NVML errors that mark a GPU down on a sweep (the board or the library gone): never one
+        field's error."""
+        return self._calls.gone
+
+    def error_counts(self) -> tuple[NvmlErrorCount, ...]:
+        """NVML call errors that cost one call's values, per (GPU, call, error), since the process started."""
+        return self._calls.error_counts()
 
     def read_device(self, index: int) -> DeviceSnapshot:
-        """One GPU; an error other than NotSupported gives a snapshot with up=False and the reason."""
+        """One GPU; an error that the sweep raises (the board or the library gone, the GPU's identity
+        unreadable) gives a snapshot with up=False and the reason."""
         static: StaticInfo | None = None
         try:
             static = self._static_info(index)
@@ -171,25 +187,34 @@ class NvmlAdapter:
                                   pci_bus_id=static.pci_bus_id, up=False, error=reason)
 
     def _static_info(self, index: int) -> StaticInfo:
+        """GPU `index`'s facts, read once per session. Any error of the handle, UUID or name is raised (a GPU
+        without its identity is down); an error of one optional fact (PCI bus id, max clocks) leaves it out of
+        this read, which is then not kept, so the next sweep asks again."""
         info = self._static.get(index)
         if info is not None:
             return info
+        with self._calls.recording() as failed:
+            info = self._read_static(index)
+        if not failed:
+            with self._lock:
+                self._static[index] = info
+        return info
+
+    def _read_static(self, index: int) -> StaticInfo:
         nvml = self._nvml
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         info = StaticInfo(
             handle=handle,
             uuid=text(nvml.nvmlDeviceGetUUID(handle)),
             name=text(nvml.nvmlDeviceGetName(handle)),
-            pci_bus_id=text(self._optional(index, "nvmlDeviceGetPciInfo", handle, attr="busId") or ""),
-            sm_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
-                                                        nvml.NVML_CLOCK_SM)),
-            memory_clock_max_hertz=mhz(self._optional(index, "nvmlDeviceGetMaxClockInfo", handle,
-                                                            nvml.NVML_CLOCK_MEM)),
+            pci_bus_id=text(self._field(index, "nvmlDeviceGetPciInfo", handle, attr="busId") or ""),
+            sm_clock_max_hertz=mhz(self._field(index, "nvmlDeviceGetMaxClockInfo", handle,
+                                                     nvml.NVML_CLOCK_SM)),
+            memory_clock_max_hertz=mhz(self._field(index, "nvmlDeviceGetMaxClockInfo", handle,
+                                                         nvml.NVML_CLOCK_MEM)),
         )
         mig = self._mig.devices(index, handle)
         info.mig_devices, info.mig_uuids = mig, tuple(device.uuid for device in mig)
-        with self._lock:
-            self._static[index] = info
         return info
 
     def _relist_mig(self, index: int, static: StaticInfo, why: str) -> StaticInfo:
@@ -221,8 +246,8 @@ class NvmlAdapter:
         if static is None:
             return None, None
         nvml = self._nvml
-        tx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
-        rx = self._optional(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
+        tx = self._field(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_TX_BYTES)
+        rx = self._field(index, "nvmlDeviceGetPcieThroughput", static.handle, nvml.NVML_PCIE_UTIL_RX_BYTES)
         return (None if tx is None else tx * PCIE_KB), (None if rx is None else rx * PCIE_KB)
 
     def read_background(self, index: int) -> BackgroundReading | None:
@@ -231,7 +256,9 @@ class NvmlAdapter:
         static = self._static.get(index)
         if static is None:
             return None
-        if self._mig.uuids(index, static.handle) != static.mig_uuids:  # created, destroyed, MIG on or off
+        with self._calls.recording() as failed:  # a failed read says nothing of the layout: no relist on it
+            listed = self._mig.uuids(index, static.handle)
+        if not failed and listed != static.mig_uuids:  # created, destroyed, MIG on or off
             static = self._relist_mig(index, static, "listed at the background pass")
         instances = tuple(d.gpu_instance_id for d in static.mig_devices if d.gpu_instance_id is not None)
         try:
@@ -252,6 +279,10 @@ class NvmlAdapter:
             return ()
         except self._left_out as exc:
             self._note_unsupported(index, "nvmlDeviceGetProcessUtilization", exc)
+            return None
+        except self._error as exc:
+            if not self._calls.field_error(index, "nvmlDeviceGetProcessUtilization", exc):
+                raise
             return None
         return tuple(ProcessUtilizationSample(
             int(s.pid), int(s.timeStamp), s.smUtil / 100.0, s.memUtil / 100.0, s.encUtil / 100.0,

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from exporter.nvml.snapshots import NvmlErrorCount
 
 log = logging.getLogger("exporter.nvml.adapter")
 
@@ -41,6 +45,15 @@ MAX_PSTATE = 15  # NVML_PSTATE_15; NVML_PSTATE_UNKNOWN is 32
 # Errors after which the whole library must be re-initialised, not just one GPU marked down.
 LIBRARY_WIDE = ("NVMLError_Uninitialized", "NVMLError_DriverNotLoaded", "NVMLError_LibraryNotFound",
                 "NVMLError_LibRmVersionMismatch")
+# Errors that mean the board itself is gone (nvml.h: lost, needs a reset, fell off the bus; Uninitialized
+# after a driver reload): they mark the GPU down (gpu_up 0). Looked up by name: an older pynvml may lack one.
+GPU_GONE = ("NVMLError_GpuIsLost", "NVMLError_ResetRequired", "NVMLError_GpuNotFound",
+            "NVMLError_Uninitialized")
+# Errors that, on a MIG device's handle, say it no longer names a MIG device (the GPU was re-partitioned):
+# `NvmlCalls.optional` raises them so the MIG reader lists the devices again (exporter/nvml/mig.py). On a
+# whole GPU's handle they are one call's error like any other (`NvmlCalls.field`): NVML answers
+# InvalidArgument for an argument this driver does not take as well as for a bad handle.
+STALE_HANDLE = ("NVMLError_InvalidArgument", "NVMLError_NotFound")
 
 
 def clocks_event_reasons(nvml: Any) -> tuple[tuple[str, int], ...]:
@@ -67,6 +80,11 @@ class StaticInfo:
     mig_devices: tuple[Any, ...] = ()  # exporter.nvml.mig.MigDevice, one per MIG device
 
 
+def error_name(exc: BaseException) -> str:
+    """The `error` label of an NVML error: pynvml's class name without its prefix (`Unknown`, `NoData`)."""
+    return type(exc).__name__.removeprefix("NVMLError_")
+
+
 def text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -91,7 +109,15 @@ def performance_state(value: Any) -> int | None:
 
 class NvmlCalls:
     """Optional and versioned NVML calls; thread-safe. `reset()` on every (re-)init forgets which call name
-    worked, since a new driver may have come with the new session."""
+    worked, since a new driver may have come with the new session.
+
+    What an error of one call costs: NotSupported / NoPermission / FunctionNotFound leave the call's value out
+    (`note_unsupported`, logged once at INFO); an error that means the board is gone (GPU_GONE) or the library
+    failing (LIBRARY_WIDE) is raised to the caller, and so is a stale handle (STALE_HANDLE) from `optional`,
+    the call of MIG handles; any other NVML error (Unknown, CorruptedInforom, NoData, Timeout, ...) leaves
+    that call's value out for this read only, is counted per (GPU, call, error) for
+    gpu_exporter_nvml_errors_total and logged at WARNING the first time (`field_error`). The counts live as
+    long as the process: a re-init does not reset a counter."""
 
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
@@ -101,16 +127,32 @@ class NvmlCalls:
             mismatch)
         self.fallback_errors: tuple[type[Exception], ...] = (nvml.NVMLError_FunctionNotFound, mismatch)
         self.library_wide = tuple(getattr(nvml, n) for n in LIBRARY_WIDE if hasattr(nvml, n))
+        self.gone: tuple[type[Exception], ...] = (
+            *(getattr(nvml, n) for n in GPU_GONE if hasattr(nvml, n)), *self.library_wide)
+        self.stale: tuple[type[Exception], ...] = tuple(
+            getattr(nvml, n) for n in STALE_HANDLE if hasattr(nvml, n))
         self._lock = threading.Lock()
         self.resolved: dict[str, str] = {}
         self._unsupported: set[tuple[int, str]] = set()
+        self._errors: dict[tuple[int, str, str], int] = {}
+        self._failed = threading.local()  # the list `recording()` collects this thread's failed calls in
 
     def reset(self) -> None:
         with self._lock:
             self.resolved.clear()
 
+    def field(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
+        """Call NVML on a whole GPU; None when the call is not supported on this GPU or driver (logged once)
+        or failed with an error that costs only this value (`field_error`); `gone` errors are raised."""
+        return self._call(index, call, args, attr, stale_raised=False)
+
     def optional(self, index: int, call: str, *args: Any, attr: str | None = None) -> Any:
-        """Call NVML; None (logged once) when the call is not supported on this GPU or driver."""
+        """`field`, except that a stale handle (STALE_HANDLE) is raised too: for MIG handles, whose callers
+        list the MIG devices again on it."""
+        return self._call(index, call, args, attr, stale_raised=True)
+
+    def _call(self, index: int, call: str, args: tuple[Any, ...], attr: str | None,
+              stale_raised: bool) -> Any:
         try:
             value = getattr(self.nvml, call)(*args)
         except AttributeError as exc:
@@ -118,6 +160,10 @@ class NvmlCalls:
             return None
         except self.left_out as exc:
             self.note_unsupported(index, call, exc)
+            return None
+        except self.nvml.NVMLError as exc:
+            if (stale_raised and isinstance(exc, self.stale)) or not self.field_error(index, call, exc):
+                raise
             return None
         return getattr(value, attr) if attr else value
 
@@ -127,6 +173,51 @@ class NvmlCalls:
         except self.left_out as exc:
             self.note_unsupported(index, "/".join(calls), exc)
             return None
+        except self.nvml.NVMLError as exc:
+            if not self.field_error(index, self.resolved.get(logical, calls[0]), exc):
+                raise
+            return None
+
+    def field_error(self, index: int, call: str, exc: BaseException) -> bool:
+        """Count `exc` of `call` on GPU `index` and note the call as failed in this thread's `recording()`;
+        False (nothing noted) when `exc` says the GPU or the library is gone (`gone`): the caller raises
+        it."""
+        if isinstance(exc, self.gone):
+            return False
+        self.count_error(index, call, exc)
+        return True
+
+    def count_error(self, index: int, call: str, exc: BaseException) -> None:
+        """`field_error` without the check: for a caller that knows what `exc` means for its call (GPM's
+        refused pair is an InvalidArgument)."""
+        key = (index, call, error_name(exc))
+        with self._lock:
+            first = key not in self._errors
+            self._errors[key] = self._errors.get(key, 0) + 1
+        failed: list[str] | None = getattr(self._failed, "calls", None)
+        if failed is not None:
+            failed.append(call)
+        if first:
+            log.warning("GPU %d: %s failed: %s (%s); its values are left out while it fails, the GPU's other "
+                        "series stay (counted in gpu_exporter_nvml_errors_total, logged once)", index, call,
+                        exc, type(exc).__name__)
+
+    @contextmanager
+    def recording(self) -> Iterator[list[str]]:
+        """Within the block, the calls of this thread that `field_error` noted are appended to the list."""
+        outer = getattr(self._failed, "calls", None)
+        failed: list[str] = []
+        self._failed.calls = failed
+        try:
+            yield failed
+        finally:
+            self._failed.calls = outer
+
+    def error_counts(self) -> tuple[NvmlErrorCount, ...]:
+        """Every (GPU, call, error) `field_error` counted since the process started, with its count."""
+        with self._lock:
+            counts = sorted(self._errors.items())
+        return tuple(NvmlErrorCount(gpu, call, error, count) for (gpu, call, error), count in counts)
 
     def versioned(self, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
         """Try the newest call name first, fall back to older ones; remember the one that worked."""

@@ -8,8 +8,10 @@ fraction of a millisecond apart are below NVML's 100 ms minimum. A pair NVML ref
 the next one too close) keeps the older sample and the last metrics. What fails costs little: NotSupported
 switches off that one sample series (the whole GPU, or one GPU instance) for the NVML session; any other
 error of nvmlGpmSampleAlloc, nvmlGpmSampleGet or nvmlGpmMetricsGet costs that series' value for that pass
-only. Every call goes through the NVML module object (pynvml or SimulatedNvml) and its own ctypes
-structures. Units are NVML's, converted once here: percentages (0..100) to ratios, NVLink MiB/s to bytes/s.
+only (counted per call and error, logged at WARNING the first time: NvmlCalls.field_error), and an error
+saying the GPU is gone ends the pass of that GPU. Every call goes through the NVML module object (pynvml
+or SimulatedNvml) and its own ctypes structures. Units are NVML's, converted once here: percentages (0..100)
+to ratios, NVLink MiB/s to bytes/s.
 """
 
 from __future__ import annotations
@@ -53,6 +55,15 @@ SampleKey = tuple[int, int | None]
 GpmPass = tuple[bool, GpmMetrics | None, tuple[tuple[int, GpmMetrics], ...]]
 
 
+class GpmCallFailed(Exception):
+    """One GPM call failed: which (the `call` label of gpu_exporter_nvml_errors_total) and NVML's error."""
+
+    def __init__(self, call: str, error: Exception) -> None:
+        super().__init__(f"{call}: {error} ({type(error).__name__})")
+        self.call = call
+        self.error = error
+
+
 class GpmReader:
     """GPM metrics per GPU and per MIG GPU instance; thread-safe, one previous sample kept per key."""
 
@@ -65,7 +76,6 @@ class GpmReader:
         self._held: set[SampleKey] = set()  # keys whose last pair NVML refused, their older sample kept
         self._support: dict[int, bool] = {}
         self._off: set[SampleKey] = set()  # series whose sampling answered NotSupported this session
-        self._warned: set[tuple[int, str]] = set()
         names = [name for _, name in RATIO_METRICS + PIPE_METRICS] + [
             *NVDEC_METRICS, *NVJPG_METRICS, *NVLINK_METRICS]
         self._ids = {name: getattr(nvml, f"NVML_GPM_METRIC_{name}", None) for name in names}
@@ -90,9 +100,11 @@ class GpmReader:
             known = self._support.get(index)
         if known is not None:
             return known
-        answer = self._calls.optional(index, "nvmlGpmQueryDeviceSupport", handle)
+        with self._calls.recording() as failed:
+            answer = self._calls.field(index, "nvmlGpmQueryDeviceSupport", handle)
         supported = bool(answer is not None and int(answer.isSupportedDevice))
-        self._remember(index, supported)
+        if not failed:  # an error answers nothing: ask again next pass
+            self._remember(index, supported)
         return supported
 
     def _remember(self, index: int, supported: bool) -> None:
@@ -113,27 +125,26 @@ class GpmReader:
                 metrics = self.read(index, handle, key[1])
             except MigLayoutChanged:
                 raise
-            except self._nvml.NVMLError as exc:  # this series' value for this pass only
-                self._warn(index, exc)
+            except GpmCallFailed as failed:  # this series' value for this pass only
+                if isinstance(failed.error, self._calls.gone):
+                    raise failed.error from failed
+                self._calls.count_error(index, failed.call, failed.error)
                 continue
             if metrics is not None:
                 found[key[1]] = metrics
         supported = any(key not in self._off for key in keys)
         return supported, found.pop(None, None), tuple((gi, m) for gi, m in found.items() if gi is not None)
 
-    def _warn(self, index: int, exc: Exception) -> None:
-        key = (index, type(exc).__name__)
-        level = logging.DEBUG if key in self._warned else logging.WARNING
-        self._warned.add(key)
-        log.log(level, "GPU %d: a GPM sample failed: %s (%s); its profiling series skip this pass", index,
-                exc, type(exc).__name__)
-
     def read(self, index: int, handle: Any, gpu_instance_id: int | None = None) -> GpmMetrics | None:
         """Take a sample; metrics since the previous one of the same key (None on the first, or when the
         driver refuses: then this series is off until NVML is re-initialised)."""
         nvml = self._nvml
-        sample = nvml.nvmlGpmSampleAlloc()
+        try:
+            sample = nvml.nvmlGpmSampleAlloc()
+        except nvml.NVMLError as exc:
+            raise GpmCallFailed("nvmlGpmSampleAlloc", exc) from exc
         stale = (nvml.NVMLError_InvalidArgument, nvml.NVMLError_NotFound)
+        call = "nvmlGpmSampleGet" if gpu_instance_id is None else "nvmlGpmMigSampleGet"
         try:
             if gpu_instance_id is None:
                 nvml.nvmlGpmSampleGet(handle, sample)
@@ -141,7 +152,6 @@ class GpmReader:
                 nvml.nvmlGpmMigSampleGet(handle, gpu_instance_id, sample)
         except self._calls.left_out as exc:
             self._free(sample)
-            call = "nvmlGpmSampleGet" if gpu_instance_id is None else "nvmlGpmMigSampleGet"
             self._calls.note_unsupported(index, call, exc)
             with self._lock:
                 self._off.add((index, gpu_instance_id))
@@ -149,8 +159,11 @@ class GpmReader:
         except stale as exc:
             self._free(sample)
             if gpu_instance_id is None:
-                raise
+                raise GpmCallFailed(call, exc) from exc
             raise MigLayoutChanged(f"GPU instance {gpu_instance_id}: {type(exc).__name__}") from exc
+        except nvml.NVMLError as exc:
+            self._free(sample)
+            raise GpmCallFailed(call, exc) from exc
         except BaseException:
             self._free(sample)
             raise
@@ -162,8 +175,14 @@ class GpmReader:
             return None
         try:
             metrics = self._metrics(previous, sample)
-        except nvml.NVMLError_InvalidArgument:
-            return self._refused(key, previous, sample)
+        except nvml.NVMLError_InvalidArgument as exc:
+            try:
+                return self._refused(key, previous, sample)
+            except nvml.NVMLError_InvalidArgument:
+                raise GpmCallFailed("nvmlGpmMetricsGet", exc) from exc
+        except nvml.NVMLError as exc:
+            self._free(previous)
+            raise GpmCallFailed("nvmlGpmMetricsGet", exc) from exc
         except BaseException:
             self._free(previous)
             raise

@@ -3,7 +3,9 @@ NVLink state, error and traffic counters, retired pages, clock violation time an
 calls on an NVLink board: sampled in the background).
 
 Every call goes through the NVML module object (pynvml or SimulatedNvml); NotSupported / NoPermission leave
-the value out (logged once per GPU and call), as everywhere in the adapter.
+the value out (logged once per GPU and call), as everywhere in the adapter, and any other error of one call
+(Unknown, NoData, ...) costs that call's value for this pass only (NvmlCalls.field_error), never the rest of
+the pass.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ NS_PER_SECOND = 1e9  # nvmlViolationTime_t.violationTime is in nanoseconds
 
 
 def row_remap(calls: NvmlCalls, index: int, handle: Any) -> RowRemap | None:
-    answer = calls.optional(index, "nvmlDeviceGetRemappedRows", handle)
+    answer = calls.field(index, "nvmlDeviceGetRemappedRows", handle)
     if answer is None:
         return None
     correctable, uncorrectable, pending, failed = (int(v) for v in answer)
@@ -38,7 +40,7 @@ def memory_temperature(calls: NvmlCalls, index: int, handle: Any) -> float | Non
     field = getattr(nvml, "NVML_FI_DEV_MEMORY_TEMP", None)
     if field is None:
         return None
-    values = calls.optional(index, "nvmlDeviceGetFieldValues", handle, [field])
+    values = calls.field(index, "nvmlDeviceGetFieldValues", handle, [field])
     if not values:
         return None
     value = values[0]
@@ -52,7 +54,7 @@ def memory_temperature(calls: NvmlCalls, index: int, handle: Any) -> float | Non
 def vgpu_licensed(calls: NvmlCalls, index: int, handle: Any) -> bool | None:
     """Whether the vGPU's license is held (a licensable feature in the licensed state); None on a GPU that is
     not a vGPU (isGridLicenseSupported 0) or a driver without the call."""
-    features = calls.optional(index, "nvmlDeviceGetGridLicensableFeatures", handle)
+    features = calls.field(index, "nvmlDeviceGetGridLicensableFeatures", handle)
     if features is None or not int(features.isGridLicenseSupported):
         return None
     count = min(int(features.licensableFeaturesCount), len(features.gridLicensableFeatures))
@@ -87,12 +89,12 @@ class ReliabilityReader:
 
     def read(self, index: int, handle: Any) -> Reliability:
         calls, nvml = self._calls, self._calls.nvml
-        single = calls.optional(index, "nvmlDeviceGetRetiredPages", handle,
+        single = calls.field(index, "nvmlDeviceGetRetiredPages", handle,
                                 nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
-        double = calls.optional(index, "nvmlDeviceGetRetiredPages", handle,
+        double = calls.field(index, "nvmlDeviceGetRetiredPages", handle,
                                 nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
-        power = calls.optional(index, "nvmlDeviceGetViolationStatus", handle, nvml.NVML_PERF_POLICY_POWER)
-        thermal = calls.optional(index, "nvmlDeviceGetViolationStatus", handle, nvml.NVML_PERF_POLICY_THERMAL)
+        power = calls.field(index, "nvmlDeviceGetViolationStatus", handle, nvml.NVML_PERF_POLICY_POWER)
+        thermal = calls.field(index, "nvmlDeviceGetViolationStatus", handle, nvml.NVML_PERF_POLICY_THERMAL)
         licensed = vgpu_licensed(calls, index, handle)
         links = self._known_links(index, handle)
         tx, rx = self._nvlink_bytes(index, handle, links)
@@ -113,12 +115,12 @@ class ReliabilityReader:
                     if hasattr(nvml, name)]
         found = []
         for link in links:
-            state = self._calls.optional(index, "nvmlDeviceGetNvLinkState", handle, link)
+            state = self._calls.field(index, "nvmlDeviceGetNvLinkState", handle, link)
             if state is None:
                 continue
             errors = []
             for label, counter in counters:
-                count = self._calls.optional(index, "nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+                count = self._calls.field(index, "nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
                 if count is not None:
                     errors.append((label, int(count)))
             found.append(NvLinkSnapshot(link, int(state) == int(getattr(nvml, "NVML_FEATURE_ENABLED", 1)),
@@ -136,7 +138,7 @@ class ReliabilityReader:
             return None, None
         fields = (int(tx_field), int(rx_field))
         request = [(field, link) for field in fields for link in links]
-        values = self._calls.optional(index, "nvmlDeviceGetFieldValues", handle, request)
+        values = self._calls.field(index, "nvmlDeviceGetFieldValues", handle, request)
         success = getattr(nvml, "NVML_SUCCESS", 0)
         totals: dict[int, int] = {}
         for value in values or ():
@@ -154,13 +156,20 @@ class ReliabilityReader:
             return known
         nvml = self._calls.nvml
         refused = (*self._calls.left_out, nvml.NVMLError_InvalidArgument)
-        links = []
+        links, failed = [], False
         for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
             try:
                 nvml.nvmlDeviceGetNvLinkState(handle, link)
             except refused:
                 continue
+            except nvml.NVMLError as exc:  # this link is unknown this pass: ask again on the next
+                if not self._calls.field_error(index, "nvmlDeviceGetNvLinkState", exc):
+                    raise
+                failed = True
+                continue
             links.append(link)
+        if failed:
+            return tuple(links)
         if not links:
             self._calls.note_unsupported(index, "nvmlDeviceGetNvLinkState", nvml.NVMLError_NotSupported())
         with self._lock:

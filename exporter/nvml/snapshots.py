@@ -14,6 +14,32 @@ from dataclasses import dataclass
 NOT_THROTTLING = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
 
 
+# NVML call -> the fields of DeviceSnapshot it reads, by the names the status API and health use: what is
+# missing from a sweep whose call failed (DeviceSnapshot.failed_calls).
+CALL_FIELDS: dict[str, tuple[str, ...]] = {
+    "nvmlDeviceGetUtilizationRates": ("utilization", "memory_utilization"),
+    "nvmlDeviceGetMemoryInfo": ("memory",),
+    "nvmlDeviceGetTemperature": ("temperature",),
+    "nvmlDeviceGetPowerUsage": ("power",),
+    "nvmlDeviceGetEnforcedPowerLimit": ("power_limit",),
+    "nvmlDeviceGetTotalEnergyConsumption": ("energy",),
+    "nvmlDeviceGetClockInfo": ("clocks",),
+    "nvmlDeviceGetFanSpeed": ("fan_speed",),
+    "nvmlDeviceGetPerformanceState": ("performance_state",),
+    "nvmlDeviceGetCurrentClocksEventReasons": ("clocks_event_reasons",),
+    "nvmlDeviceGetCurrentClocksThrottleReasons": ("clocks_event_reasons",),
+    "nvmlDeviceGetTotalEccErrors": ("ecc_errors",),
+    "nvmlDeviceGetEncoderUtilization": ("encoder_utilization",),
+    "nvmlDeviceGetDecoderUtilization": ("decoder_utilization",),
+    "nvmlDeviceGetPcieReplayCounter": ("pcie_replays",),
+    "nvmlDeviceGetComputeRunningProcesses_v3": ("processes",),
+    "nvmlDeviceGetComputeRunningProcesses_v2": ("processes",),
+    "nvmlDeviceGetComputeRunningProcesses": ("processes",),
+    "nvmlDeviceGetRemappedRows": ("row_remap",),
+    "nvmlDeviceGetFieldValues": ("memory_temperature",),
+}
+
+
 def throttle_reasons(reasons: Iterable[tuple[str, bool]] | None) -> list[str]:
     """The active clocks-event reasons that are real throttles (see NOT_THROTTLING), in NVML's bit order."""
     return [reason for reason, active in reasons or () if active and reason not in NOT_THROTTLING]
@@ -107,6 +133,17 @@ class BackgroundReading:
 
 
 @dataclass(frozen=True)
+class NvmlErrorCount:
+    """How often one NVML call of one GPU failed with one error since the exporter started (an error that
+    cost that call's values only; gpu_exporter_nvml_errors_total)."""
+
+    gpu: int
+    call: str
+    error: str  # pynvml's class name without `NVMLError_`: Unknown, NoData, CorruptedInforom, ...
+    count: int
+
+
+@dataclass(frozen=True)
 class DeviceSnapshot:
     """Everything read from one GPU in one sweep. None means "not supported here": the series is left out."""
 
@@ -151,6 +188,15 @@ class DeviceSnapshot:
     gpm_supported: bool | None = None
     gpm: GpmMetrics | None = None
     reliability: Reliability | None = None
+    # NVML calls of this sweep that failed with an error costing only their own values (Unknown, NoData, ...;
+    # not NotSupported): their fields are left out of this sweep, the GPU stays up
+    failed_calls: tuple[str, ...] = ()
+
+    @property
+    def missing_fields(self) -> tuple[str, ...]:
+        """The fields (CALL_FIELDS' names) this sweep lacks because their call failed, in call order."""
+        found = (field for call in self.failed_calls for field in CALL_FIELDS.get(call, (call,)))
+        return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -165,6 +211,7 @@ class NodeSnapshot:
     duration_seconds: float
     last_success: float | None
     nvml_error: str | None = None
+    nvml_errors: tuple[NvmlErrorCount, ...] = ()  # every count so far, also while NVML is down
 
 
 @dataclass(frozen=True)

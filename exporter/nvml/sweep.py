@@ -35,13 +35,21 @@ class DeviceReader:
         self._calls = calls
         self._reasons = clocks_event_reasons(nvml)
         self._left_out = calls.left_out
-        self._optional = calls.optional
+        self._optional = calls.field
         self._optional_versioned = calls.optional_versioned
         self._note_unsupported = calls.note_unsupported
 
     def read(self, index: int, s: StaticInfo, mig_instances: MigSnapshots) -> DeviceSnapshot:
         """GPU `index`'s fields now; `mig_instances` reads its MIG instances (the adapter relists a layout
-        that changed). NotSupported leaves a field out; any other NVML error is raised to the adapter."""
+        that changed). NotSupported leaves a field out for the session; an error of one call (Unknown, NoData,
+        ...) leaves that call's fields out of this sweep, named in `failed_calls`; an error saying the board
+        or the library is gone (NvmlCalls.gone) is raised to the adapter, which marks the GPU down."""
+        with self._calls.recording() as failed:
+            device = self._read(index, s)
+        return dataclasses.replace(device, failed_calls=tuple(dict.fromkeys(failed)),
+                                   mig_instances=mig_instances(index, s))
+
+    def _read(self, index: int, s: StaticInfo) -> DeviceSnapshot:
         nvml, h, opt = self._nvml, s.handle, self._optional
         util = opt(index, "nvmlDeviceGetUtilizationRates", h)
         memory, reserved = self._memory(index, h)
@@ -85,7 +93,6 @@ class DeviceReader:
                 for p in processes),
             memory_temperature_celsius=memory_temperature(self._calls, index, h),
             row_remap=row_remap(self._calls, index, h),
-            mig_instances=mig_instances(index, s),
         )
 
     def _memory(self, index: int, handle: Any) -> tuple[Any, int | None]:
@@ -100,6 +107,10 @@ class DeviceReader:
                 self._calls.resolved["memory"] = "v1"
             except self._left_out as exc:
                 self._note_unsupported(index, "nvmlDeviceGetMemoryInfo_v2", exc)
+                return None, None
+            except self._nvml.NVMLError as exc:
+                if not self._calls.field_error(index, "nvmlDeviceGetMemoryInfo", exc):
+                    raise
                 return None, None
             else:
                 total, free = int(memory.total), int(memory.free)

@@ -78,6 +78,7 @@ class GpuStatus:
     availability_score: float | None  # 0..1
     xid_errors: Mapping[int, int] = field(default_factory=dict)  # XID code -> count since start
     state_causes: tuple[StateCause, ...] = ()  # what set `state`; heat's `throttled` is not clock throttling
+    missing_fields: tuple[str, ...] = ()  # fields an NVML error left out of this sweep (the GPU is up)
 
 
 def build_gpu_status(
@@ -98,6 +99,7 @@ def build_gpu_status(
     thresholds: HealthThresholds | None = None,
     row_remap_pending: bool = False,
     row_remap_failed: bool = False,
+    missing_fields: Sequence[str] = (),
 ) -> GpuStatus:
     """Derive state, speed multiplier, memory percent and availability score from one GPU reading.
 
@@ -107,7 +109,7 @@ def build_gpu_status(
         up=up, temperature_celsius=temperature_celsius, utilization_ratio=utilization_ratio,
         memory_used_bytes=memory_used_bytes, memory_free_bytes=memory_free_bytes,
         memory_total_bytes=memory_total_bytes, thresholds=thresholds, row_remap_pending=row_remap_pending,
-        row_remap_failed=row_remap_failed)
+        row_remap_failed=row_remap_failed, missing_fields=missing_fields)
     return GpuStatus(
         index=index,
         uuid=uuid,
@@ -123,6 +125,7 @@ def build_gpu_status(
         availability_score=health.availability_score,
         xid_errors=dict(xid_errors or {}),
         state_causes=health.causes,
+        missing_fields=tuple(missing_fields),
     )
 
 
@@ -197,6 +200,7 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
         "up": gpu.up,
         "state": gpu.state.value if gpu.state else None,
         "state_causes": [cause.value for cause in gpu.state_causes],
+        "missing_fields": list(gpu.missing_fields),
         "temperature_celsius": _round(gpu.temperature_celsius, 1),
         "utilization_percent": _round(gpu.utilization_percent, 1),
         "memory": {

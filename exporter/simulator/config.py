@@ -38,10 +38,12 @@ CALL_FAULT_TYPES = ("not_supported", "function_not_found", "error")  # faults th
 MIN_OVERHEAT_CELSIUS, MAX_OVERHEAT_CELSIUS = 30.0, 120.0
 NVML_UNAVAILABLE_ERRORS = ("LibraryNotFound", "DriverNotLoaded", "LibRmVersionMismatch")
 # pynvml's NVMLError_<name> an `error` fault raises from the calls it names (the library-wide ones are the
-# nvml_unavailable fault's): NotSupported / NoPermission leave a field out, the others mark the GPU down.
-ERROR_FAULT_ERRORS = ("Unknown", "NoPermission", "NotSupported", "GpuIsLost", "ResetRequired",
-                      "InsufficientPower", "IrqIssue", "CorruptedInforom", "OperatingSystem", "Memory",
-                      "NoData", "NotReady", "Timeout")
+# nvml_unavailable fault's): NotSupported / NoPermission leave a field out for the session, GpuIsLost /
+# ResetRequired / GpuNotFound / Uninitialized (the board gone, a driver reloaded) mark the GPU down, the
+# others leave that call's values out while they last (docs/exporter.md, "NVML errors").
+ERROR_FAULT_ERRORS = ("Unknown", "NoPermission", "NotSupported", "GpuIsLost", "ResetRequired", "GpuNotFound",
+                      "Uninitialized", "InsufficientPower", "IrqIssue", "CorruptedInforom", "OperatingSystem",
+                      "Memory", "NoData", "NotReady", "Timeout", "InvalidArgument", "NotFound")
 
 
 @dataclass(frozen=True)

@@ -139,9 +139,11 @@ class GpmSurface:
             return gpmSample
 
     def nvmlGpmMetricsGet(self, metricsGet: Any) -> Any:
-        """Fill `metricsGet.metrics[:numMetrics]` from the mean utilization between its two samples."""
+        """Fill `metricsGet.metrics[:numMetrics]` from the mean utilization between its two samples. A fault
+        naming a GPU applies to the GPU the first sample was taken on (the call takes no device)."""
         with self._lock:
-            self._enter("nvmlGpmMetricsGet")
+            known = self._gpm_samples().get(ctypes.cast(metricsGet.sample1, ctypes.c_void_p).value or 0)
+            self._enter("nvmlGpmMetricsGet", None if known is None else known.gpu)
             if metricsGet.version != _pynvml.NVML_GPM_METRICS_GET_VERSION:
                 raise _pynvml.NVMLError_ArgumentVersionMismatch()
             first, second = self._sample(metricsGet.sample1), self._sample(metricsGet.sample2)

@@ -35,10 +35,11 @@ def scrape(base: str) -> str:
 
 def test_every_metric_of_the_contract_is_served_and_promtool_is_silent(start_exporter: StartExporter) -> None:
     base, _, _ = start_exporter(FANNED)
-    # the pod families need GPU holders, the XID counter an XID (the exporter/pods and /health tests), and
-    # the vGPU license a vGPU (tests/unit/exporter/test_dcgm_counters.py): absent here, never 0
+    # the pod families need GPU holders, the XID counter an XID (the exporter/pods and /health tests), the
+    # vGPU license a vGPU (tests/unit/exporter/test_dcgm_counters.py) and the NVML error counter an error
+    # (the test below): absent here, never 0
     needs_pods_or_xid = {m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_MEMORY_USED, m.XID_ERRORS,
-                         m.VGPU_LICENSED}
+                         m.VGPU_LICENSED, m.NVML_ERRORS}
     expected = {spec.exposed_name for spec in m.ALL_METRICS if spec not in needs_pods_or_xid}
     # the rates (GPM, NVLink, PCIe, decoder) need two samples: on a busy machine some come a cycle later
     wait_for(lambda: expected <= set(parse_samples(scrape(base))), timeout=15,
@@ -60,11 +61,15 @@ gpus: [{model: H100, count: 3}]
 faults:
   - {type: gpu_lost, gpu: 1}
   - {type: not_supported, gpu: 2, calls: [nvmlDeviceGetPowerUsage]}
+  - {type: error, gpu: 0, calls: [nvmlDeviceGetTemperature], error: Timeout}
 """)
     text = scrape(base)
     samples = parse_samples(text)
     assert {labels["gpu"]: value for labels, value in samples["gpu_up"]} == {"0": 1.0, "1": 0.0, "2": 1.0}
     assert [labels["gpu"] for labels, _ in samples["gpu_power_usage_watts"]] == ["0"]
+    assert [labels["gpu"] for labels, _ in samples["gpu_temperature_celsius"]] == ["2"]
+    assert [labels for labels, _ in samples["gpu_exporter_nvml_errors_total"]] == [
+        {"gpu": "0", "call": "nvmlDeviceGetTemperature", "error": "Timeout"}]
     assert "gpu_fan_speed_ratio" not in samples
     result = promtool("check", "metrics", stdin=text)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -10,6 +10,7 @@ from exporter.nvml.adapter import NvmlAdapter
 from exporter.simulator.config import SimConfig, default_config
 from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml
+from exporter.source import NvmlSource
 from tests.clock import ManualClock as FakeClock
 
 T0 = 1_000.0
@@ -38,3 +39,12 @@ def make_sim(clock: FakeClock) -> SimFactory:
         return sim, adapter
 
     return build
+
+
+@pytest.fixture
+def sources() -> Iterator[list[NvmlSource]]:
+    """Sources a test starts; each is stopped after the test."""
+    started: list[NvmlSource] = []
+    yield started
+    for source in started:
+        source.stop()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,14 +14,6 @@ from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import NvmlSource, SourceSettings
 from tests.support import wait_for
 from tests.unit.exporter.conftest import FakeClock
-
-
-@pytest.fixture
-def sources() -> Iterator[list[NvmlSource]]:
-    started: list[NvmlSource] = []
-    yield started
-    for source in started:
-        source.stop()
 
 
 def make_source(

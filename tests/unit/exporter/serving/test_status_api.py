@@ -110,6 +110,7 @@ def test_list_sorted_by_index_with_every_field() -> None:
         "up": True,
         "state": "throttled",
         "state_causes": ["temperature"],  # 78 C; memory at 50 % is optimal
+        "missing_fields": [],  # every field answered
         "temperature_celsius": 78.0,
         "utilization_percent": 90.0,
         "memory": {"used_bytes": 40 * GIB, "total_bytes": 80 * GIB, "percent": 50.0},

@@ -1,14 +1,15 @@
 """The `error` fault: one NVML call failing with one of pynvml's errors, and what the exporter makes of it.
 
-NotSupported / NoPermission leave one field out (logged once); any other error on a GPU (Unknown, ...) marks
-that GPU down for the sweep (one WARNING, one INFO when it answers again); the other GPUs keep reporting.
+NotSupported / NoPermission leave one field out (logged once); an error meaning the board is gone
+(GpuIsLost, ...) marks that GPU down for the sweep (one WARNING, one INFO when it answers again); any other
+error (Unknown, ...) leaves that call's series out, counted, the GPU up; the other GPUs keep reporting either
+way. What each class does through the adapter: tests/unit/exporter/nvml/test_field_errors.py.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -32,14 +33,6 @@ def scrape(collector: GpuCollector) -> Samples:
         for labels, value in series:
             by_gpu.setdefault(name, {}).setdefault(labels.get("gpu", ""), value)
     return by_gpu
-
-
-@pytest.fixture
-def sources() -> Iterator[list[NvmlSource]]:
-    started: list[NvmlSource] = []
-    yield started
-    for source in started:
-        source.stop()
 
 
 def test_every_allowed_error_is_a_pynvml_error_class() -> None:
@@ -116,30 +109,64 @@ faults: [{type: error, gpu: 0, calls: [nvmlDeviceGetTotalEnergyConsumption], err
     assert len(lines) == 1 and "NVMLError_NoPermission" in lines[0].getMessage()
 
 
-def test_unknown_error_on_one_gpu_marks_it_down_and_the_others_keep_reporting(
-    clock: FakeClock, sources: list[NvmlSource], caplog: pytest.LogCaptureFixture
-) -> None:
-    sim = SimulatedNvml(parse_sim_config("""
-gpus: [{count: 3}]
-faults: [{type: error, gpu: 1, calls: [nvmlDeviceGetPowerUsage], error: Unknown, at: 10, until: 40}]
+def power_fault_from_10_to_40_s(error: str, clock: FakeClock, sources: list[NvmlSource]) -> GpuCollector:
+    """A started source over 3 GPUs whose GPU 1 answers nvmlDeviceGetPowerUsage with `error` from 10 s to
+    40 s, and a collector over it."""
+    sim = SimulatedNvml(parse_sim_config(f"""
+gpus: [{{count: 3}}]
+faults: [{{type: error, gpu: 1, calls: [nvmlDeviceGetPowerUsage], error: {error}, at: 10, until: 40}}]
 """, "f.yaml"), clock=clock, pcie_latency_seconds=0)
     source = NvmlSource(NvmlAdapter(sim, clock=clock), SourceSettings(
         min_interval=0, pcie_interval=3600, init_retry_interval=3600), clock=clock, monotonic=clock)
     sources.append(source)
     source.start()
-    collector = GpuCollector(source, "n")
-    assert scrape(collector)["gpu_up"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    return GpuCollector(source, "n")
+
+
+def three_scrapes_in_the_fault(collector: GpuCollector, clock: FakeClock) -> Samples:
+    """Scrape at 10, 15 and 20 s (the fault is on); the last scrape's samples."""
     clock.advance(10)
+    for _ in range(3):
+        samples = scrape(collector)
+        clock.advance(5)
+    return samples
+
+
+def test_unknown_error_on_one_call_leaves_that_series_out_and_the_gpu_up(
+    clock: FakeClock, sources: list[NvmlSource], caplog: pytest.LogCaptureFixture
+) -> None:
+    collector = power_fault_from_10_to_40_s("Unknown", clock, sources)
+    assert "gpu_exporter_nvml_errors_total" not in scrape(collector)
     with caplog.at_level(logging.INFO, logger="exporter"):
-        for _ in range(3):
-            samples = scrape(collector)
-            clock.advance(5)
+        samples = three_scrapes_in_the_fault(collector, clock)
+        assert samples["gpu_up"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+        assert set(samples["gpu_power_usage_watts"]) == {"0", "2"}
+        assert set(samples["gpu_temperature_celsius"]) == {"0", "1", "2"}  # its other series stay
+        assert samples["gpu_exporter_nvml_errors_total"] == {"1": 3.0}
+        clock.advance(30)
+        samples = scrape(collector)
+        assert set(samples["gpu_power_usage_watts"]) == {"0", "1", "2"}
+        assert samples["gpu_exporter_nvml_errors_total"] == {"1": 3.0}  # a counter: it stays
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "GPU 1" in warned[0].getMessage()
+    message = warned[0].getMessage()
+    assert "NVMLError_Unknown" in message and "nvmlDeviceGetPowerUsage" in message
+
+
+def test_gpu_is_lost_on_one_gpu_marks_it_down_and_the_others_keep_reporting(
+    clock: FakeClock, sources: list[NvmlSource], caplog: pytest.LogCaptureFixture
+) -> None:
+    collector = power_fault_from_10_to_40_s("GpuIsLost", clock, sources)
+    assert scrape(collector)["gpu_up"] == {"0": 1.0, "1": 1.0, "2": 1.0}
+    with caplog.at_level(logging.INFO, logger="exporter"):
+        samples = three_scrapes_in_the_fault(collector, clock)
         assert samples["gpu_up"] == {"0": 1.0, "1": 0.0, "2": 1.0}
         assert set(samples["gpu_power_usage_watts"]) == {"0", "2"}
         assert set(samples["gpu_info"]) == {"0", "1", "2"}  # its identity stays
         assert samples["gpu_exporter_nvml_up"] == {"": 1.0}
+        assert "gpu_exporter_nvml_errors_total" not in samples  # gpu_up 0 says it
         clock.advance(30)
         assert scrape(collector)["gpu_up"] == {"0": 1.0, "1": 1.0, "2": 1.0}
     down = [r for r in caplog.records if "GPU 1" in r.getMessage() and r.levelno == logging.WARNING]
     back = [r for r in caplog.records if "GPU 1" in r.getMessage() and "answers again" in r.getMessage()]
-    assert len(down) == 1 and "NVMLError_Unknown" in down[0].getMessage() and len(back) == 1
+    assert len(down) == 1 and "NVMLError_GpuIsLost" in down[0].getMessage() and len(back) == 1
