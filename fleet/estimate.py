@@ -51,6 +51,7 @@ from fleet.taskconfig import (
 )
 from fleet.units import MAX_BYTES, format_bytes, parse_bytes, parse_count
 from fleet.wait import add_wait_arguments, wait_and_report
+from plumbing.display import visible
 from plumbing.numbers import ascii_int
 
 HELP = "memory per GPU and GPU count to serve a model (weights, KV cache, activations, overhead)"
@@ -227,7 +228,9 @@ def compute_row(work: Workload, sizes_: Combination, gpu_memory: int) -> Row:
 
 
 def _memory_note(memory: GpuMemory) -> str:
-    return "" if memory.source in ("--gpu-memory", "default") else f" ({memory.source}, from Prometheus)"
+    if memory.source in ("--gpu-memory", "default"):
+        return ""
+    return f" ({visible(memory.source)}, from Prometheus)"
 
 
 def _split_text(s: Split) -> str:

@@ -2,8 +2,10 @@
 
 Prints the chosen GPUs (the status table's columns) and a nodeSelector (or a nodeAffinity when they span
 nodes) to paste into the pod spec; `-o json` prints both as one object, `-o kubernetes` the placement alone,
-`-o docker` the `--gpus '"device=UUID,..."'` argument of `docker run` (one node: it implies --same-node).
-Exit 1 when there are not enough (with `-o json`, a JSON document saying why on stdout too).
+`-o docker` the `--gpus '"device=UUID,..."'` argument of `docker run` (one node: it implies --same-node),
+shell-quoted, of the chosen GPUs whose uuid label is a GPU or MIG UUID (`DEVICE_ID`): any other is left out
+with a message on stderr and exit 1, never put on the command line. Exit 1 when there are not enough (with
+`-o json`, a JSON document saying why on stdout too).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 
 import yaml
@@ -29,6 +32,7 @@ from fleet.selection import (
 )
 from fleet.table import as_json, formatted
 from fleet.units import parse_bytes
+from plumbing.display import shell_word, visible
 from plumbing.numbers import ascii_int
 
 HELP = "choose the best free GPUs (ranking score) and print a nodeSelector (or docker --gpus) for them"
@@ -102,9 +106,33 @@ def request_of(args: argparse.Namespace, gpus: int | None = None, memory: int | 
                    allow_throttled=bool(args.allow_throttled))
 
 
-def docker_argument(selection: Selection) -> str:
-    """`docker run`'s --gpus argument for the chosen GPUs, quoted for a shell: --gpus '"device=A,B"'."""
-    return "--gpus '\"device=" + ",".join(g.uuid for g in selection.chosen) + "\"'"
+UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+DEVICE_ID = re.compile(f"GPU-{UUID}|MIG-{UUID}|MIG-GPU-{UUID}/[0-9]{{1,3}}/[0-9]{{1,3}}", re.ASCII)
+"""What `docker run --gpus device=...` is given: a GPU's UUID, a MIG device's UUID (R470 and later) or its
+older MIG-GPU-<uuid>/<gi>/<ci> name. A label of any other shape (spaces, a comma, `all`, quotes) is never
+put on a command line."""
+
+
+def device_id(uuid: str) -> bool:
+    """Whether `uuid` is a device id `docker run --gpus device=` takes, and nothing more."""
+    return DEVICE_ID.fullmatch(uuid) is not None
+
+
+def docker_argument(selection: Selection) -> str | None:
+    """`docker run`'s --gpus argument for the chosen GPUs whose uuid label is a device id, quoted for a shell
+    (--gpus '"device=A,B"'); None when none is."""
+    ids = [g.uuid for g in selection.chosen if device_id(g.uuid)]
+    return f"--gpus {shell_word(chr(34) + 'device=' + ','.join(ids) + chr(34))}" if ids else None
+
+
+def refused_ids(selection: Selection) -> str | None:
+    """The message for chosen GPUs whose uuid label is not a device id (None when every one is)."""
+    bad = [g for g in selection.chosen if not device_id(g.uuid)]
+    if not bad:
+        return None
+    shown = ", ".join(f"{visible(g.node)} GPU {visible(g.index)} ({visible(g.uuid)[:80]!r})" for g in bad)
+    return (f"left out of the docker argument: {len(bad)} GPU(s) whose uuid label is not a GPU or MIG UUID: "
+            f"{shown}")
 
 
 def report(selection: Selection, output: str, headers: bool = True) -> str:
@@ -116,12 +144,24 @@ def report(selection: Selection, output: str, headers: bool = True) -> str:
                            "docker": docker_argument(selection) if one_node else None},
                           indent=2, allow_nan=False)
     if output == DOCKER:
-        return docker_argument(selection)
+        return docker_argument(selection) or ""
     snippet = yaml.safe_dump(where, sort_keys=False).rstrip()
     if output == KUBERNETES:
         return snippet
     table = formatted(selection.chosen, output, headers=headers)
     return table if output == CSV else f"{table}\n\n{snippet}"
+
+
+def print_report(selection: Selection, output: str, headers: bool = True) -> int:
+    """Print `report` of a selection that succeeded; with `-o docker` (and json), the GPUs left out of the
+    docker argument named on stderr. Exit 1 when `-o docker` left one out: fewer GPUs than asked."""
+    text = report(selection, output, headers)
+    if text:
+        print(text)
+    refused = refused_ids(selection) if output in (DOCKER, JSON) else None
+    if refused is not None:
+        print(refused, file=sys.stderr)
+    return EXIT_NOT_FOUND if refused is not None and output == DOCKER else EXIT_OK
 
 
 def shortfall(selection: Selection, output: str) -> int:
@@ -145,5 +185,4 @@ def select_and_report(args: argparse.Namespace, request: Request) -> int:
         selection = select(gather(client), request)
     if not selection.ok:
         return shortfall(selection, args.output)
-    print(report(selection, args.output, not args.no_headers))
-    return EXIT_OK
+    return print_report(selection, args.output, not args.no_headers)

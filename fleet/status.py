@@ -23,6 +23,7 @@ from fleet.output import JSON, add_output_arguments
 from fleet.polling import attempts
 from fleet.table import as_json, formatted
 from plumbing.cli import duration, install_stop_handlers
+from plumbing.display import visible
 from plumbing.numbers import ascii_int
 
 HELP = "every GPU of the cluster: utilization, memory, temperature, power, health, score, holder pods"
@@ -102,7 +103,7 @@ def watch(look: Callable[[], str], *, interval: float, stop: threading.Event, ou
     looks = 0
     for tried in attempts(look, interval=interval, stop=stop):
         looks = tried.number
-        text = f"error: {tried.error}" if tried.error is not None else str(tried.value)
+        text = f"error: {visible(str(tried.error))}" if tried.error is not None else str(tried.value)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(clock()))
         if lines:
             out.write(text + "\n")
