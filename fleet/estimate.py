@@ -327,6 +327,7 @@ def run(args: argparse.Namespace) -> int:
     then = args.then_select or args.then_wait
     if args.output in (DOCKER, KUBERNETES) and not then:
         raise UsageError(f"-o {args.output}: only with --then-select or --then-wait")
+    request_of(args, gpus=1, memory=0)  # every flag checked before any work: exit 2, never 1 after the fit
     given, model_name = given_sizes(args)
     params_text = args.params if args.params is not None else params_from_name(model_name or "")
     if args.params is None and model_name is not None and params_text is None:
