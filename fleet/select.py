@@ -3,9 +3,10 @@
 Prints the chosen GPUs (the status table's columns) and a nodeSelector (or a nodeAffinity when they span
 nodes) to paste into the pod spec; `-o json` prints both as one object, `-o kubernetes` the placement alone,
 `-o docker` the `--gpus '"device=UUID,..."'` argument of `docker run` (one node: it implies --same-node),
-shell-quoted, of the chosen GPUs whose uuid label is a GPU or MIG UUID (`DEVICE_ID`): any other is left out
-with a message on stderr and exit 1, never put on the command line. Exit 1 when there are not enough (with
-`-o json`, a JSON document saying why on stdout too).
+shell-quoted; with it, a GPU whose uuid label is not a GPU or MIG UUID (`selection.DEVICE_ID`) is not
+eligible, so it never reaches a command line (the `docker` field of `-o json` leaves such GPUs out, named on
+stderr).
+Exit 1 when there are not enough (with `-o json`, a JSON document saying why on stdout too).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 
 import yaml
@@ -27,6 +27,7 @@ from fleet.selection import (
     ELIGIBILITY,
     Request,
     Selection,
+    device_id,
     placement,
     select,
 )
@@ -101,21 +102,9 @@ def request_of(args: argparse.Namespace, gpus: int | None = None, memory: int | 
         raise UsageError("--idle: give either --idle or --max-utilization, not both")
     most = (DEFAULT_MAX_UTILIZATION_PERCENT if args.max_utilization is None
             else percent(args.max_utilization, "--max-utilization"))
-    same_node = bool(args.same_node) or getattr(args, "output", None) == DOCKER
-    return Request(gpus, memory, model, same_node, max_utilization_percent=most, idle=bool(args.idle),
-                   allow_throttled=bool(args.allow_throttled))
-
-
-UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-DEVICE_ID = re.compile(f"GPU-{UUID}|MIG-{UUID}|MIG-GPU-{UUID}/[0-9]{{1,3}}/[0-9]{{1,3}}", re.ASCII)
-"""What `docker run --gpus device=...` is given: a GPU's UUID, a MIG device's UUID (R470 and later) or its
-older MIG-GPU-<uuid>/<gi>/<ci> name. A label of any other shape (spaces, a comma, `all`, quotes) is never
-put on a command line."""
-
-
-def device_id(uuid: str) -> bool:
-    """Whether `uuid` is a device id `docker run --gpus device=` takes, and nothing more."""
-    return DEVICE_ID.fullmatch(uuid) is not None
+    docker = getattr(args, "output", None) == DOCKER
+    return Request(gpus, memory, model, bool(args.same_node) or docker, max_utilization_percent=most,
+                   idle=bool(args.idle), allow_throttled=bool(args.allow_throttled), device_ids_only=docker)
 
 
 def docker_argument(selection: Selection) -> str | None:
@@ -153,8 +142,8 @@ def report(selection: Selection, output: str, headers: bool = True) -> str:
 
 
 def print_report(selection: Selection, output: str, headers: bool = True) -> int:
-    """Print `report` of a selection that succeeded; with `-o docker` (and json), the GPUs left out of the
-    docker argument named on stderr. Exit 1 when `-o docker` left one out: fewer GPUs than asked."""
+    """Print `report` of a selection that succeeded, the GPUs left out of its docker argument named on stderr
+    (`-o json`; `-o docker` never chose them, and would exit 1 rather than print fewer GPUs than asked)."""
     text = report(selection, output, headers)
     if text:
         print(text)
