@@ -174,8 +174,8 @@ def gpu_memory_of(args: argparse.Namespace) -> GpuMemory:
         with connect(args) as client:
             samples = client.vector(FLEET_MEMORY_QUERY)
     except PrometheusError as exc:
-        print(f"{args.prog}: --gpu-memory not given and no answer from Prometheus ({exc}): using "
-              f"{DEFAULT_GPU_MEMORY}", file=sys.stderr)
+        print(f"{args.prog}: --gpu-memory not given and no answer from Prometheus ({visible(str(exc))}): "
+              f"using {DEFAULT_GPU_MEMORY}", file=sys.stderr)
         return default
     wanted = (args.model or "").strip().lower()
     totals = [(s.value, s.labels.get("model", "")) for s in samples

@@ -92,7 +92,8 @@ def stale_note(gpus: list[Gpu]) -> str | None:
     if not nodes:
         return None
     count = sum(1 for g in gpus if g.stale)
-    return f"{count} GPU(s) stale on {', '.join(nodes)}: their exporter is down or no longer reports them"
+    return (f"{count} GPU(s) stale on {visible(', '.join(nodes))}: their exporter is down or no longer "
+            "reports them")
 
 
 def watch(look: Callable[[], str], *, interval: float, stop: threading.Event, out: TextIO, tty: bool,
