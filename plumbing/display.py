@@ -28,6 +28,8 @@ __all__ = ["aligned", "as_csv", "csv_cell", "formula_like", "padded", "shell_wor
 _FORMULA_STARTS = frozenset("=+-@\t\r\uff1d\uff0b\uff0d\uff20")
 """What a spreadsheet may read as the start of a formula: OWASP's six and the fullwidth = + - @."""
 _BLANKS = " \u00a0\u3000"
+_MAYBE_FORMULA = _FORMULA_STARTS | frozenset(_BLANKS)
+_NUMBERS = (bool, int, float)
 _HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069\ufeff]")
 """C0, DEL and C1 controls; and line and paragraph separators, bidirectional marks, embeddings, overrides and
 isolates, the BOM: not controls, but they break a line or reorder what a reader sees (Trojan Source)."""
@@ -46,18 +48,24 @@ def visible(text: str) -> str:
 
 def formula_like(text: str) -> bool:
     """Whether a spreadsheet could read the text cell `text` as a formula."""
-    return bool(text) and (text[0] in _FORMULA_STARTS or text.lstrip(_BLANKS)[:1] in _FORMULA_STARTS)
+    return bool(text) and (text[0] in _FORMULA_STARTS
+                           or (text[0] in _BLANKS and text.lstrip(_BLANKS)[:1] in _FORMULA_STARTS))
 
 
 def csv_cell(value: object) -> object:
     """A value as one CSV cell: numbers (and booleans) as they are; None empty; text with its control
     characters visible and, when a spreadsheet could read it as a formula, a single quote in front."""
-    if value is None:
+    if isinstance(value, str):
+        text = value
+    elif value is None:
         return ""
-    if isinstance(value, bool | int | float):
+    elif isinstance(value, _NUMBERS):
         return value
-    text = visible(str(value))
-    return "'" + text if formula_like(text) else text
+    else:
+        text = str(value)
+    if _HIDDEN.search(text):
+        text = visible(text)
+    return "'" + text if text[:1] in _MAYBE_FORMULA and formula_like(text) else text  # one test for most
 
 
 def as_csv(records: Iterable[Mapping[str, object]], fields: Sequence[str], headers: bool = True) -> str:
@@ -79,26 +87,39 @@ def _joined(value: object) -> object:
 
 def aligned(header: Sequence[str], rows: Iterable[Sequence[object]], headers: bool = True) -> str:
     """Columns padded to their widest cell, two spaces apart, the last unpadded; every cell `visible`."""
-    shown = [[visible(str(c)) for c in r] for r in ([header, *rows] if headers else rows)]
-    return "\n".join(padded(shown, widths(shown, len(header))))
+    shown = _shown([header, *rows] if headers else rows)
+    return "\n".join(_padded(shown, _widths(shown, len(header))))
 
 
 def widths(rows: Sequence[Sequence[str]], columns: int, at_least: Sequence[int] = ()) -> list[int]:
     """The width of each column but the last: its widest cell as shown (`visible`), and at least
     `at_least`'s."""
-    return [max([len(visible(r[i])) for r in rows] + list(at_least[i:i + 1]), default=0)
-            for i in range(columns - 1)]
+    return _widths(_shown(rows), columns, at_least)
 
 
 def padded(rows: Sequence[Sequence[str]], sizes: Sequence[int]) -> list[str]:
     """Each row's cells made `visible`, padded to `sizes`, two spaces apart, the last cell unpadded; no
     trailing blanks."""
-    lines = []
-    for r in rows:
-        cells = [visible(c) for c in r]
-        lines.append(("  ".join(c.ljust(w) for c, w in zip(cells[:-1], sizes, strict=True)) + "  "
-                      + cells[-1]).rstrip())
-    return lines
+    return _padded(_shown(rows), sizes)
+
+
+def _shown(rows: Iterable[Sequence[object]]) -> list[list[str]]:
+    """Every cell as text, `visible`; a row is looked at whole first (one search, not one per cell), since
+    almost none holds a control character."""
+    out = []
+    for row in rows:
+        cells = [str(c) for c in row]
+        out.append([visible(c) for c in cells] if _HIDDEN.search("".join(cells)) else cells)
+    return out
+
+
+def _widths(rows: Sequence[Sequence[str]], columns: int, at_least: Sequence[int] = ()) -> list[int]:
+    return [max([len(r[i]) for r in rows] + list(at_least[i:i + 1]), default=0) for i in range(columns - 1)]
+
+
+def _padded(rows: Sequence[Sequence[str]], sizes: Sequence[int]) -> list[str]:
+    return [("  ".join(c.ljust(w) for c, w in zip(r[:-1], sizes, strict=True)) + "  " + r[-1]).rstrip()
+            for r in rows]
 
 
 def shell_word(text: str) -> str:
