@@ -26,6 +26,7 @@ from exporter.pods.procfs import DEFAULT_PROC_ROOT, read_driver_minors
 from exporter.serving.status_api import GpuStatus, gpu_json
 from exporter.serving.status_service import gpu_statuses
 from exporter.source import mean_by_pid
+from plumbing.display import aligned, visible
 
 Holders = Mapping[str, tuple[DeviceHolder, ...]]
 
@@ -155,7 +156,7 @@ def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = No
     header = ("GPU", "NAME", "UUID", "UP", "STATE", "UTIL", "MEM USED/TOTAL", "TEMP", "POWER/LIMIT",
               "SM CLOCK", "P", "THROTTLE", "PROCS", "SCORE", "PODS")
     statuses = {s.index: s for s in _statuses(snapshot, holders or {}, thresholds or HealthThresholds())}
-    rows = [header]
+    rows = []
     gib = 1024**3
     for d in snapshot.devices:
         status = statuses[d.index]
@@ -176,9 +177,7 @@ def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = No
             _fmt(status.availability_score, "{:.2f}"),
             _pods(status),
         ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     pods = "pod-resources ok" if pods_error is None else f"pod-resources unavailable ({pods_error})"
-    lines = [f"node {node}  driver {snapshot.driver_version}  CUDA {snapshot.cuda_version or '?'}  "
-             f"{len(snapshot.devices)} GPU(s)  {pods}"]
-    lines += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    return "\n".join(lines)
+    title = visible(f"node {node}  driver {snapshot.driver_version}  CUDA {snapshot.cuda_version or '?'}  "
+                    f"{len(snapshot.devices)} GPU(s)  {pods}")
+    return title + "\n" + aligned(header, rows)  # GPU names and pod names with control characters escaped

@@ -21,6 +21,7 @@ from typing import NoReturn
 from fleet.errors import EXIT_CODES, EXIT_USAGE, FleetError
 from fleet.output import JSON, add_version_argument, failure_json, wants_json
 from plumbing.cli import fail, silence_stdout
+from plumbing.display import visible
 
 PROG = "gpu-fleet"
 
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None, subcommands: Sequence[str] = SUBCOMM
         args = build_parser(subcommands).parse_args(args_list)
     except Refused as refused:
         sys.stderr.write(refused.usage)
-        print(f"{refused.prog}: error: {refused}", file=sys.stderr)
+        print(f"{refused.prog}: error: {visible(str(refused))}", file=sys.stderr)
         if wants_json(args_list):
             print(failure_json(str(refused), EXIT_USAGE))
         return EXIT_USAGE

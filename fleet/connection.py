@@ -15,6 +15,7 @@ import os
 from fleet.errors import UsageError
 from fleet.prom import MAX_BODY_BYTES, FleetPrometheus
 from plumbing.cli import duration
+from plumbing.deadline import Cancel
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import DEFAULT_ENDPOINT, Endpoint
 from plumbing.prometheus.flags import DEFAULT_PROMETHEUS, add_prometheus_arguments, prometheus_config
@@ -55,6 +56,9 @@ def endpoint(args: argparse.Namespace) -> Endpoint:
     return config.endpoints[name]
 
 
-def connect(args: argparse.Namespace, max_body_bytes: int = MAX_BODY_BYTES) -> FleetPrometheus:
-    """A client for the endpoint the flags name (close it, or use it as a context manager)."""
-    return FleetPrometheus(endpoint(args), timeout=args.query_timeout, max_body_bytes=max_body_bytes)
+def connect(args: argparse.Namespace, max_body_bytes: int = MAX_BODY_BYTES,
+            cancel: Cancel | None = None) -> FleetPrometheus:
+    """A client for the endpoint the flags name (close it, or use it as a context manager); `cancel` cuts
+    its queries in flight (a stop signal)."""
+    return FleetPrometheus(endpoint(args), timeout=args.query_timeout, max_body_bytes=max_body_bytes,
+                           cancel=cancel)

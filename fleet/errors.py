@@ -38,3 +38,7 @@ class PrometheusError(FleetError):
 
 class Unreachable(PrometheusError):
     """No answer at all: refused, unresolvable, TLS, proxy, timeout."""
+
+
+class Stopped(Unreachable):
+    """The query was cut by a stop signal (SIGINT, SIGTERM): the command is ending, not failing."""

@@ -51,6 +51,7 @@ from fleet.taskconfig import (
 )
 from fleet.units import MAX_BYTES, format_bytes, parse_bytes, parse_count
 from fleet.wait import add_wait_arguments, wait_and_report
+from plumbing.display import visible
 from plumbing.numbers import ascii_int
 
 HELP = "memory per GPU and GPU count to serve a model (weights, KV cache, activations, overhead)"
@@ -173,8 +174,8 @@ def gpu_memory_of(args: argparse.Namespace) -> GpuMemory:
         with connect(args) as client:
             samples = client.vector(FLEET_MEMORY_QUERY)
     except PrometheusError as exc:
-        print(f"{args.prog}: --gpu-memory not given and no answer from Prometheus ({exc}): using "
-              f"{DEFAULT_GPU_MEMORY}", file=sys.stderr)
+        print(f"{args.prog}: --gpu-memory not given and no answer from Prometheus ({visible(str(exc))}): "
+              f"using {DEFAULT_GPU_MEMORY}", file=sys.stderr)
         return default
     wanted = (args.model or "").strip().lower()
     totals = [(s.value, s.labels.get("model", "")) for s in samples
@@ -227,7 +228,9 @@ def compute_row(work: Workload, sizes_: Combination, gpu_memory: int) -> Row:
 
 
 def _memory_note(memory: GpuMemory) -> str:
-    return "" if memory.source in ("--gpu-memory", "default") else f" ({memory.source}, from Prometheus)"
+    if memory.source in ("--gpu-memory", "default"):
+        return ""
+    return f" ({visible(memory.source)}, from Prometheus)"
 
 
 def _split_text(s: Split) -> str:
@@ -324,6 +327,7 @@ def run(args: argparse.Namespace) -> int:
     then = args.then_select or args.then_wait
     if args.output in (DOCKER, KUBERNETES) and not then:
         raise UsageError(f"-o {args.output}: only with --then-select or --then-wait")
+    request_of(args, gpus=1, memory=0)  # every flag checked before any work: exit 2, never 1 after the fit
     given, model_name = given_sizes(args)
     params_text = args.params if args.params is not None else params_from_name(model_name or "")
     if args.params is None and model_name is not None and params_text is None:

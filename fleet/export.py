@@ -2,7 +2,8 @@
 CSV (the default), JSON (an array of objects; numbers as numbers: integer GPU indexes and byte counts; a
 series without a value at that step null/empty), or aligned columns for people (`table`; `wide` adds the
 UUID and model). A streamed table is aligned chunk by chunk: a column only widens, from the chunk that needs
-it on, so the header is written before the whole window is read.
+it on, so the header is written before the whole window is read. Labels are shown as `plumbing.display`
+shows them: control characters as escapes, a CSV text cell a spreadsheet would run as a formula quoted.
 
 Bounded: at most `MAX_STEPS` steps (window / step + 1); a larger window x step is refused before any query.
 The window is read in chunks of `CHUNK_STEPS` steps, one range query per series per chunk, and each chunk's
@@ -30,6 +31,7 @@ from fleet.report import add_window_arguments, output_of
 from fleet.timeline import Window, merge, parse_span, parse_time
 from fleet.units import GIB
 from plumbing.cli import duration
+from plumbing.display import csv_cell
 from plumbing.numbers import ascii_int
 
 HELP = "the per-GPU series behind the report, one row per GPU and step, as CSV, JSON or a table on stdout"
@@ -139,7 +141,7 @@ def write(parts: Iterable[list[dict[str, object]]], columns: Sequence[str], form
         if headers:
             writer.writeheader()
         for record in itertools.chain.from_iterable(parts):
-            writer.writerow({key: "" if value is None else _plain(value) for key, value in record.items()})
+            writer.writerow({key: csv_cell(_plain(value)) for key, value in record.items()})
     else:
         out.write("[")
         for number, record in enumerate(itertools.chain.from_iterable(parts)):

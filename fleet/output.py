@@ -3,6 +3,8 @@
 
 People read `table` (aligned columns) and `wide` (more of them); programs read `json` (numbers as numbers:
 integers for indexes and byte counts, unix seconds for times) and `csv` (the same fields, one row per line).
+Tables and CSV are written by `plumbing.display`: control characters of a label shown as escapes, a text cell
+a spreadsheet would read as a formula prefixed with a single quote.
 Messages always go to stderr; with `-o json` a failure also prints `{"error": ..., "exit_code": ...}` on
 stdout, so a script that parses stdout never reads an empty document. `--json` (and `--format` where a
 subcommand had it) are kept as hidden aliases of `-o`.
@@ -11,11 +13,14 @@ subcommand had it) are kept as hidden aliases of `-o`.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from importlib import metadata
+
+from plumbing.display import aligned, as_csv, padded, widths
+
+__all__ = ["CSV", "FORMATS", "JSON", "TABLE", "WIDE", "add_output_arguments", "add_version_argument",
+           "aligned", "as_csv", "failure_json", "padded", "version", "wants_json", "whole", "widths"]
 
 TABLE = "table"
 WIDE = "wide"
@@ -61,40 +66,6 @@ def wants_json(argv: Sequence[str]) -> bool:
 def failure_json(message: str, exit_code: int, **extra: object) -> str:
     """The JSON document printed on stdout for a failure under `-o json`."""
     return json.dumps({"error": message, "exit_code": exit_code, **extra}, indent=2)
-
-
-def aligned(header: Sequence[str], rows: Sequence[Sequence[str]], headers: bool = True) -> str:
-    """Columns padded to their widest cell, two spaces apart; the last column unpadded."""
-    shown = [tuple(header), *map(tuple, rows)] if headers else [tuple(r) for r in rows]
-    return "\n".join(padded(shown, widths(shown, len(header))))
-
-
-def widths(rows: Sequence[Sequence[str]], columns: int, at_least: Sequence[int] = ()) -> list[int]:
-    """The width of each column but the last: its widest cell, and at least `at_least`'s."""
-    return [max([len(r[i]) for r in rows] + list(at_least[i:i + 1]), default=0) for i in range(columns - 1)]
-
-
-def padded(rows: Sequence[Sequence[str]], sizes: Sequence[int]) -> list[str]:
-    """Each row's cells padded to `sizes`, two spaces apart, the last cell unpadded; no trailing blanks."""
-    return [("  ".join(c.ljust(w) for c, w in zip(r[:-1], sizes, strict=True)) + "  " + r[-1]).rstrip()
-            for r in rows]
-
-
-def as_csv(records: Sequence[Mapping[str, object]], fields: Sequence[str], headers: bool = True) -> str:
-    """RFC 4180 lines; None is empty, lists are joined with spaces."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    if headers:
-        writer.writerow(fields)
-    for record in records:
-        writer.writerow(["" if record.get(f) is None else _cell(record.get(f)) for f in fields])
-    return out.getvalue().rstrip("\n")
-
-
-def _cell(value: object) -> object:
-    if isinstance(value, list | tuple):
-        return " ".join(str(v) for v in value)
-    return value
 
 
 def whole(value: float | None) -> int | None:

@@ -4,6 +4,9 @@ has what it wants, `stop` is set (SIGINT, SIGTERM) or the timeout passes.
 A Prometheus that cannot be reached is an attempt that failed, handed to the caller to show, and the loop
 goes on: a restart of Prometheus should not end a watch or a half-hour wait. A Prometheus that answers an
 error (401, a bad answer) raises through the loop and ends it.
+
+`Stop.on_signals()` sets the stop on SIGINT and SIGTERM and cancels the queries in flight (its `cancel` is
+given to `connect`): a Prometheus that hangs or drips never holds a stopping command for `--query-timeout`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,33 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from fleet.errors import Unreachable
+from plumbing.cli import install_stop_handlers
+from plumbing.deadline import Cancel
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What a stop signal sets: the event the loop waits on, the cancel of the queries in flight, and the
+    signals received (the first decides the exit status)."""
+
+    event: threading.Event
+    cancel: Cancel
+    received: list[int]
+
+    @classmethod
+    def on_signals(cls) -> Stop:
+        """A Stop set by SIGINT and SIGTERM (handlers installed now)."""
+        stop = cls(threading.Event(), Cancel(), [])
+
+        def received(signum: int) -> None:
+            stop.received.append(signum)
+            stop.event.set()  # before the cut: a query failing from it finds the loop already stopping
+            stop.cancel.cancel()
+
+        install_stop_handlers(stop.event, received)
+        return stop
 
 
 @dataclass(frozen=True)
@@ -44,6 +72,8 @@ def attempts(attempt: Callable[[], T], *, interval: float, stop: threading.Event
         try:
             value, error = attempt(), None
         except Unreachable as exc:
+            if stop.is_set():  # cut by the stop signal: nothing to show
+                return
             value, error = None, exc
         left = deadline - monotonic()
         yield Attempt(number, value, error, left)

@@ -5,7 +5,9 @@ labels, so this client sends the query with the controller's HTTP session (`plum
 auth, TLS, headers, proxies) and judges the envelope with its decoder (`plumbing.prometheus.answer`), then
 checks every series itself: labels an object of strings, each sample `[timestamp, "number"]`. An answer of
 any other shape is refused whole (`PrometheusError`), never read as numbers. NaN and Inf samples are dropped
-(a GPU whose temperature is NaN has no temperature), as is anything past `max_body_bytes`.
+(a GPU whose temperature is NaN has no temperature), as is anything past `max_body_bytes`. `cancel` (set by
+a stop signal) cuts the queries in flight at once: a hanging Prometheus never holds a stopping command for
+the length of `--query-timeout`.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from typing import TypeVar
 
 import requests
 
-from fleet.errors import PrometheusError, Unreachable
+from fleet.errors import PrometheusError, Stopped, Unreachable
+from plumbing.deadline import Cancel
 from plumbing.prometheus.answer import BadAnswer, auth_refusal, decode_body, error_of
 from plumbing.prometheus.config import Endpoint
 from plumbing.prometheus.session import (
     CredentialError,
     EndpointSession,
+    ExchangeCancelled,
     ExchangeTimedOut,
     bounded_exchange,
     describe_failure,
@@ -73,10 +77,12 @@ class FleetPrometheus:
     """One endpoint's session; `vector()`/`vectors()` for instant queries, `matrix()` for range queries."""
 
     def __init__(self, endpoint: Endpoint, timeout: float = 10.0,
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, cancel: Cancel | None = None) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self.max_body_bytes = max_body_bytes
+        self.cancel = cancel or Cancel()
+        """Set by a stop signal (fleet.polling.Stop): the queries in flight are cut, the next ones too."""
         self._session = EndpointSession(endpoint)
         self._one_large = threading.Lock()
 
@@ -107,7 +113,11 @@ class FleetPrometheus:
         budget = _Budget(INSTANT_BUDGET_BYTES)
         with ThreadPoolExecutor(max_workers=min(8, len(queries)), thread_name_prefix="promql") as pool:
             futures = {key: pool.submit(self.vector, query, None, budget) for key, query in queries.items()}
-            return {key: future.result() for key, future in futures.items()}
+            try:
+                return {key: future.result() for key, future in futures.items()}
+            except (KeyboardInterrupt, SystemExit):  # Ctrl-C: the pool's exit would wait out every query
+                self.cancel.cancel()
+                raise
 
     def matrix(self, query: str, start: float, end: float, step: float,
                max_points: int | None = None) -> list[Series]:
@@ -126,7 +136,9 @@ class FleetPrometheus:
         try:
             status, raw = bounded_exchange(lambda: self._session.get_api(path, params, self.timeout),
                                            lambda response: _read(response, limit, budget), self.timeout,
-                                           self.endpoint.display_url)
+                                           self.endpoint.display_url, self.cancel)
+        except ExchangeCancelled as exc:
+            raise Stopped(str(exc)) from exc
         except ExchangeTimedOut as exc:  # however slowly the server sends it
             raise Unreachable(str(exc)) from exc
         except (requests.RequestException, OSError, CredentialError) as exc:

@@ -3,7 +3,8 @@ columns (each usage row's idle share and average power per GPU; the GPU's UUID b
 incident's end) and the scale events, one row each.
 
 GPU time is shown in GPU-hours, or in GPU-minutes for a window shorter than SHORT_WINDOW_SECONDS, where one
-GPU's hour-fractions would read 0.0 GPU-hours (the JSON keeps hours, unrounded).
+GPU's hour-fractions would read 0.0 GPU-hours (the JSON keeps hours, unrounded). Label values are shown with
+their control characters as escapes and `|` escaped (`md_cell`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 
 from fleet.timeline import Window
 from fleet.usage import Report, Usage
+from plumbing.display import visible
 
 SHORT_WINDOW_SECONDS = 12 * 3600.0
 
@@ -49,8 +51,14 @@ def hours(seconds: float) -> str:
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in rows]
     return [*lines, ""] if rows else ["(none)", ""]
+
+
+def md_cell(value: object) -> str:
+    """A cell of a Markdown table: control characters shown as escapes (the table is read on a terminal too),
+    a `|` escaped so a label cannot add a column."""
+    return visible(str(value)).replace("|", "\\|")
 
 
 def usage_rows(rows: Sequence[Usage], unit: GpuTime = GpuTime("GPU-hours", 1.0), wide: bool = False

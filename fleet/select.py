@@ -2,7 +2,10 @@
 
 Prints the chosen GPUs (the status table's columns) and a nodeSelector (or a nodeAffinity when they span
 nodes) to paste into the pod spec; `-o json` prints both as one object, `-o kubernetes` the placement alone,
-`-o docker` the `--gpus '"device=UUID,..."'` argument of `docker run` (one node: it implies --same-node).
+`-o docker` the `--gpus '"device=UUID,..."'` argument of `docker run` (one node: it implies --same-node),
+shell-quoted; with it, a GPU whose uuid label is not a GPU or MIG UUID (`selection.DEVICE_ID`) is not
+eligible, so it never reaches a command line (the `docker` field of `-o json` leaves such GPUs out, named on
+stderr).
 Exit 1 when there are not enough (with `-o json`, a JSON document saying why on stdout too).
 """
 
@@ -24,11 +27,13 @@ from fleet.selection import (
     ELIGIBILITY,
     Request,
     Selection,
+    device_id,
     placement,
     select,
 )
 from fleet.table import as_json, formatted
 from fleet.units import parse_bytes
+from plumbing.display import shell_word, visible
 from plumbing.numbers import ascii_int
 
 HELP = "choose the best free GPUs (ranking score) and print a nodeSelector (or docker --gpus) for them"
@@ -97,14 +102,26 @@ def request_of(args: argparse.Namespace, gpus: int | None = None, memory: int | 
         raise UsageError("--idle: give either --idle or --max-utilization, not both")
     most = (DEFAULT_MAX_UTILIZATION_PERCENT if args.max_utilization is None
             else percent(args.max_utilization, "--max-utilization"))
-    same_node = bool(args.same_node) or getattr(args, "output", None) == DOCKER
-    return Request(gpus, memory, model, same_node, max_utilization_percent=most, idle=bool(args.idle),
-                   allow_throttled=bool(args.allow_throttled))
+    docker = getattr(args, "output", None) == DOCKER
+    return Request(gpus, memory, model, bool(args.same_node) or docker, max_utilization_percent=most,
+                   idle=bool(args.idle), allow_throttled=bool(args.allow_throttled), device_ids_only=docker)
 
 
-def docker_argument(selection: Selection) -> str:
-    """`docker run`'s --gpus argument for the chosen GPUs, quoted for a shell: --gpus '"device=A,B"'."""
-    return "--gpus '\"device=" + ",".join(g.uuid for g in selection.chosen) + "\"'"
+def docker_argument(selection: Selection) -> str | None:
+    """`docker run`'s --gpus argument for the chosen GPUs whose uuid label is a device id, quoted for a shell
+    (--gpus '"device=A,B"'); None when none is."""
+    ids = [g.uuid for g in selection.chosen if device_id(g.uuid)]
+    return f"--gpus {shell_word(chr(34) + 'device=' + ','.join(ids) + chr(34))}" if ids else None
+
+
+def refused_ids(selection: Selection) -> str | None:
+    """The message for chosen GPUs whose uuid label is not a device id (None when every one is)."""
+    bad = [g for g in selection.chosen if not device_id(g.uuid)]
+    if not bad:
+        return None
+    shown = ", ".join(f"{visible(g.node)} GPU {visible(g.index)} ({visible(g.uuid)[:80]!r})" for g in bad)
+    return (f"left out of the docker argument: {len(bad)} GPU(s) whose uuid label is not a GPU or MIG UUID: "
+            f"{shown}")
 
 
 def report(selection: Selection, output: str, headers: bool = True) -> str:
@@ -116,12 +133,24 @@ def report(selection: Selection, output: str, headers: bool = True) -> str:
                            "docker": docker_argument(selection) if one_node else None},
                           indent=2, allow_nan=False)
     if output == DOCKER:
-        return docker_argument(selection)
+        return docker_argument(selection) or ""
     snippet = yaml.safe_dump(where, sort_keys=False).rstrip()
     if output == KUBERNETES:
         return snippet
     table = formatted(selection.chosen, output, headers=headers)
     return table if output == CSV else f"{table}\n\n{snippet}"
+
+
+def print_report(selection: Selection, output: str, headers: bool = True) -> int:
+    """Print `report` of a selection that succeeded, the GPUs left out of its docker argument named on stderr
+    (`-o json`; `-o docker` never chose them, and would exit 1 rather than print fewer GPUs than asked)."""
+    text = report(selection, output, headers)
+    if text:
+        print(text)
+    refused = refused_ids(selection) if output in (DOCKER, JSON) else None
+    if refused is not None:
+        print(refused, file=sys.stderr)
+    return EXIT_NOT_FOUND if refused is not None and output == DOCKER else EXIT_OK
 
 
 def shortfall(selection: Selection, output: str) -> int:
@@ -145,5 +174,4 @@ def select_and_report(args: argparse.Namespace, request: Request) -> int:
         selection = select(gather(client), request)
     if not selection.ok:
         return shortfall(selection, args.output)
-    print(report(selection, args.output, not args.no_headers))
-    return EXIT_OK
+    return print_report(selection, args.output, not args.no_headers)

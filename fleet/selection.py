@@ -5,6 +5,7 @@ The rules are in ELIGIBILITY, which `select --help` and `wait --help` print as w
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ A GPU is eligible when all of these hold:
   - its utilization is at most --max-utilization (default 50%); with --idle instead
     the idle rule: utilization below 30% and memory used below 50% of its total
   - it has --min-free-memory free, and its model name contains --model (case-insensitive)
+  - with -o docker, its uuid label is a GPU or MIG UUID (docker's --gpus device=...)
 The best are taken by ranking score, highest first: the availability score
 0.6 * free/total + 0.4 * (1 - utilization), halved for a throttled GPU; ties go to the
 lower node name and index. With --same-node all N come from the node whose N best GPUs
@@ -52,6 +54,7 @@ class Exclusion(StrEnum):
     NOT_IDLE = "not idle"
     LOW_MEMORY = "too little free memory"
     OTHER_MODEL = "another model"
+    NOT_DEVICE_ID = "uuid not a GPU or MIG UUID"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class Request:
     """Instead of `max_utilization_percent`, the idle rule (IDLE_UTILIZATION_PERCENT, IDLE_MEMORY_PERCENT)."""
     allow_throttled: bool = False
     """A `throttled` GPU is eligible (ranked at half its score)."""
+    device_ids_only: bool = False
+    """Only GPUs whose uuid label `docker run --gpus device=` takes (`-o docker`): see `device_id`."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,18 @@ class Selection:
                 + (f" (left out: {why})" if why else ""))
 
 
+_UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+DEVICE_ID = re.compile(f"GPU-{_UUID}|MIG-{_UUID}|MIG-GPU-{_UUID}/[0-9]{{1,3}}/[0-9]{{1,3}}", re.ASCII)
+"""What `docker run --gpus device=...` is given: a GPU's UUID, a MIG device's UUID (driver R470 and later) or
+its older MIG-GPU-<uuid>/<gi>/<ci> name. A label of any other shape (spaces, a comma, `all`, quotes) is never
+put on a command line: it comes from whoever can write to Prometheus."""
+
+
+def device_id(uuid: str) -> bool:
+    """Whether `uuid` is a device id `docker run --gpus device=` takes, and nothing more."""
+    return DEVICE_ID.fullmatch(uuid) is not None
+
+
 def below_percent(value: float, percent: float) -> bool:
     """`value` (a 0..1 ratio) < `percent` %, compared as the exporter makes ratios (NVML's percent / 100),
     so a GPU at 30 % is not below 30 % (0.3 < 0.30000000000000004 would say it is)."""
@@ -122,6 +139,8 @@ def exclusion(gpu: Gpu, request: Request) -> Exclusion | None:
         return Exclusion.THROTTLED
     if gpu.holders:
         return Exclusion.HELD
+    if request.device_ids_only and not device_id(gpu.uuid):
+        return Exclusion.NOT_DEVICE_ID
     if request.model is not None and request.model.lower() not in gpu.model.lower():
         return Exclusion.OTHER_MODEL
     free = gpu.free_memory

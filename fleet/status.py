@@ -20,9 +20,10 @@ from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_STALE
 from fleet.inventory import Gpu, gather, only
 from fleet.output import JSON, add_output_arguments
-from fleet.polling import attempts
+from fleet.polling import Stop, attempts
 from fleet.table import as_json, formatted
-from plumbing.cli import duration, install_stop_handlers
+from plumbing.cli import duration
+from plumbing.display import visible
 from plumbing.numbers import ascii_int
 
 HELP = "every GPU of the cluster: utilization, memory, temperature, power, health, score, holder pods"
@@ -91,7 +92,8 @@ def stale_note(gpus: list[Gpu]) -> str | None:
     if not nodes:
         return None
     count = sum(1 for g in gpus if g.stale)
-    return f"{count} GPU(s) stale on {', '.join(nodes)}: their exporter is down or no longer reports them"
+    return (f"{count} GPU(s) stale on {visible(', '.join(nodes))}: their exporter is down or no longer "
+            "reports them")
 
 
 def watch(look: Callable[[], str], *, interval: float, stop: threading.Event, out: TextIO, tty: bool,
@@ -102,7 +104,7 @@ def watch(look: Callable[[], str], *, interval: float, stop: threading.Event, ou
     looks = 0
     for tried in attempts(look, interval=interval, stop=stop):
         looks = tried.number
-        text = f"error: {tried.error}" if tried.error is not None else str(tried.value)
+        text = f"error: {visible(str(tried.error))}" if tried.error is not None else str(tried.value)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(clock()))
         if lines:
             out.write(text + "\n")
@@ -128,11 +130,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_watch(args: argparse.Namespace) -> int:
-    stop = threading.Event()
-    install_stop_handlers(stop, lambda signum: None)
+    stop = Stop.on_signals()
     tty = sys.stdout.isatty()
 
-    with connect(args) as client:
+    with connect(args, cancel=stop.cancel) as client:
         def look() -> str:
             gpus = ordered(only(gather(client), args.node, args.namespace), args.sort)
             text = answer(gpus, args, color=tty, compact=True)
@@ -140,6 +141,6 @@ def _run_watch(args: argparse.Namespace) -> int:
 
         title = "gpu-fleet status" + "".join(f" --{k} {v}" for k, v in (("node", args.node),
                                                                          ("namespace", args.namespace)) if v)
-        watch(look, interval=args.watch, stop=stop, out=sys.stdout, tty=tty, title=title,
+        watch(look, interval=args.watch, stop=stop.event, out=sys.stdout, tty=tty, title=title,
               lines=args.output == JSON)
     return EXIT_OK

@@ -17,9 +17,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from fleet.errors import UsageError
+from plumbing.files import read_regular
 from plumbing.numbers import ascii_int
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
@@ -82,7 +82,7 @@ def read_task_config(path: str) -> TaskConfig:
     """The file's model name and parallel sizes; UsageError naming the file and the field otherwise."""
     where = f"--task-config {path}"
     try:
-        raw = Path(path).read_bytes()[:MAX_FILE_BYTES + 1]
+        raw = read_regular(path, MAX_FILE_BYTES)  # a FIFO, /dev/zero or a sparse 4 GiB file: refused unread
     except OSError as exc:
         raise UsageError(f"{where}: cannot read it: {exc.strerror or type(exc).__name__}") from exc
     if len(raw) > MAX_FILE_BYTES:
@@ -92,6 +92,8 @@ def read_task_config(path: str) -> TaskConfig:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         line = f" line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
         raise UsageError(f"{where}:{line}: not JSON ({type(exc).__name__})") from None
+    except ValueError:  # an integer past the interpreter's 4,300 digits
+        raise UsageError(f"{where}: a number too long to read (more than 4,300 digits)") from None
     if not isinstance(document, dict):
         raise UsageError(f"{where}: expected a JSON object with \"parameters\"")
     model = document.get("model")

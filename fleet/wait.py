@@ -17,14 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet.connection import add_connection_arguments, connect
-from fleet.errors import EXIT_NOT_FOUND, EXIT_OK
+from fleet.errors import EXIT_NOT_FOUND
 from fleet.inventory import gather
 from fleet.output import JSON, add_output_arguments, failure_json
-from fleet.polling import attempts
+from fleet.polling import Stop, attempts
 from fleet.select import EPILOG as EPILOG
-from fleet.select import SELECT_FORMATS, add_request_arguments, report, request_of
+from fleet.select import SELECT_FORMATS, add_request_arguments, print_report, request_of
 from fleet.selection import Request, Selection, select
-from plumbing.cli import duration, install_stop_handlers
+from plumbing.cli import duration
+from plumbing.display import visible
 
 HELP = "repeat select until enough GPUs are free (exit 0) or the timeout passes (exit 1)"
 
@@ -69,7 +70,7 @@ def wait_for(attempt: Callable[[], Selection], *, timeout: float, interval: floa
 
 def _progress_writer(tty: bool) -> Callable[[int, str], None]:
     def write(attempt: int, line: str) -> None:
-        text = f"attempt {attempt}: {line}"
+        text = f"attempt {attempt}: {visible(line)}"
         if tty:
             sys.stderr.write("\r\033[K" + text)
         else:
@@ -85,13 +86,12 @@ def run(args: argparse.Namespace) -> int:
 
 def wait_and_report(args: argparse.Namespace, request: Request) -> int:
     """The wait for `request` with the flags of `args`, its outcome printed; the exit status."""
-    stop = threading.Event()
-    received: list[int] = []
-    install_stop_handlers(stop, received.append)
+    stop = Stop.on_signals()
+    received = stop.received
     tty = sys.stderr.isatty()
-    with connect(args) as client:
+    with connect(args, cancel=stop.cancel) as client:
         outcome = wait_for(lambda: select(gather(client), request), timeout=args.timeout,
-                           interval=args.interval, stop=stop, progress=_progress_writer(tty))
+                           interval=args.interval, stop=stop.event, progress=_progress_writer(tty))
     if tty and (outcome.attempts > 1 or outcome.selection is None):
         sys.stderr.write("\n")
     if received:
@@ -99,8 +99,7 @@ def wait_and_report(args: argparse.Namespace, request: Request) -> int:
                        128 + received[0], args.output)
     if outcome.selection is None:
         return _failed(f"timed out after {outcome.attempts} attempt(s)", EXIT_NOT_FOUND, args.output)
-    print(report(outcome.selection, args.output, not args.no_headers))
-    return EXIT_OK
+    return print_report(outcome.selection, args.output, not args.no_headers)
 
 
 def _failed(message: str, code: int, output: str) -> int:

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
 
+from plumbing.display import visible
+
 __all__ = [
     "EXIT_USAGE", "duration", "fail", "install_stop_handlers", "parse_duration", "port_number",
     "silence_stdout",
@@ -113,5 +115,6 @@ def fail(prog: str | None, message: str) -> int:
     """Print `prog: message` (the message alone when `prog` is None: it already says where it comes from) as
     the one error line(s) on stderr, and return EXIT_USAGE for the caller to exit with, so every command
     reports bad input the same way."""
-    print(message if prog is None else f"{prog}: {message}", file=sys.stderr)
+    shown = "\n".join(visible(line) for line in message.split("\n"))  # a server's words may hold escapes
+    print(shown if prog is None else f"{prog}: {shown}", file=sys.stderr)
     return EXIT_USAGE

@@ -7,6 +7,8 @@ registered with it, and when it expires a watchdog shuts those sockets down, so 
 once with an error the caller reports as no answer in time (`Deadline.expired` says which). Shutting a
 socket down, rather than closing it, is safe from another thread: the file descriptor stays the reader's.
 
+A `Cancel` ends the deadlines armed under it before their time: a stop signal cuts the queries in flight.
+
 `install(pool_manager)` makes a PoolManager's pools register their connections; a connection taken while no
 deadline is armed is not watched. One watchdog thread serves every deadline of the process (a heap of their
 ends: a sync of a thousand Kubernetes calls starts no thread per call); it is a daemon, so it never keeps a
@@ -23,6 +25,7 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -81,6 +84,12 @@ class Deadline:
             if self._fired:
                 _cut(connection)
 
+    def end_now(self) -> None:
+        """Bring the end forward to now: the watchdog cuts the exchange at once (and again every
+        _RECHECK_SECONDS, for a connection still being made), as if the time had run out."""
+        self._end = min(self._end, time.monotonic())
+        _WATCHDOG.watch(self, self._end)
+
     def fire(self) -> bool:
         """Cut every connection of the exchange; False once it has been left (nothing more to watch)."""
         with self._lock:
@@ -90,6 +99,42 @@ class Deadline:
             for connection in self._connections:
                 _cut(connection)
             return True
+
+
+class Cancel:
+    """Exchanges a stop signal ends at once: `cancel()` ends every deadline armed `under` it now, and one
+    armed after it ends as soon as it starts. A SIGTERM during a query to a server that hangs or drips is
+    then seconds, not the query's whole timeout. Thread-safe: the deadlines may be armed in many threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed: set[Deadline] = set()
+        self._cancelled = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            armed = list(self._armed)
+        for deadline in armed:
+            deadline.end_now()
+
+    @contextlib.contextmanager
+    def under(self, deadline: Deadline) -> Iterator[None]:
+        """While inside, `cancel()` ends `deadline` (at once if it has been called already)."""
+        with self._lock:
+            self._armed.add(deadline)
+            cancelled = self._cancelled
+        if cancelled:
+            deadline.end_now()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._armed.discard(deadline)
 
 
 class _Watchdog:

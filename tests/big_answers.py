@@ -112,3 +112,49 @@ def serving_in_turn(bodies: list[bytes]) -> Iterator[str]:
 
     with http_server(Handler) as url:
         yield url
+
+
+GIB = 1024**3
+LABELLED_VALUES: dict[str, float] = {
+    "gpu_info": 1, "gpu_up": 1, "gpu_utilization_ratio": 0.1, "gpu_memory_used_bytes": GIB,
+    "gpu_memory_free_bytes": 79 * GIB, "gpu_memory_total_bytes": 80 * GIB, "gpu_temperature_celsius": 40,
+    "gpu_power_usage_watts": 100, "gpu_health_state == 1": 1, "gpu_availability_score": 0.9,
+}
+"""What `labelled` answers to each of `gpu-fleet status`'s instant queries (the others: no series)."""
+
+
+@contextlib.contextmanager
+def labelled(gpus: list[dict[str, str]], requests: list[str] | None = None) -> Iterator[str]:
+    """A Prometheus whose GPUs carry the labels `gpus` gives (node, gpu, uuid, model, ...: hostile ones in the
+    output tests): every instant query of `status` answered per GPU (`LABELLED_VALUES`), any other instant
+    query with their count, every range query with each GPU's series at every step (value 0.5, health state
+    `healthy`). Each request's query is appended to `requests`."""
+
+    def body(data: dict[str, object]) -> bytes:
+        return json.dumps({"status": "success", "data": data}).encode()
+
+    class Handler(QuietHandler):
+        def do_GET(self) -> None:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            text = query.get("query", [""])[0]
+            if requests is not None:
+                requests.append(text)
+            health = {"state": "healthy"} if text.startswith("gpu_health_state") else {}
+            if self.path.startswith("/api/v1/query_range"):
+                start, end, step = (float(query[key][0]) for key in ("start", "end", "step"))
+                values = [[start + k * step, "0.5"] for k in range(int((end - start) // step) + 1)]
+                answer = body({"resultType": "matrix", "result": [
+                    {"metric": {**gpu, **health}, "values": values} for gpu in gpus]})
+            elif text in LABELLED_VALUES:
+                answer = body({"resultType": "vector", "result": [
+                    {"metric": {**gpu, **health}, "value": [1, str(LABELLED_VALUES[text])]} for gpu in gpus]})
+            elif text.startswith("count("):
+                answer = body({"resultType": "vector",
+                               "result": [{"metric": {}, "value": [1, str(len(gpus))]}]})
+            else:
+                answer = body({"resultType": "vector", "result": []})
+            with contextlib.suppress(OSError):
+                self.answer(200, answer)
+
+    with http_server(Handler) as url:
+        yield url

@@ -6,6 +6,7 @@ fed to every CLI that reads a YAML file, so one reader missing a guard shows up 
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,3 +70,21 @@ YAML_HOSTILE: tuple[Hostile, ...] = (
     Hostile("second-document", b"a: 1\n---\nb: 2\n", "found a second '---' document", 2),
     Hostile("tab-indent", b"a:\n\t- 1\n", "not valid YAML", 2),
 )
+
+
+SPARSE_BYTES = 4 * 1024**3
+
+
+def endless_files(directory: Path) -> list[tuple[str, Path, str]]:
+    """Files a reader must refuse before reading them whole, as (id, path, fragment of the message): a FIFO
+    with no writer (hangs), /dev/zero and /dev/urandom (never end), a sparse 4 GiB file (costs nothing on
+    disk, 4 GiB in memory). Made in `directory`."""
+    fifo = directory / "fifo"
+    os.mkfifo(fifo)
+    sparse = directory / "sparse"
+    with sparse.open("wb") as handle:
+        handle.truncate(SPARSE_BYTES)
+    return [("fifo", fifo, "a FIFO (named pipe), not a regular file"),
+            ("dev-zero", Path("/dev/zero"), "a character device, not a regular file"),
+            ("dev-urandom", Path("/dev/urandom"), "a character device, not a regular file"),
+            ("sparse-4-GiB", sparse, "larger than")]

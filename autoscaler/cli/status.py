@@ -22,6 +22,7 @@ from autoscaler.planning.plan import describe_metrics
 from autoscaler.policy import Reason
 from autoscaler.reasons import OutcomeReason, SyncReason
 from plumbing.cli import fail
+from plumbing.display import aligned
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import PrometheusConfig, single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
@@ -142,18 +143,14 @@ def why(outcome: RuleOutcome) -> str:
 
 
 def render(outcomes: Sequence[RuleOutcome]) -> str:
-    rows = [HEADER]
+    rows = []
     for o in outcomes:
         target = str(o.rule.target)
         metrics = describe_metrics(o.rule, o.observations) if o.observations else "-"
         low, high = o.bounds
         bounds = f"{low}-{high}" + (" (schedule)" if o.schedule is not None else "")
         rows.append((o.rule.name, target, _num(o.current), _num(o.desired), bounds, metrics, why(o)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    return aligned(HEADER, rows)  # a message quoting a server or a label shows its control characters escaped
 
 
 def _num(value: int | None) -> str:

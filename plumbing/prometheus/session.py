@@ -10,6 +10,7 @@ SNI and the name check, `min_version`, a client certificate) rebuilt when a cert
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import socket
@@ -291,26 +292,36 @@ class ExchangeTimedOut(requests.Timeout):
     """The whole exchange, headers and body, outlasted its deadline (plumbing/deadline.py)."""
 
 
+class ExchangeCancelled(ExchangeTimedOut):
+    """The exchange was cut by a `deadline.Cancel` (a stop signal), not by its time running out."""
+
+
 def bounded_exchange(send: Callable[[], requests.Response], read: Callable[[requests.Response], bytes],
-                     seconds: float, where: str) -> tuple[int, bytes]:
+                     seconds: float, where: str, cancel: deadline.Cancel | None = None) -> tuple[int, bytes]:
     """(status, body) of `send()`, its body read by `read`, the whole of it within `seconds`: past them the
-    socket is shut down and ExchangeTimedOut raised, never a truncated answer read as complete. Every other
-    failure is raised as it is, for the caller to word."""
+    socket is shut down and ExchangeTimedOut raised, never a truncated answer read as complete; `cancel`
+    cuts it sooner (ExchangeCancelled). Every other failure is raised as it is, for the caller to word."""
     watch = deadline.Deadline(seconds)
     try:
-        with watch:
+        with watch, (cancel.under(watch) if cancel is not None else contextlib.nullcontext()):
             response = send()
             try:
                 status, body = response.status_code, read(response)
             finally:
                 response.close()
     except (requests.RequestException, OSError) as exc:
-        if watch.expired:
-            raise ExchangeTimedOut(f"no complete answer from {where} within {seconds:.3g} s") from exc
+        _raise_if_cut(watch, cancel, seconds, where, exc)
         raise
-    if watch.expired:  # cut in its headers, a response can look complete and empty
-        raise ExchangeTimedOut(f"no complete answer from {where} within {seconds:.3g} s")
+    _raise_if_cut(watch, cancel, seconds, where, None)  # cut in its headers, a response can look complete
     return status, body
+
+
+def _raise_if_cut(watch: deadline.Deadline, cancel: deadline.Cancel | None, seconds: float, where: str,
+                  cause: BaseException | None) -> None:
+    if cancel is not None and cancel.cancelled:
+        raise ExchangeCancelled(f"the query to {where} was cancelled (stopping)") from cause
+    if watch.expired:
+        raise ExchangeTimedOut(f"no complete answer from {where} within {seconds:.3g} s") from cause
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,14 @@ each bad field named."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from fleet.errors import UsageError
 from fleet.taskconfig import canonical, combinations, flag_names, params_from_name, read_task_config
+from tests.hostile import endless_files
 
 
 @pytest.mark.parametrize("name", ["tensor-parallel-size", "tp-size", "tp_size", "tp", "TP_SIZE",
@@ -58,3 +60,18 @@ def test_a_bad_file_is_one_message_naming_the_file_and_field(tmp_path: Path, tex
 def test_too_many_combinations_are_refused_before_they_are_made() -> None:
     with pytest.raises(UsageError, match="more than 1,024"):
         combinations({dim: list(range(1, 11)) for dim in ("tp", "pp", "dp", "cp")})
+
+
+@pytest.mark.timeout(20)  # a FIFO read whole would block for ever, /dev/zero fill the memory
+def test_a_file_that_never_ends_is_refused_unread(tmp_path: Path) -> None:
+    for name, path, message in endless_files(tmp_path):
+        with pytest.raises(UsageError, match=re.escape(message)) as caught:
+            read_task_config(str(path))
+        assert str(caught.value).startswith(f"--task-config {path}:"), name
+
+
+def test_a_4300_digit_integer_is_one_message(tmp_path: Path) -> None:
+    path = tmp_path / "task.json"
+    path.write_text('{"parameters": {"tp-size": ' + "9" * 4301 + "}}")
+    with pytest.raises(UsageError, match="a number too long to read"):
+        read_task_config(str(path))

@@ -82,3 +82,14 @@ def test_status_shows_the_bounds_of_an_open_schedule() -> None:
         rule=rules.get("embed"), current=2, desired=2, reason="WithinTolerance", message="ok", ok=True
     )
     assert render([plain]).splitlines()[1].split()[4] == "2-10"
+
+
+def test_status_table_shows_a_servers_escapes_inert() -> None:
+    """A message quoting the API server (or a label) shows its control characters as escapes, one line."""
+    rules = ruleset(rule("embed"))
+    outcome = RuleOutcome(rule=rules.get("embed"), current=None, desired=None, reason="FailedGetScale",
+                          message='deployments.apps "x\x1b]0;owned\x07\n\u009b2J" not found', observations=(),
+                          error="not found")
+    lines = render([outcome]).splitlines()
+    assert len(lines) == 2 and "\x1b" not in lines[1] and "\u009b" not in lines[1]
+    assert '"x\\x1b]0;owned\\x07\\x0a\\u009b2J" not found' in lines[1]

@@ -117,3 +117,13 @@ def test_api_calls_every_second_do_not_shrink_the_hour_of_history() -> None:
     assert 4799 - 3600 <= trend["window"]["start"] <= 4799 - 3590 and trend["window"]["end"] == 4799
     assert trend["temperature_celsius"]["slope_per_minute"] == pytest.approx(0.1)
     assert trend["trend"] == "stable"  # 0.1 °C/min is under the 0.5 °C/min threshold
+
+
+def test_the_table_shows_a_hostile_gpu_name_and_pod_inert() -> None:
+    """A name NVML (or a simulated config) reports with terminal escapes is shown as escapes, one line."""
+    base = sweep(0.0, 50.0)
+    named = dataclasses.replace(base.devices[0], name="H100\x1b]0;owned\x07\x1b[2J\u009b31m")
+    holder = DeviceHolder("ml", "pod\x1b[8m", "c", "nvidia.com/gpu", "GPU-0")
+    table = status_table(dataclasses.replace(base, devices=(named,)), "node\x1b[31m", {"GPU-0": (holder,)})
+    assert "\x1b" not in table and "\u009b" not in table and len(table.splitlines()) == 3
+    assert "H100\\x1b]0;owned\\x07\\x1b[2J\\u009b31m" in table and "ml/pod\\x1b[8m" in table
