@@ -93,7 +93,16 @@ ALLOCATION_INFO = _gauge("gpu_allocation_info",
                          "resource", "shared", "claim")
 POD_UTILIZATION = _gauge("gpu_pod_utilization_ratio",
                          "GPU utilization of one holding container (0..1): the device value for an exclusive "
-                         "GPU, the sum of its processes' SM shares for a shared one.")
+                         "GPU, the sum of its processes' SM shares for a shared one, scaled down where the "
+                         "holders would add up to more than the device.")
+POD_SM_UTILIZATION = _gauge("gpu_pod_sm_utilization_ratio",
+                            "Fraction of time (0..1) kernels of one holding container ran on the GPU: the "
+                            "sum of its processes' NVML per-process SM utilization over the last sampling "
+                            "window (exclusive or shared GPU; none in MIG mode).")
+POD_MEMORY_BANDWIDTH = _gauge("gpu_pod_memory_bandwidth_utilization_ratio",
+                              "Fraction of time (0..1) device memory was read or written for one holding "
+                              "container: the sum of its processes' NVML per-process memory utilization over "
+                              "the last sampling window (none in MIG mode).")
 POD_MEMORY_USED = _gauge("gpu_pod_memory_used_bytes",
                          "Device memory used by one holding container, in bytes: the device value for an "
                          "exclusive GPU, the sum of its processes' memory for a shared one.")
@@ -217,8 +226,8 @@ EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST
 # Families the collector's extensions produce: pod attribution (exporter/pods/attribution.py), health and
 # XID errors (exporter/health/metrics.py, exporter/health/xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (
-    ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER,
-    AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
+    ALLOCATION_INFO, POD_UTILIZATION, POD_SM_UTILIZATION, POD_MEMORY_BANDWIDTH, POD_MEMORY_USED, XID_ERRORS,
+    XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER, AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
 )
 # Families of exporter/profiling.py (GPM, per GPU and per MIG instance) and exporter/health/reliability.py.
 PROFILING_METRICS: tuple[MetricSpec, ...] = (

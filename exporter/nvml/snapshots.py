@@ -144,6 +144,8 @@ class DeviceSnapshot:
     # (pid, SM utilization 0..1) from nvmlDeviceGetProcessUtilization, sampled in the background; None when
     # not sampled or not supported
     process_sm_utilization: tuple[tuple[int, float], ...] | None = None
+    # (pid, memory-bandwidth utilization 0..1: the time device memory was read or written for it), as above
+    process_memory_utilization: tuple[tuple[int, float], ...] | None = None
     memory_temperature_celsius: float | None = None
     row_remap: RowRemap | None = None
     mig_instances: tuple[MigInstanceSnapshot, ...] = ()
