@@ -171,6 +171,9 @@ PCIE_REPLAYS = _counter("gpu_pcie_replays",
 NVLINK_BYTES = _counter("gpu_nvlink_bytes",
                         "NVLink traffic of all the GPU's links since the driver was loaded, header and "
                         "payload, in bytes, by direction (tx, rx).", "direction")
+NVLINK_DATA_BYTES = _counter("gpu_nvlink_data_bytes",
+                             "NVLink payload of all the GPU's links since the driver was loaded, without "
+                             "protocol headers, in bytes, by direction (tx, rx).", "direction")
 VGPU_LICENSED = _gauge("gpu_vgpu_license_status",
                        "1 if the vGPU's license is held, 0 if not; absent on a GPU that is not a vGPU.")
 
@@ -241,7 +244,8 @@ MIG_METRICS: tuple[MetricSpec, ...] = (
 )
 RELIABILITY_METRICS: tuple[MetricSpec, ...] = (
     REMAPPED_ROWS, ROW_REMAP_PENDING, ROW_REMAP_FAILED, RETIRED_PAGES, MEMORY_TEMPERATURE, NVLINK_UP,
-    NVLINK_ERRORS, POWER_VIOLATION, THERMAL_VIOLATION, PCIE_REPLAYS, NVLINK_BYTES, VGPU_LICENSED,
+    NVLINK_ERRORS, POWER_VIOLATION, THERMAL_VIOLATION, PCIE_REPLAYS, NVLINK_BYTES, NVLINK_DATA_BYTES,
+    VGPU_LICENSED,
 )
 ALL_METRICS: tuple[MetricSpec, ...] = (DEVICE_METRICS + EXPORTER_METRICS + EXTENSION_METRICS
                                        + PROFILING_METRICS + MIG_METRICS + RELIABILITY_METRICS)

@@ -65,6 +65,9 @@ class Reliability:
     # NVLink traffic of all links, header and payload, since the driver loaded (NVML's raw throughput fields)
     nvlink_tx_bytes: int | None = None
     nvlink_rx_bytes: int | None = None
+    # the payload alone (NVML's data throughput fields, what DCGM's NVLink bandwidth field 449 is made of)
+    nvlink_data_tx_bytes: int | None = None
+    nvlink_data_rx_bytes: int | None = None
     vgpu_licensed: bool | None = None  # None: not a vGPU (NVML has no licensable feature here)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from exporter.simulator.models import MODELS
 from tests.integration.shipping.dcgm_stack import (
     HOLDER,
     NODE,
@@ -94,11 +95,15 @@ def test_units_are_dcgm_exporters(stack: DcgmStack, dcgm: str, ours: str, factor
     """Each DCGM sample is one of our recent samples times the unit factor (rounded down where DCGM's field
     is whole MiB): the recording rule evaluates between scrapes, so it may hold the sample before our last
     one (an energy counter a few seconds old grows by a fifth from one scrape to the next); it lies within
-    our samples' range over the last 2 minutes."""
-    window = f"{ours}[2m]" if ours.isidentifier() else f"({ours})[2m:]"
-
+    our samples' range over the last 2 minutes (of a difference: the minuend's bound minus the subtrahend's
+    opposite one; a subquery would miss a sample newer than its last step)."""
     def ratios(over_time: str, rounded: bool) -> list[float]:
-        ours_bound = f"max by (gpu) ({over_time}({window}))"
+        minuend, _, subtrahend = ours.partition(" - ")
+        ours_bound = f"{over_time}({minuend}[2m])"
+        if subtrahend:
+            opposite = "min_over_time" if over_time == "max_over_time" else "max_over_time"
+            ours_bound += f" - {opposite}({subtrahend}[2m])"
+        ours_bound = f"max by (gpu) ({ours_bound})"
         scaled = f"floor({ours_bound} * {factor})" if rounded else f"({ours_bound} * {factor})"
         expr = f"max by (gpu) ({dcgm}) / on (gpu) {scaled} and on (gpu) {ours_bound} != 0"
         found = [float(r["value"][1]) for r in stack.query(expr)]
@@ -115,6 +120,17 @@ def test_framebuffer_parts_never_exceed_the_total(stack: DcgmStack) -> None:
     total = "max by (gpu) (gpu_memory_total_bytes) / 1048576"
     assert {r["metric"]["gpu"] for r in stack.query(parts)} == {"0", "1", "2"}
     assert stack.query(f"{parts} > on (gpu) {total}") == []
+
+
+def test_nvlink_bandwidth_is_a_throughput_in_mib_per_second(stack: DcgmStack) -> None:
+    """Field 449 as DCGM publishes it: the NVLink payload throughput of all links, TX + RX, in MiB/s (a gauge,
+    never a byte count growing since the driver loaded): within what the board's links carry at full load."""
+    by_gpu = {r["metric"]["gpu"]: (r["metric"]["model"], float(r["value"][1]))
+              for r in stack.query("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")}
+    assert set(by_gpu) == {"0", "1", "2"}  # H100, H100, A100: NVLink boards, GPM or not
+    full_load = {m.name: 2 * m.nvlink_mib_per_second for m in MODELS.values()}  # both directions
+    for gpu, (model, mib_per_second) in by_gpu.items():
+        assert 0 < mib_per_second < full_load[model], (gpu, model, mib_per_second)
 
 
 def test_xid_errors_value_is_the_code(stack: DcgmStack) -> None:
