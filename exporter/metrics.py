@@ -94,7 +94,16 @@ ALLOCATION_INFO = _gauge("gpu_allocation_info",
                          "resource", "shared", "claim")
 POD_UTILIZATION = _gauge("gpu_pod_utilization_ratio",
                          "GPU utilization of one holding container (0..1): the device value for an exclusive "
-                         "GPU, the sum of its processes' SM shares for a shared one.")
+                         "GPU, the sum of its processes' SM shares for a shared one, scaled down where the "
+                         "holders would add up to more than the device.")
+POD_SM_UTILIZATION = _gauge("gpu_pod_sm_utilization_ratio",
+                            "Fraction of time (0..1) kernels of one holding container ran on the GPU: the "
+                            "sum of its processes' NVML per-process SM utilization over the last sampling "
+                            "window (exclusive or shared GPU; none in MIG mode).")
+POD_MEMORY_BANDWIDTH = _gauge("gpu_pod_memory_bandwidth_utilization_ratio",
+                              "Fraction of time (0..1) device memory was read or written for one holding "
+                              "container: the sum of its processes' NVML per-process memory utilization over "
+                              "the last sampling window (none in MIG mode).")
 POD_MEMORY_USED = _gauge("gpu_pod_memory_used_bytes",
                          "Device memory used by one holding container, in bytes: the device value for an "
                          "exclusive GPU, the sum of its processes' memory for a shared one.")
@@ -163,6 +172,9 @@ PCIE_REPLAYS = _counter("gpu_pcie_replays",
 NVLINK_BYTES = _counter("gpu_nvlink_bytes",
                         "NVLink traffic of all the GPU's links since the driver was loaded, header and "
                         "payload, in bytes, by direction (tx, rx).", "direction")
+NVLINK_DATA_BYTES = _counter("gpu_nvlink_data_bytes",
+                             "NVLink payload of all the GPU's links since the driver was loaded, without "
+                             "protocol headers, in bytes, by direction (tx, rx).", "direction")
 VGPU_LICENSED = _gauge("gpu_vgpu_license_status",
                        "1 if the vGPU's license is held, 0 if not; absent on a GPU that is not a vGPU.")
 
@@ -222,8 +234,8 @@ EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST
 # Families the collector's extensions produce: pod attribution (exporter/pods/attribution.py), health and
 # XID errors (exporter/health/metrics.py, exporter/health/xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (
-    ALLOCATION_INFO, POD_UTILIZATION, POD_MEMORY_USED, XID_ERRORS, XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER,
-    AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
+    ALLOCATION_INFO, POD_UTILIZATION, POD_SM_UTILIZATION, POD_MEMORY_BANDWIDTH, POD_MEMORY_USED, XID_ERRORS,
+    XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER, AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
 )
 # Families of exporter/profiling.py (GPM, per GPU and per MIG instance) and exporter/health/reliability.py.
 PROFILING_METRICS: tuple[MetricSpec, ...] = (
@@ -237,7 +249,8 @@ MIG_METRICS: tuple[MetricSpec, ...] = (
 )
 RELIABILITY_METRICS: tuple[MetricSpec, ...] = (
     REMAPPED_ROWS, ROW_REMAP_PENDING, ROW_REMAP_FAILED, RETIRED_PAGES, MEMORY_TEMPERATURE, NVLINK_UP,
-    NVLINK_ERRORS, POWER_VIOLATION, THERMAL_VIOLATION, PCIE_REPLAYS, NVLINK_BYTES, VGPU_LICENSED,
+    NVLINK_ERRORS, POWER_VIOLATION, THERMAL_VIOLATION, PCIE_REPLAYS, NVLINK_BYTES, NVLINK_DATA_BYTES,
+    VGPU_LICENSED,
 )
 ALL_METRICS: tuple[MetricSpec, ...] = (DEVICE_METRICS + EXPORTER_METRICS + EXTENSION_METRICS
                                        + PROFILING_METRICS + MIG_METRICS + RELIABILITY_METRICS)

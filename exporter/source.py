@@ -75,6 +75,7 @@ class NvmlSource:
         self._nvml_error: str | None = "NVML not initialized yet"
         self._pcie: dict[int, tuple[float | None, float | None]] = {}
         self._process_util: dict[int, tuple[tuple[int, float], ...] | None] = {}
+        self._process_memory_util: dict[int, tuple[tuple[int, float], ...] | None] = {}
         self._process_util_since: dict[int, int] = {}
         self._background: dict[int, BackgroundReading | None] = {}
         self._hooks: list[SweepHook] = []
@@ -204,17 +205,20 @@ class NvmlSource:
                 type(exc).__name__)
 
     def _sample_process_utilization(self, index: int) -> None:
-        """Mean SM share per pid over the samples since the last pass; () when no process ran."""
+        """Mean SM and memory-bandwidth share per pid over the samples since the last pass; () when no process
+        ran (NVML's NotFound: no sample, not an error)."""
         try:
             samples = self.adapter.process_utilization(index, self._process_util_since.get(index, 0))
         except Exception as exc:  # a lost GPU must not end the sampler
             self._background_failed(index, "process utilization sample", exc)
             samples = None
         value = None if samples is None else mean_by_pid(samples)
+        memory = None if samples is None else mean_by_pid(samples, memory_utilization_of)
         if samples:
             self._process_util_since[index] = max(s.timestamp_us for s in samples)
         with self._state_lock:
             self._process_util[index] = value
+            self._process_memory_util[index] = memory
 
     # -- the scrape path ------------------------------------------------------------------------------
     def snapshot(self) -> NodeSnapshot:
@@ -265,6 +269,7 @@ class NvmlSource:
         with self._state_lock:
             pcie = dict(self._pcie)
             process_util = dict(self._process_util)
+            process_memory_util = dict(self._process_memory_util)
             background = dict(self._background)
             self._last_success = snapshot.last_success
             self._nvml_error = None
@@ -274,7 +279,8 @@ class NvmlSource:
             with_background(dataclasses.replace(
                 d, pcie_tx_bytes_per_second=pcie.get(d.index, no_pcie)[0],
                 pcie_rx_bytes_per_second=pcie.get(d.index, no_pcie)[1],
-                process_sm_utilization=process_util.get(d.index)), background.get(d.index))
+                process_sm_utilization=process_util.get(d.index),
+                process_memory_utilization=process_memory_util.get(d.index)), background.get(d.index))
             if d.up else d
             for d in snapshot.devices)
         self.sweeps += 1
@@ -316,9 +322,19 @@ def with_background(device: DeviceSnapshot, reading: BackgroundReading | None) -
                                reliability=reading.reliability, mig_instances=instances)
 
 
-def mean_by_pid(samples: tuple[ProcessUtilizationSample, ...]) -> tuple[tuple[int, float], ...]:
-    """(pid, mean SM utilization 0..1) over NVML's per-process samples, sorted by pid."""
+def sm_utilization_of(sample: ProcessUtilizationSample) -> float:
+    return sample.sm_utilization
+
+
+def memory_utilization_of(sample: ProcessUtilizationSample) -> float:
+    return sample.memory_utilization
+
+
+def mean_by_pid(samples: tuple[ProcessUtilizationSample, ...],
+                value: Callable[[ProcessUtilizationSample], float] = sm_utilization_of,
+                ) -> tuple[tuple[int, float], ...]:
+    """(pid, mean of `value`, SM utilization 0..1 by default) over NVML's per-process samples, by pid."""
     sums: dict[int, list[float]] = {}
     for sample in samples:
-        sums.setdefault(sample.pid, []).append(sample.sm_utilization)
+        sums.setdefault(sample.pid, []).append(value(sample))
     return tuple((pid, sum(values) / len(values)) for pid, values in sorted(sums.items()))

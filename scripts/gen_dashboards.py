@@ -219,6 +219,20 @@ WORKLOADS = Dashboard(
                  " * 60", "{{namespace}}"),),
               description="The namespace's watts sampled every minute of the range, times 60 s: only the "
                           "minutes in which it held GPUs count."),
+        # Per-pod activity from NVML's per-process samples; appended so panel ids stay stable.
+        Panel("SM utilization by pod", "timeseries", "percentunit",
+              (q(f"avg by (namespace, pod) (gpu_pod_sm_utilization_ratio{{{NS_SEL}}})",
+                 "{{namespace}}/{{pod}}"),),
+              description="Time the pod's kernels ran on its GPUs (averaged over them), from NVML's "
+                          "per-process utilization summed over its processes: on a time-sliced GPU each "
+                          "pod's own part, the parts adding up to the GPU's utilization, not the whole GPU's "
+                          "for every pod. None on MIG GPUs."),
+        Panel("Memory bandwidth by pod", "timeseries", "percentunit",
+              (q(f"avg by (namespace, pod) (gpu_pod_memory_bandwidth_utilization_ratio{{{NS_SEL}}})",
+                 "{{namespace}}/{{pod}}"),),
+              description="Time device memory was read or written for the pod's processes (averaged over its "
+                          "GPUs), from NVML's per-process memory utilization: each pod's part of the GPU's "
+                          "memory utilization. None on MIG GPUs."),
     ),
 )
 

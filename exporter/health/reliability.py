@@ -25,7 +25,7 @@ Family = GaugeMetricFamily | CounterMetricFamily
 class ReliabilityMetrics:
     """`gpu_remapped_rows`, `gpu_row_remap_*`, `gpu_retired_pages`, `gpu_memory_temperature_celsius`,
     `gpu_nvlink_up`, `gpu_nvlink_errors_total`, `gpu_*_violation_seconds_total`, `gpu_pcie_replays_total`,
-    `gpu_nvlink_bytes_total`, `gpu_vgpu_license_status`."""
+    `gpu_nvlink_bytes_total`, `gpu_nvlink_data_bytes_total`, `gpu_vgpu_license_status`."""
 
     def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]:
         families: dict[m.MetricSpec, Family] = {spec: new_family(spec) for spec in m.RELIABILITY_METRICS}
@@ -62,9 +62,12 @@ class ReliabilityMetrics:
                 totals[kind] = totals.get(kind, 0.0) + count
         for kind, total in totals.items():  # per GPU, as dcgm-exporter's *_ERROR_COUNT_TOTAL fields
             families[m.NVLINK_ERRORS].add_metric([*labels, kind], total)
-        for direction, count in (("tx", sampled.nvlink_tx_bytes), ("rx", sampled.nvlink_rx_bytes)):
+        for spec, direction, count in ((m.NVLINK_BYTES, "tx", sampled.nvlink_tx_bytes),
+                                       (m.NVLINK_BYTES, "rx", sampled.nvlink_rx_bytes),
+                                       (m.NVLINK_DATA_BYTES, "tx", sampled.nvlink_data_tx_bytes),
+                                       (m.NVLINK_DATA_BYTES, "rx", sampled.nvlink_data_rx_bytes)):
             if count is not None:
-                families[m.NVLINK_BYTES].add_metric([*labels, direction], float(count))
+                families[spec].add_metric([*labels, direction], float(count))
         if sampled.vgpu_licensed is not None:
             families[m.VGPU_LICENSED].add_metric(labels, 1.0 if sampled.vgpu_licensed else 0.0)
         for spec, seconds in ((m.POWER_VIOLATION, sampled.power_violation_seconds),

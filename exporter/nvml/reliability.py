@@ -97,9 +97,10 @@ class ReliabilityReader:
         thermal = calls.field(index, "nvmlDeviceGetViolationStatus", handle, nvml.NVML_PERF_POLICY_THERMAL)
         licensed = vgpu_licensed(calls, index, handle)
         links = self._known_links(index, handle)
-        tx, rx = self._nvlink_bytes(index, handle, links)
+        tx, rx, data_tx, data_rx = self._nvlink_bytes(index, handle, links)
         return Reliability(
             nvlinks=self._nvlinks(index, handle), nvlink_tx_bytes=tx, nvlink_rx_bytes=rx,
+            nvlink_data_tx_bytes=data_tx, nvlink_data_rx_bytes=data_rx,
             vgpu_licensed=licensed,
             retired_pages_single_bit=None if single is None else len(single),
             retired_pages_double_bit=None if double is None else len(double),
@@ -127,16 +128,18 @@ class ReliabilityReader:
                                         tuple(errors)))
         return tuple(found) or None
 
-    def _nvlink_bytes(self, index: int, handle: Any, links: tuple[int, ...]) -> tuple[int | None, int | None]:
-        """NVLink traffic (header and payload) of all links since the driver loaded, in bytes: NVML's
-        NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX/RX field values (KiB, one per link), in one call. None where no
-        link answers the field (an older driver, no NVLink)."""
+    def _nvlink_bytes(self, index: int, handle: Any,
+                      links: tuple[int, ...]) -> tuple[int | None, int | None, int | None, int | None]:
+        """NVLink traffic of all links since the driver loaded, in bytes: TX and RX with header and payload,
+        then TX and RX payload alone, from NVML's NVML_FI_DEV_NVLINK_THROUGHPUT_{RAW,DATA}_{TX,RX} field
+        values (KiB, one per link), in one call. None where no link answers the field (an older driver, no
+        NVLink)."""
         nvml = self._calls.nvml
-        tx_field = getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX", None)
-        rx_field = getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX", None)
-        if not links or tx_field is None or rx_field is None:
-            return None, None
-        fields = (int(tx_field), int(rx_field))
+        names = ("RAW_TX", "RAW_RX", "DATA_TX", "DATA_RX")
+        ids = [getattr(nvml, f"NVML_FI_DEV_NVLINK_THROUGHPUT_{name}", None) for name in names]
+        if not links or any(field is None for field in ids):
+            return None, None, None, None
+        fields = tuple(int(field) for field in ids if field is not None)
         request = [(field, link) for field in fields for link in links]
         values = self._calls.field(index, "nvmlDeviceGetFieldValues", handle, request)
         success = getattr(nvml, "NVML_SUCCESS", 0)
@@ -146,7 +149,8 @@ class ReliabilityReader:
                 kib = field_value(nvml, value)
                 if kib >= 0:
                     totals[int(value.fieldId)] = totals.get(int(value.fieldId), 0) + int(kib) * 1024
-        return totals.get(fields[0]), totals.get(fields[1])
+        raw_tx, raw_rx, data_tx, data_rx = (totals.get(field) for field in fields)
+        return raw_tx, raw_rx, data_tx, data_rx
 
     def _known_links(self, index: int, handle: Any) -> tuple[int, ...]:
         """The links this GPU answers for (a link NVML refuses, or one past the board's count, is not one)."""

@@ -91,6 +91,9 @@ class Reliability:
     # NVLink traffic of all links, header and payload, since the driver loaded (NVML's raw throughput fields)
     nvlink_tx_bytes: int | None = None
     nvlink_rx_bytes: int | None = None
+    # the payload alone (NVML's data throughput fields, what DCGM's NVLink bandwidth field 449 is made of)
+    nvlink_data_tx_bytes: int | None = None
+    nvlink_data_rx_bytes: int | None = None
     vgpu_licensed: bool | None = None  # None: not a vGPU (NVML has no licensable feature here)
 
 
@@ -181,6 +184,8 @@ class DeviceSnapshot:
     # (pid, SM utilization 0..1) from nvmlDeviceGetProcessUtilization, sampled in the background; None when
     # not sampled or not supported
     process_sm_utilization: tuple[tuple[int, float], ...] | None = None
+    # (pid, memory-bandwidth utilization 0..1: the time device memory was read or written for it), as above
+    process_memory_utilization: tuple[tuple[int, float], ...] | None = None
     memory_temperature_celsius: float | None = None
     row_remap: RowRemap | None = None
     mig_instances: tuple[MigInstanceSnapshot, ...] = ()

@@ -5,6 +5,7 @@ pod of a GPU process from ProcessAttributor) and a `CollectorExtension` producin
 
     gpu_allocation_info{gpu="1",…,pod="a",container="c",resource="nvidia.com/gpu",shared="true"} 1
     gpu_pod_utilization_ratio{gpu="1",uuid="GPU-…",…,namespace="ml",pod="a",container="c"} 0.3
+    gpu_pod_sm_utilization_ratio{gpu="1",uuid="GPU-…",…,namespace="ml",pod="a",container="c"} 0.3
     gpu_exporter_pod_resources_up 1
 
 Processes are attributed in a sweep hook (`observe`), never per scrape, and remembered while they stay on the
@@ -15,7 +16,9 @@ so holders never add up to more than the device. When a process on a shared GPU 
 known whose (its environ unreadable, see exporter/pods/procfs.py), that GPU's gpu_pod_* series are left out (a
 WARNING once per GPU): a holder reading 0 while its processes run would be a fabrication. So are they when
 NVML cannot list the GPU's processes, and gpu_pod_utilization_ratio when it has no per-process utilization
-(a GPU in MIG mode never has: NVML does not support it there).
+(a GPU in MIG mode never has: NVML does not support it there). gpu_pod_sm_utilization_ratio and
+gpu_pod_memory_bandwidth_utilization_ratio are those per-process sums as NVML samples them, unscaled, on
+exclusive and shared GPUs alike (on a time-sliced GPU they add up to the device's within the window).
 
 Device ids are mapped to GPU uuids here (`by_uuid`): the `index` strategy's `0` / `0:1` by NVML index, GKE's
 `nvidia0` / `nvidia0/gi1` and NVIDIA's DRA driver's `gpu-0` / `gpu-0-mig-...` by device minor (from the
@@ -41,10 +44,12 @@ from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.mapping import DeviceHolder
 from exporter.pods.procfs import (
     Located,
+    PodProcessUtilization,
     PodUsage,
     ProcessAttribution,
     ProcessAttributor,
     Unattributed,
+    pod_process_utilization,
     pod_usage,
     read_driver_minors,
     unattributed_pids,
@@ -222,8 +227,9 @@ class KubeletAttribution:
         up.add_metric([], 1.0 if self.cache.up else 0.0)
         attempts = new_family(m.POD_RESOURCES_ATTEMPTS)
         attempts.add_metric([], float(self.cache.attempts))
-        info, utilization, memory = (new_family(spec) for spec in
-                                     (m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_MEMORY_USED))
+        info, utilization, sm, bandwidth, memory = (new_family(spec) for spec in (
+            m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_SM_UTILIZATION, m.POD_MEMORY_BANDWIDTH,
+            m.POD_MEMORY_USED))
         raw = self.device_holders()
         for device in snapshot.devices:
             held = context.holders.get(device.uuid, ())
@@ -242,11 +248,26 @@ class KubeletAttribution:
                     utilization.add_metric(labels, usage.utilization_ratio)
                 if usage.memory_used_bytes is not None:
                     memory.add_metric(labels, float(usage.memory_used_bytes))
+            for share in self.process_utilization(device, raw.get(device.uuid, ())):
+                labels = [*base, share.namespace, share.pod, share.container]
+                sm.add_metric(labels, share.sm_ratio)
+                if share.memory_bandwidth_ratio is not None:
+                    bandwidth.add_metric(labels, share.memory_bandwidth_ratio)
         yield up
         yield attempts
-        for family in (info, utilization, memory):
+        for family in (info, utilization, sm, bandwidth, memory):
             if family.samples:
                 yield family
+
+    def process_utilization(self, device: DeviceSnapshot,
+                            held: Sequence[DeviceHolder]) -> tuple[PodProcessUtilization, ...]:
+        """Per-container sums of NVML's per-process SM and memory-bandwidth utilization (unscaled: on a
+        time-sliced GPU they add up to the device's within the sampling window)."""
+        memory = device.process_memory_utilization
+        return pod_process_utilization(
+            held, device.processes, self._attributions,
+            None if device.process_sm_utilization is None else dict(device.process_sm_utilization),
+            None if memory is None else dict(memory))
 
     def usage(self, device: DeviceSnapshot, held: Sequence[DeviceHolder],
               shared: bool) -> tuple[PodUsage, ...]:

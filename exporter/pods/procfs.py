@@ -279,15 +279,16 @@ def pod_usage(
         return (usage,)
     if processes is None or unattributed_pids(holders, processes, attributions):
         return tuple(PodUsage(*key, None, None, False) for key in containers)
-    utilization: dict[tuple[str, str, str], float] = dict.fromkeys(containers, 0.0)
+    sm_by_pid = None if process_sm_utilization is None else {
+        pid: percent / 100.0 for pid, percent in process_sm_utilization.items()}
+    utilization = None if sm_by_pid is None else _sum_by_holder(processes, attributions, containers,
+                                                                sm_by_pid)
     memory: dict[tuple[str, str, str], int] = dict.fromkeys(containers, 0)
     memory_known: dict[tuple[str, str, str], bool] = dict.fromkeys(containers, True)
     for process in processes:
         key = _holder_of(attributions.get(process.pid), containers)
         if key is None:
             continue
-        if process_sm_utilization is not None:
-            utilization[key] += process_sm_utilization.get(process.pid, 0.0) / 100.0
         if process.used_memory_bytes is None:
             memory_known[key] = False
         else:
@@ -297,12 +298,63 @@ def pod_usage(
             namespace=key[0],
             pod=key[1],
             container=key[2],
-            utilization_ratio=None if process_sm_utilization is None else min(utilization[key], 1.0),
+            utilization_ratio=None if utilization is None else min(utilization[key], 1.0),
             memory_used_bytes=memory[key] if memory_known[key] else None,
             exclusive=False,
         )
         for key in containers
     )
+
+
+@dataclass(frozen=True)
+class PodProcessUtilization:
+    """One container's part of one GPU's activity, summed over its processes' NVML samples (ratios 0..1)."""
+
+    namespace: str
+    pod: str
+    container: str
+    sm_ratio: float  # time its kernels ran on the GPU
+    memory_bandwidth_ratio: float | None  # time device memory was read or written for it; None: not sampled
+
+
+def pod_process_utilization(
+    holders: Sequence[DeviceHolder],
+    processes: Sequence[GpuProcessLike] | None,
+    attributions: Mapping[int, Located | None],
+    sm_by_pid: Mapping[int, float] | None,
+    memory_by_pid: Mapping[int, float] | None,
+) -> tuple[PodProcessUtilization, ...]:
+    """Per holding container, the sum over its processes of NVML's per-process SM and memory-bandwidth
+    utilization (pid -> ratio 0..1, nvmlDeviceGetProcessUtilization averaged over the last sampling window;
+    a listed process without a sample ran no kernel then: 0), capped at 1; exclusive and shared GPUs alike.
+
+    () when NVML has no per-process utilization (`sm_by_pid` None: unsupported, MIG mode, not sampled yet),
+    cannot list the processes, or a process may be a holder's but not known whose (a sum without it would be
+    a lower bound, a 0 a fabrication), as for pod_usage.
+    """
+    containers = sorted({(h.namespace, h.pod, h.container) for h in holders})
+    if (not containers or sm_by_pid is None or processes is None
+            or unattributed_pids(holders, processes, attributions)):
+        return ()
+    sm = _sum_by_holder(processes, attributions, containers, sm_by_pid)
+    memory = None if memory_by_pid is None else _sum_by_holder(processes, attributions, containers,
+                                                                 memory_by_pid)
+    return tuple(PodProcessUtilization(*key, min(sm[key], 1.0),
+                                       None if memory is None else min(memory[key], 1.0))
+                 for key in containers)
+
+
+def _sum_by_holder(processes: Sequence[GpuProcessLike], attributions: Mapping[int, Located | None],
+                   containers: Sequence[tuple[str, str, str]],
+                   by_pid: Mapping[int, float]) -> dict[tuple[str, str, str], float]:
+    """Per holder container, the sum of `by_pid` over its processes (0 for a holder with none; a process
+    no holder's, or not known whose, left out)."""
+    sums = dict.fromkeys(containers, 0.0)
+    for process in processes:
+        key = _holder_of(attributions.get(process.pid), containers)
+        if key is not None and key is not _UNKNOWN:
+            sums[key] += by_pid.get(process.pid, 0.0)
+    return sums
 
 
 def unattributed_pids(holders: Sequence[DeviceHolder], processes: Sequence[GpuProcessLike],

@@ -79,11 +79,18 @@ class LoadPattern:
 
 @dataclass(frozen=True)
 class ProcessSpec:
-    """A compute process on a simulated GPU: pid, memory it holds at full load, weight of its SM share."""
+    """A compute process on a simulated GPU: pid, memory it holds at full load, weight of its share of the
+    GPU's SM time and of its memory-bandwidth time (None: the SM weight), as nvmlDeviceGetProcessUtilization
+    reports them."""
 
     pid: int
     memory_bytes: int
     sm_share: float = 1.0
+    memory_share: float | None = None
+
+    @property
+    def memory_weight(self) -> float:
+        return self.sm_share if self.memory_share is None else self.memory_share
 
 
 @dataclass(frozen=True)

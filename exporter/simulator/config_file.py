@@ -173,13 +173,15 @@ class _Parser(FaultReader):
             if not isinstance(item, Mapping):
                 self.fail(where, f"expected a mapping with pid and memory_gib (got {kind_of(item)})")
                 continue
-            self.unknown(item, where, {"pid", "memory_gib", "sm_share"})
+            self.unknown(item, where, {"pid", "memory_gib", "sm_share", "memory_share"})
             if "pid" not in item:
                 self.fail(f"{where}.pid", "required")
             pid = self.number(item, "pid", f"{where}.pid", 1, integer=True, minimum=1, maximum=MAX_PID)
             gib = self.number(item, "memory_gib", f"{where}.memory_gib", 1.0, minimum=0,
                               maximum=MAX_MEMORY_GIB)
             share = self.number(item, "sm_share", f"{where}.sm_share", 1.0, minimum=0, maximum=MAX_SM_SHARE)
+            memory_share = self.number(item, "memory_share", f"{where}.memory_share", None, minimum=0,
+                                       maximum=MAX_SM_SHARE)  # None: the SM weight
             valid = pid == item.get("pid") and not isinstance(item.get("pid"), bool)  # else reported above
             if valid and int(pid) in seen:
                 self.fail(f"{where}.pid", f"pid {pid} is already listed at {seen[int(pid)]} (one entry per "
@@ -187,5 +189,6 @@ class _Parser(FaultReader):
                 continue
             if valid:
                 seen[int(pid)] = where
-            result.append(ProcessSpec(int(pid), int(gib * GIB), float(share)))
+            result.append(ProcessSpec(int(pid), int(gib * GIB), float(share),
+                                      None if memory_share is None else float(memory_share)))
         return tuple(result)

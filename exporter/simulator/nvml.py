@@ -24,7 +24,13 @@ from exporter.simulator.config import OLDEST_DRIVER, ProcessSpec, SimConfig
 from exporter.simulator.events import EventSurface, SimEventSet
 from exporter.simulator.gpm import GpmSurface
 from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
-from exporter.simulator.physics import DRIVER_RESERVED_BYTES, SimGpu, process_memory
+from exporter.simulator.physics import (
+    DRIVER_RESERVED_BYTES,
+    SimGpu,
+    apportion,
+    process_memory,
+    utilization_percents,
+)
 from exporter.simulator.reliability import ReliabilitySurface
 from exporter.simulator.structs import SimStruct
 
@@ -264,8 +270,8 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
     def nvmlDeviceGetUtilizationRates(self, handle: SimHandle) -> SimStruct:
         with self._lock:
             gpu, t = self._gpu("nvmlDeviceGetUtilizationRates", handle)
-            util = gpu.utilization(t)
-            return SimStruct(gpu=round(util * 100), memory=round(util * 55))
+            sm, memory = utilization_percents(gpu.utilization(t))
+            return SimStruct(gpu=sm, memory=memory)
 
     def nvmlDeviceGetMemoryInfo(self, handle: SimHandle | SimMigHandle, version: int | None = None) -> Any:
         with self._lock:
@@ -395,15 +401,18 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
                                                 "match the NVML lib version.") from exc
 
     def nvmlDeviceGetProcessUtilization(self, handle: SimHandle, timeStamp: int) -> list[SimStruct]:
-        """One sample per process, its SM share of the GPU's utilization; NotFound when none is newer."""
+        """One sample per process: the GPU's SM and memory utilization of this instant split by the processes'
+        `sm_share` / `memory_share` weights (time-slicing: they add up to nvmlDeviceGetUtilizationRates' whole
+        percents); NotFound when no process ran since `timeStamp`, as NVML answers."""
         with self._lock:
             gpu, t = self._gpu("nvmlDeviceGetProcessUtilization", handle)
             now_us = int((self._wall_start + t) * 1e6)
             processes = gpu.processes()
             if not processes or now_us <= timeStamp:
                 raise self.NVMLError_NotFound()
-            util = gpu.utilization(t)
-            weight = sum(p.sm_share for p in processes) or 1.0
-            return [SimStruct(pid=p.pid, timeStamp=now_us, smUtil=round(100 * util * p.sm_share / weight),
-                         memUtil=round(55 * util * p.sm_share / weight), encUtil=0, decUtil=0)
-                    for p in processes]
+            sm, memory = utilization_percents(gpu.utilization(t))
+            sm_parts = apportion(sm, [p.sm_share for p in processes])
+            memory_parts = apportion(memory, [p.memory_weight for p in processes])
+            return [SimStruct(pid=p.pid, timeStamp=now_us, smUtil=sm_part, memUtil=memory_part, encUtil=0,
+                              decUtil=0)
+                    for p, sm_part, memory_part in zip(processes, sm_parts, memory_parts, strict=True)]

@@ -32,6 +32,7 @@ HW_THERMAL_CLOCK_FACTOR = 0.5
 HOT_STEP_SECONDS = 1.0
 DRIVER_RESERVED_BYTES = 535 * 1024 * 1024
 IDLE_SM_MHZ = 345
+MEMORY_BUSY_PER_SM_BUSY = 0.55  # the memory interface is busy 55 % of the time kernels run
 
 
 @dataclass
@@ -180,6 +181,25 @@ class SimGpu:
         util = self.utilization(t)
         used = DRIVER_RESERVED_BYTES + sum(process_memory(p, util) for p in self.processes())
         return min(used, self.spec.model.memory_bytes)
+
+
+def utilization_percents(utilization: float) -> tuple[int, int]:
+    """nvmlDeviceGetUtilizationRates' whole percents: (gpu, memory) at this load."""
+    return round(utilization * 100), round(utilization * 100 * MEMORY_BUSY_PER_SM_BUSY)
+
+
+def apportion(total: int, weights: Sequence[float]) -> list[int]:
+    """`total` whole percent split by `weights` (largest remainder): the parts add up to `total`, so the
+    processes time-slicing a GPU account for its whole utilization, as NVML's per-process samples do."""
+    weight = sum(weights)
+    if weight <= 0:
+        return [0] * len(weights)
+    exact = [total * w / weight for w in weights]
+    parts = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(parts)), key=lambda i: exact[i] - parts[i], reverse=True)
+    for i in by_remainder[:total - sum(parts)]:
+        parts[i] += 1
+    return parts
 
 
 def process_memory(process: ProcessSpec, utilization: float) -> int:

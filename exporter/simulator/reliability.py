@@ -25,14 +25,17 @@ NVLINK_COUNTERS = (_pynvml.NVML_NVLINK_ERROR_DL_REPLAY, _pynvml.NVML_NVLINK_ERRO
 
 
 NVLINK_RAW = (_pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX, _pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX)
+NVLINK_DATA = (_pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, _pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+NVLINK_TX = (_pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX, _pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)
 NVLINK_TX_SHARE, NVLINK_RX_SHARE = 0.3, 0.25  # of the model's NVLink bandwidth at full load, as GPM reports
+NVLINK_PAYLOAD_SHARE = 0.9  # of the raw traffic: the rest is protocol headers
 
 
-def nvlink_kib(gpu: SimGpu, tx: bool) -> int:
-    """One link's NVLink traffic counter (header and payload) in KiB since the driver loaded: the GPU's
-    traffic at its load so far, shared evenly by its links."""
+def nvlink_kib(gpu: SimGpu, tx: bool, payload_only: bool = False) -> int:
+    """One link's NVLink traffic counter in KiB since the driver loaded (header and payload, or the payload
+    alone): the GPU's traffic at its load so far, shared evenly by its links."""
     model = gpu.spec.model
-    share = NVLINK_TX_SHARE if tx else NVLINK_RX_SHARE
+    share = (NVLINK_TX_SHARE if tx else NVLINK_RX_SHARE) * (NVLINK_PAYLOAD_SHARE if payload_only else 1.0)
     return int(model.nvlink_mib_per_second * 1024 * share * gpu.busy_seconds / model.nvlinks)
 
 
@@ -137,7 +140,7 @@ class ReliabilitySurface:
 
     def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> Any:
         """pynvml's c_nvmlFieldValue_t array; each field carries its own nvmlReturn (NOT_SUPPORTED here for
-        every field but the memory temperature of an HBM board)."""
+        every field but the memory temperature of an HBM board and an NVLink board's throughput counters)."""
         with self._lock:
             gpu, _ = self._gpu("nvmlDeviceGetFieldValues", handle)
             values = (_pynvml.c_nvmlFieldValue_t * len(fieldIds))()
@@ -150,10 +153,9 @@ class ReliabilitySurface:
                     value.valueType = _pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
                     value.value.uiVal = round(gpu.temperature + HBM_ABOVE_CORE_CELSIUS)
                     value.nvmlReturn = _pynvml.NVML_SUCCESS
-                elif field_id in NVLINK_RAW and 0 <= scope < gpu.spec.model.nvlinks:
+                elif field_id in NVLINK_RAW + NVLINK_DATA and 0 <= scope < gpu.spec.model.nvlinks:
                     value.valueType = _pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-                    tx = field_id == _pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX
-                    value.value.ullVal = nvlink_kib(gpu, tx)
+                    value.value.ullVal = nvlink_kib(gpu, field_id in NVLINK_TX, field_id in NVLINK_DATA)
                     value.nvmlReturn = _pynvml.NVML_SUCCESS
                 else:
                     value.nvmlReturn = _pynvml.NVML_ERROR_NOT_SUPPORTED

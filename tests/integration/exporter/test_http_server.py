@@ -38,8 +38,8 @@ def test_every_metric_of_the_contract_is_served_and_promtool_is_silent(start_exp
     # the pod families need GPU holders, the XID counter an XID (the exporter/pods and /health tests), the
     # vGPU license a vGPU (tests/unit/exporter/test_dcgm_counters.py) and the NVML error counter an error
     # (the test below): absent here, never 0
-    needs_pods_or_xid = {m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_MEMORY_USED, m.XID_ERRORS,
-                         m.VGPU_LICENSED, m.NVML_ERRORS}
+    needs_pods_or_xid = {m.ALLOCATION_INFO, m.POD_UTILIZATION, m.POD_SM_UTILIZATION, m.POD_MEMORY_BANDWIDTH,
+                         m.POD_MEMORY_USED, m.XID_ERRORS, m.VGPU_LICENSED, m.NVML_ERRORS}
     expected = {spec.exposed_name for spec in m.ALL_METRICS if spec not in needs_pods_or_xid}
     # the rates (GPM, NVLink, PCIe, decoder) need two samples: on a busy machine some come a cycle later
     wait_for(lambda: expected <= set(parse_samples(scrape(base))), timeout=15,

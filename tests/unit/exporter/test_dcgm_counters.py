@@ -1,6 +1,7 @@
 """The series behind dcgm-exporter's default counters that had none: reserved framebuffer, PCIe replays,
-NVLink traffic counters (NVML's raw throughput fields, with or without GPM), the vGPU license (only on a
-vGPU), and each MIG device's free memory; through the real adapter and collector on the simulated NVML."""
+NVLink traffic counters (NVML's raw and data throughput fields, with or without GPM), the vGPU license
+(only on a vGPU), and each MIG device's free memory; through the real adapter and collector on the
+simulated NVML."""
 
 from __future__ import annotations
 
@@ -46,6 +47,14 @@ def test_reserved_memory_replays_nvlink_traffic_and_mig_free_memory(make_sim: Si
     expected = 450e9 * 0.3 * 0.5 * 10
     assert abs(traffic[("0", "tx")] - before[("0", "tx")] - expected) < expected * 1e-3
     assert traffic[("0", "rx")] < traffic[("0", "tx")]
+    # the payload alone (NVML's data fields, what DCGM's NVLink bandwidth is made of): 90 % of the raw traffic
+    payload, payload_before = ({(labels["gpu"], labels["direction"]): v
+                                for labels, v in found["gpu_nvlink_data_bytes_total"]}
+                               for found in (samples, first))
+    assert set(payload) == set(traffic)
+    for key in traffic:
+        grown = payload[key] - payload_before[key]
+        assert abs(grown - 0.9 * (traffic[key] - before[key])) < expected * 1e-3, key
     assert "gpu_vgpu_license_status" not in samples  # bare metal: absent, never 0
     mig_free = {labels["gpu_instance_id"]: v for labels, v in samples["gpu_mig_memory_free_bytes"]}
     mig_used = {labels["gpu_instance_id"]: v for labels, v in samples["gpu_mig_memory_used_bytes"]}

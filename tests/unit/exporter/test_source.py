@@ -140,7 +140,7 @@ def test_process_utilization_is_sampled_off_the_scrape_path(clock: FakeClock,
     yaml_text = """
 gpus:
   - {load: {pattern: constant, value: 0.6, noise: 0},
-     processes: [{pid: 1, memory_gib: 1, sm_share: 1}, {pid: 2, memory_gib: 1, sm_share: 2}]}
+     processes: [{pid: 1, memory_gib: 1, sm_share: 1, memory_share: 3}, {pid: 2, memory_gib: 1, sm_share: 2}]}
   - {load: {pattern: constant, value: 0.2, noise: 0}}
 """
     sim = SimulatedNvml(parse_sim_config(yaml_text, "t.yaml"), clock=clock, pcie_latency_seconds=0)
@@ -150,6 +150,9 @@ gpus:
     snapshot = source.snapshot()
     assert snapshot.devices[0].process_sm_utilization == ((1, 0.2), (2, 0.4))
     assert snapshot.devices[1].process_sm_utilization == ()  # no process: NVML says NotFound
+    # memory bandwidth: 33 % (0.6 x 55 %) split 3:2 by memory_share, sampled in the same call
+    assert snapshot.devices[0].process_memory_utilization == ((1, 0.2), (2, 0.13))
+    assert snapshot.devices[1].process_memory_utilization == ()
     calls = sim.calls["nvmlDeviceGetProcessUtilization"]
     assert calls == 2
     for _ in range(5):

@@ -36,7 +36,7 @@ def test_status_json_fills_pcie_and_process_utilization(tmp_path: Path, clock: F
     first, second = json.loads(capsys.readouterr().out)["gpus"]
     assert first["pcie_tx_bytes_per_second"] == pytest.approx(64_000_000 * 0.35 * 0.5 * 1024, rel=0.01)
     assert first["pcie_rx_bytes_per_second"] == pytest.approx(64_000_000 * 0.15 * 0.5 * 1024, rel=0.01)
-    assert first["process_sm_utilization_ratio"] == [[4242, 0.12], [4243, 0.38]]  # 50 % split 1:3, rounded
+    assert first["process_sm_utilization_ratio"] == [[4242, 0.13], [4243, 0.37]]  # 50 % split 1:3, whole %
     # not supported on GPU 1: null, and the rest of GPU 1 still reports
     assert second["pcie_tx_bytes_per_second"] is None and second["pcie_rx_bytes_per_second"] is None
     assert second["process_sm_utilization_ratio"] is None and second["utilization_ratio"] == 0.5

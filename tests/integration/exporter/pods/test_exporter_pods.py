@@ -397,8 +397,55 @@ def test_shared_gpu_with_unreadable_environ_has_no_pod_series(
     wait_for(lambda: node.scrape() and node.app.source.sweeps >= sweeps + 3, timeout=15)  # a scrape sweeps
     samples = node.scrape()
     assert {s["gpu"] for s, _ in samples["gpu_pod_memory_used_bytes"]} == {"0", "2"}
+    for name in ("gpu_pod_sm_utilization_ratio", "gpu_pod_memory_bandwidth_utilization_ratio"):
+        assert {s["gpu"] for s, _ in samples[name]} == {"0"}, name  # not 0 for GPU 1's holders: left out
     held = sorted(s["pod"] for s, _ in samples["gpu_allocation_info"] if s["gpu"] == "1")
     assert held == ["llm-a", "llm-b"]
     assert {s["pid"]: s["pod"] for s, _ in samples["gpu_process_memory_used_bytes"]}["201"] == ""
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "GPU 1" in warnings[0] and "201, 202" in warnings[0], warnings
+
+
+def test_per_pod_utilization_of_a_time_sliced_gpu_adds_up_to_the_gpu(
+        kubelet: KubeletServer, start_node: Callable[..., Node]) -> None:
+    """GPU 1 time-sliced between serve/llm-a and serve/llm-b (60 % load; SM shares 1:2, memory-bandwidth
+    shares 3:2, llm-b's defaulting to its SM share): each pod gets its own processes' NVML per-process
+    utilization, not the whole GPU's as with dcgm-exporter, and the two add up to the GPU's (constant load:
+    the background pass and the sweep see the same instant). The exclusive GPU 0's holder reads the device's;
+    the MIG GPU 2 and the free GPU 3 none."""
+    yaml_text = NODE_YAML.replace("{pid: 201, memory_gib: 8, sm_share: 1}",
+                                  "{pid: 201, memory_gib: 8, sm_share: 1, memory_share: 3}")
+    assert yaml_text != NODE_YAML
+    kubelet.set_pods(node_pods())
+    node = start_node(kubelet.socket_path, yaml_text)
+
+    def both_pods_of_gpu_1() -> bool:
+        found = node.scrape()
+        return all(len(by_gpu(found, name).get("1", [])) == 2 for name in
+                   ("gpu_pod_sm_utilization_ratio", "gpu_pod_memory_bandwidth_utilization_ratio"))
+
+    wait_for(both_pods_of_gpu_1, timeout=15)
+    samples = node.scrape()
+    def of_gpu_1(name: str) -> dict[str, float]:
+        return {s["pod"]: v for s, v in samples[name] if s["gpu"] == "1"}
+
+    sm = of_gpu_1("gpu_pod_sm_utilization_ratio")
+    bandwidth = of_gpu_1("gpu_pod_memory_bandwidth_utilization_ratio")
+    assert sm == pytest.approx({"llm-a": 0.2, "llm-b": 0.4})  # 60 % split 1:2
+    assert bandwidth == pytest.approx({"llm-a": 0.2, "llm-b": 0.13})  # 33 % split 3:2 in whole percents
+    assert sum(sm.values()) == pytest.approx(value(samples, "gpu_utilization_ratio", gpu="1"))
+    assert sum(bandwidth.values()) == pytest.approx(value(samples, "gpu_memory_utilization_ratio", gpu="1"))
+    assert all(s["namespace"] == "serve" and s["container"] == "server"
+               for s, _ in samples["gpu_pod_sm_utilization_ratio"] if s["gpu"] == "1")
+    # the existing per-holder series still reads the same shares
+    assert of_gpu_1("gpu_pod_utilization_ratio") == pytest.approx(sm)
+
+    # exclusive GPU 0: its one process is the whole GPU's utilization
+    assert value(samples, "gpu_pod_sm_utilization_ratio", gpu="0", pod="trainer-0") == \
+        pytest.approx(value(samples, "gpu_utilization_ratio", gpu="0"))
+    # MIG GPU 2: NVML has no per-process utilization in MIG mode (left out, never 0); free GPU 3: no holder
+    for name in ("gpu_pod_sm_utilization_ratio", "gpu_pod_memory_bandwidth_utilization_ratio"):
+        assert set(by_gpu(samples, name)) == {"0", "1"}, name
+
+    result = promtool("check", "metrics", stdin=node.text())
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")

@@ -10,12 +10,14 @@ from exporter.pods.podresources import DeviceHolder
 from exporter.pods.procfs import (
     AttributionMethod,
     CgroupIdentity,
+    PodProcessUtilization,
     PodRef,
     PodUsage,
     ProcessAttribution,
     ProcessAttributor,
     Unattributed,
     parse_cgroup,
+    pod_process_utilization,
     pod_usage,
     read_cgroup_identity,
     read_driver_minors,
@@ -307,6 +309,49 @@ def test_pod_usage_processes_known_to_be_no_holders_count_only_for_the_device() 
     two = [holder("a", "p1", "main"), holder("a", "p1", "aux")]
     pod_only = {1: ProcessAttribution("a", "p1", "", UID, CID, AttributionMethod.HOSTNAME)}
     assert unattributed_pids(two, [Proc(1, GIB)], pod_only) == (1,)
+
+
+# --- pod_process_utilization: NVML's per-process SM and memory-bandwidth utilization summed per holder ---
+def test_process_utilization_sums_each_holders_processes_unscaled() -> None:
+    """Two pods time-slicing a GPU: each gets the sum of its processes' samples (0 for a holder whose
+    processes had no sample in the window, i.e. ran no kernel); a process in no pod counts for nobody."""
+    holders = [holder("a", "p1"), holder("b", "p2"), holder("c", "idle")]
+    processes = [Proc(1, GIB), Proc(2, GIB), Proc(3, GIB), Proc(4, GIB), Proc(5, GIB)]
+    attributions: dict[int, ProcessAttribution | Unattributed | None] = {
+        **attributed({1: ("a", "p1", "main"), 2: ("a", "p1", "main"), 3: ("b", "p2", ""),
+                      5: ("c", "idle", "main")}),
+        4: Unattributed.NOT_IN_POD}
+    sm = {1: 0.2, 2: 0.15, 3: 0.5, 4: 0.1}
+    memory = {1: 0.1, 2: 0.05, 3: 0.25, 4: 0.02}
+    found = pod_process_utilization(holders, processes, attributions, sm, memory)
+    assert found == (
+        PodProcessUtilization("a", "p1", "main", pytest.approx(0.35), pytest.approx(0.15)),
+        PodProcessUtilization("b", "p2", "main", 0.5, 0.25),
+        PodProcessUtilization("c", "idle", "main", 0.0, 0.0),
+    )
+    # the exclusive holder of a GPU is summed the same way (its processes, not the device value)
+    alone = pod_process_utilization([holder("a", "p1")], processes[:2], attributions, sm, None)
+    assert alone == (PodProcessUtilization("a", "p1", "main", pytest.approx(0.35), None),)
+
+
+@pytest.mark.parametrize(("processes", "attributions", "sm"), [
+    ([Proc(1, GIB)], attributed({1: ("a", "p1", "main")}), None),  # not supported / MIG mode / not sampled
+    (None, attributed({1: ("a", "p1", "main")}), {1: 0.5}),  # NVML cannot list the processes
+    ([Proc(1, GIB), Proc(2, GIB)], {**attributed({1: ("a", "p1", "main")}), 2: Unattributed.UNKNOWN},
+     {1: 0.2, 2: 0.3}),  # a process that may be either holder's
+], ids=["no per-process utilization", "no process list", "a process not known whose"])
+def test_process_utilization_left_out_when_it_cannot_be_told(
+        processes: list[Proc] | None, attributions: dict[int, ProcessAttribution | Unattributed | None],
+        sm: dict[int, float] | None) -> None:
+    holders = [holder("a", "p1"), holder("b", "p2")]
+    assert pod_process_utilization(holders, processes, attributions, sm, sm) == ()
+
+
+def test_process_utilization_caps_at_one() -> None:
+    both_p1 = attributed({1: ("a", "p1", "main"), 2: ("a", "p1", "main")})
+    (found,) = pod_process_utilization([holder("a", "p1")], [Proc(1, 0), Proc(2, 0)], both_p1,
+                                       {1: 0.8, 2: 0.7}, {1: 0.6, 2: 0.6})
+    assert (found.sm_ratio, found.memory_bandwidth_ratio) == (1.0, 1.0)
 
 
 # --- /proc/driver/nvidia: the device minor of each GPU (GKE device-plugin ids are `nvidia<minor>`) ---
