@@ -85,6 +85,7 @@ class DeviceReader:
                 for p in processes),
             memory_temperature_celsius=memory_temperature(self._calls, index, h),
             row_remap=row_remap(self._calls, index, h),
+            board_temperatures=s.board_temperatures,
             mig_instances=mig_instances(index, s),
         )
 
