@@ -135,9 +135,10 @@ class NvmlCalls:
         tune the health bands, so they never take a GPU down)."""
         found: dict[str, float | None] = {}
         for field_name, constant in TEMPERATURE_THRESHOLDS:
+            which = getattr(self.nvml, constant, None)  # an older pynvml may lack the GPU max constant
             try:
-                value = self.optional(index, "nvmlDeviceGetTemperatureThreshold", handle,
-                                      getattr(self.nvml, constant))
+                value = None if which is None else self.optional(
+                    index, "nvmlDeviceGetTemperatureThreshold", handle, which)
             except self.nvml.NVMLError as exc:
                 log.debug("GPU %d: %s threshold: %s", index, field_name, exc)
                 value = None

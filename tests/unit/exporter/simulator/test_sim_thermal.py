@@ -68,3 +68,12 @@ def test_the_h100_slows_down_at_its_own_thresholds(make_sim: SimFactory, clock: 
     clock.advance(600)  # twenty time constants: settled
     device = adapter.read().devices[0]
     assert reasons(device) - {"gpu_idle"} == expected
+
+
+def test_a_threshold_call_that_fails_costs_the_thresholds_only(make_sim: SimFactory) -> None:
+    """The thresholds only tune the health bands: any error on them leaves them out, never the GPU."""
+    _, adapter = make_sim(IDLE_H100 + "faults:\n  - {type: error, gpu: 0, "
+                                      "calls: [nvmlDeviceGetTemperatureThreshold], error: Unknown}\n")
+    device = adapter.read().devices[0]
+    assert device.up and device.temperature_celsius == 41
+    assert device.board_temperatures == BoardTemperatures()
