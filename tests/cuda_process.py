@@ -1,11 +1,11 @@
 """A GPU process made from the driver alone: what a bare GPU node has (libcuda.so.1, no CUDA toolkit, no
 torch). The `gpu` test tier starts it to see its own process in the exporter's per-process and per-pod series.
 
-Run as a script with the GPU machine's python (`python3 tests/cuda_process.py --mib 256`): it creates a
-context on CUDA device 0 (select the GPU with CUDA_VISIBLE_DEVICES=<uuid>), allocates `--mib` of device
-memory, prints `ready <pid>` and then keeps the SMs busy with a small spinning kernel (PTX, compiled by the
-driver's own JIT) until its stdin closes, so NVML has per-process utilization samples for it. Imports nothing
-from this repository, only the standard library.
+Run as a script with the GPU machine's python (`python3 tests/cuda_process.py --mib 256`): it makes the
+primary context of CUDA device 0 current (select the GPU with CUDA_VISIBLE_DEVICES=<uuid>), allocates
+`--mib` of device memory, prints `ready <pid>` and then keeps the SMs busy with a small spinning kernel (PTX,
+compiled by the driver's own JIT) until its stdin closes, so NVML has per-process utilization samples for
+it. Imports nothing from this repository, only the standard library.
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ def hold(mib: int) -> None:
     _check(cuda, "cuInit", cuda.cuInit(0))
     device = ctypes.c_int()
     _check(cuda, "cuDeviceGet", cuda.cuDeviceGet(ctypes.byref(device), 0))
-    context = ctypes.c_void_p()
-    _check(cuda, "cuCtxCreate", cuda.cuCtxCreate_v2(ctypes.byref(context), 0, device))
+    context = ctypes.c_void_p()  # the device's primary context, as the CUDA runtime (and torch) use it
+    _check(cuda, "cuDevicePrimaryCtxRetain", cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device))
+    _check(cuda, "cuCtxSetCurrent", cuda.cuCtxSetCurrent(context))
     memory = ctypes.c_uint64()
     _check(cuda, "cuMemAlloc", cuda.cuMemAlloc_v2(ctypes.byref(memory), ctypes.c_size_t(mib << 20)))
     module = ctypes.c_void_p()
@@ -79,8 +80,7 @@ def hold(mib: int) -> None:
         _check(cuda, "cuLaunchKernel", cuda.cuLaunchKernel(function, BLOCKS, 1, 1, THREADS, 1, 1, 0, None,
                                                            params, None))
         _check(cuda, "cuCtxSynchronize", cuda.cuCtxSynchronize())
-    cuda.cuMemFree_v2(memory)
-    cuda.cuCtxDestroy_v2(context)
+    cuda.cuMemFree_v2(memory)  # the primary context goes with the process
 
 
 def main() -> int:

@@ -51,3 +51,11 @@ def test_without_a_gpu_the_real_check_fails_saying_why(tmp_path: Path) -> None:
 def test_a_bad_flag_exits_2(args: list[str]) -> None:
     done = subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and done.stderr.startswith("gpu-check: ") and done.stdout == ""
+
+
+def test_the_cuda_process_without_a_driver_says_why_and_exits_1() -> None:
+    """tests/cuda_process.py runs on a GPU only; here (no libcuda) its failure path: one line, exit 1."""
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "cuda_process.py"), "--mib", "1"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and "libcuda" in done.stderr
