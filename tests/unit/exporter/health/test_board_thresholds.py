@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 from exporter.cli import main
+from exporter.collector import GpuCollector
 from exporter.config import ExporterConfigError, parse_config
+from exporter.health.metrics import HealthMetrics
 from exporter.health.state import Bands, HealthState, HealthThresholds, board_bands, device_health
-from exporter.nvml.snapshots import BoardTemperatures
+from exporter.nvml.snapshots import BoardTemperatures, NodeSnapshot
+from tests.scrape import collect
+from tests.unit.exporter.conftest import SimFactory
 
 SEED = HealthThresholds().temperature_celsius
 H100 = BoardTemperatures(shutdown=95.0, slowdown=89.0, gpu_max=87.0)  # as the H100 80GB HBM3 answered
@@ -90,3 +94,24 @@ def test_status_of_a_simulated_h100_at_80c(tmp_path: Path, capsys: pytest.Captur
     gpu = json.loads(capsys.readouterr().out)["gpus"][0]
     assert (gpu["temperature_celsius"], gpu["state"], gpu["state_reason"]) == (80, state, reason)
     assert not {"sw_thermal", "hw_thermal"} & set(gpu["clocks_event_reasons"])
+
+
+class Fixed:
+    def __init__(self, snapshot: NodeSnapshot) -> None:
+        self.value = snapshot
+
+    def snapshot(self) -> NodeSnapshot:
+        return self.value
+
+
+@pytest.mark.parametrize(("from_board", "state"), [(False, "throttled"), (True, "normal")],
+                         ids=["configured-bands", "board-bands"])
+def test_metrics_judge_by_the_board_s_bands_too(make_sim: SimFactory, from_board: bool, state: str) -> None:
+    """gpu_health_state and gpu_speed_multiplier on /metrics take the same bands as the JSON API."""
+    _, adapter = make_sim(HOT_H100)
+    snapshot = adapter.read()
+    assert snapshot.devices[0].temperature_celsius == 80
+    health = HealthMetrics(HealthThresholds(temperature_from_board=from_board))
+    found = collect(GpuCollector(Fixed(snapshot), "n", extensions=[health]))
+    assert [labels["state"] for labels, value in found["gpu_health_state"] if value == 1.0] == [state]
+    assert [value for _, value in found["gpu_speed_multiplier"]] == [HealthState(state).speed_multiplier]
