@@ -68,6 +68,10 @@ def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
     backend.add_argument("--config", metavar="FILE",
                          help="YAML file: health thresholds, history, trend, pod-resources, XID settings",
                          **default)
+    backend.add_argument("--temperature-from-board", action="store_true",
+                         help="health temperature bands from each board's own NVML thresholds (throttled "
+                              "from its max operating temperature, critical above its slowdown); the "
+                              "config file's health.temperature_from_board", **default)
     backend.add_argument("--pod-resources-socket", metavar="PATH",
                          help="kubelet pod-resources socket (default: the config file's, else "
                               "/var/lib/kubelet/pod-resources/kubelet.sock)", **default)
@@ -113,8 +117,12 @@ def nvml_backend(args: argparse.Namespace) -> Any:
 
 
 def exporter_config(args: argparse.Namespace) -> ExporterConfig:
-    """The --config file (defaults without one), with --pod-resources-socket taking precedence."""
+    """The --config file (defaults without one), with --pod-resources-socket and --temperature-from-board
+    taking precedence."""
     config = load_config(args.config) if args.config else ExporterConfig()
+    if getattr(args, "temperature_from_board", False):
+        config = dataclasses.replace(config, health=dataclasses.replace(config.health,
+                                                                        temperature_from_board=True))
     if args.pod_resources_socket:
         config = dataclasses.replace(config, pod_resources=dataclasses.replace(
             config.pod_resources, socket=args.pod_resources_socket))

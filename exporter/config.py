@@ -128,6 +128,10 @@ def _int_in(low: int, high: int) -> Callable[[Any], int | None]:
     return convert
 
 
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def _non_empty_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
@@ -161,7 +165,8 @@ SAMPLES: _Kind = (f"an integer in [2, {MAX_SAMPLES}]", _int_in(2, MAX_SAMPLES))
 
 _BANDS = {"normal": BAND, "throttled": BAND, "critical": BAND}
 _SCHEMA: dict[str, dict[str, Any]] = {
-    "health": {"temperature_celsius": _BANDS, "memory_percent": _BANDS},
+    "health": {"temperature_celsius": _BANDS, "memory_percent": _BANDS,
+               "temperature_from_board": ("true or false", _bool)},
     "history": {
         "max_samples": SAMPLES,
         "retention_seconds": (f"a number of seconds in (0, {MAX_RETENTION_SECONDS:g}]",
@@ -230,7 +235,7 @@ def parse_config(text: str, path: str = "<config>") -> ExporterConfig:
     reader = NodeReader(path)
     top = _read(reader, root, _SCHEMA, "")
     health = top.section("health")
-    bands = {}
+    bands: dict[str, Bands] = {}
     for quantity, default in (
         ("temperature_celsius", HealthThresholds().temperature_celsius),
         ("memory_percent", HealthThresholds().memory_percent),
@@ -248,7 +253,8 @@ def parse_config(text: str, path: str = "<config>") -> ExporterConfig:
     if reader.problems:
         raise ExporterConfigError(sorted(reader.problems, key=lambda p: p.line))
     return ExporterConfig(
-        health=HealthThresholds(**bands),
+        health=HealthThresholds(**bands, temperature_from_board=health.values.get("temperature_from_board",
+                                                                                   False)),
         history=HistorySettings(**top.section("history").values),
         trend=TrendThresholds(**top.section("trend").values),
         pod_resources=PodResourcesConfig(**top.section("pod_resources").values),

@@ -16,7 +16,7 @@ from typing import Any
 
 from exporter.config import ExporterConfig
 from exporter.errors import NvmlUnavailableError
-from exporter.health.state import HealthThresholds, StateCause
+from exporter.health.state import HealthThresholds
 from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
 from exporter.nvml.snapshots import throttle_reasons
 from exporter.pods.attribution import by_uuid, is_minor_id
@@ -121,7 +121,7 @@ def status_document(snapshot: NodeSnapshot, node: str, holders: Holders | None =
         derived = statuses[device.index]
         item.update(state=derived["state"], state_causes=derived["state_causes"],
                     missing_fields=derived["missing_fields"],
-                    speed_multiplier=derived["throttling"]["speed_multiplier"],
+                    state_reason=derived["state_reason"], speed_multiplier=derived["speed_multiplier"],
                     availability_score=derived["availability_score"], holders=derived["holders"],
                     shared=derived["shared"])
         gpus.append(item)
@@ -135,15 +135,11 @@ def _fmt(value: float | None, pattern: str, scale: float = 1.0) -> str:
 
 
 def _state(status: GpuStatus) -> str:
-    """The state with the readings that set it, `throttled (temperature 78C)`: the THROTTLE column beside it
-    is the clocks NVML slowed, a different thing."""
+    """The state with the band that set it, `throttled (temperature band 75-85C: 78C)`: the NVML CLOCK
+    THROTTLE column beside it is the clocks NVML slowed, a different thing."""
     if status.state is None:
         return "-"
-    shown = {StateCause.TEMPERATURE: f"temperature {_fmt(status.temperature_celsius, '{:.0f}C')}",
-             StateCause.MEMORY: f"memory {_fmt(status.memory.percent, '{:.0f}%')}",
-             StateCause.DOWN: "down", StateCause.ROW_REMAP: "row remap"}
-    causes = ", ".join(shown[cause] for cause in status.state_causes)
-    return f"{status.state.value} ({causes})" if causes else status.state.value
+    return f"{status.state.value} ({status.state_reason})" if status.state_reason else status.state.value
 
 
 def _pods(status: GpuStatus) -> str:
@@ -154,7 +150,7 @@ def _pods(status: GpuStatus) -> str:
 def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = None,
                  pods_error: str | None = None, thresholds: HealthThresholds | None = None) -> str:
     header = ("GPU", "NAME", "UUID", "UP", "STATE", "UTIL", "MEM USED/TOTAL", "TEMP", "POWER/LIMIT",
-              "SM CLOCK", "P", "THROTTLE", "PROCS", "SCORE", "PODS")
+              "SM CLOCK", "P", "NVML CLOCK THROTTLE", "PROCS", "SCORE", "PODS")
     statuses = {s.index: s for s in _statuses(snapshot, holders or {}, thresholds or HealthThresholds())}
     rows = []
     gib = 1024**3

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from functools import cache
 
 import pytest
 
@@ -42,7 +43,30 @@ def _heads(count: int, workers: int, total: int) -> list[int]:
     return positions[:count]
 
 
+@cache
+def no_gpu_reason() -> str | None:
+    """Why the real NVML cannot run the `gpu` tier here (no driver, no GPU), or None where it can. Asked once,
+    and only when a `gpu` test was collected."""
+    from exporter.nvml.adapter import real_nvml
+
+    nvml = real_nvml()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        return (f"no NVIDIA GPU here: nvmlInit failed: {type(exc).__name__} "
+                "(scripts/gpu-check.sh runs this tier)")
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+    finally:
+        nvml.nvmlShutdown()
+    return None if count else "no NVIDIA GPU here: NVML lists none (scripts/gpu-check.sh runs this tier)"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu_tests and (reason := no_gpu_reason()) is not None:
+        for item in gpu_tests:
+            item.add_marker(pytest.mark.skip(reason=reason))
     long = sorted((item for item in items if _rank(item) < len(FIRST_MARKS)), key=_rank)
     if not long:
         return

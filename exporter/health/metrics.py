@@ -43,7 +43,7 @@ class HealthMetrics:
                 memory_total_bytes=device.memory_total_bytes, thresholds=self.thresholds,
                 row_remap_pending=bool(device.row_remap and device.row_remap.pending),
                 row_remap_failed=bool(device.row_remap and device.row_remap.failed),
-                missing_fields=device.missing_fields)
+                missing_fields=device.missing_fields, board=device.board_temperatures)
             if health.state is not None:
                 for candidate in STATES:
                     state.add_metric([*labels, candidate.value], 1.0 if candidate is health.state else 0.0)

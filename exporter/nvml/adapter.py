@@ -212,6 +212,7 @@ class NvmlAdapter:
                                                      nvml.NVML_CLOCK_SM)),
             memory_clock_max_hertz=mhz(self._field(index, "nvmlDeviceGetMaxClockInfo", handle,
                                                          nvml.NVML_CLOCK_MEM)),
+            board_temperatures=self._calls.board_temperatures(index, handle),
         )
         mig = self._mig.devices(index, handle)
         info.mig_devices, info.mig_uuids = mig, tuple(device.uuid for device in mig)

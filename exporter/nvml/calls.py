@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.nvml.snapshots import NvmlErrorCount
+from exporter.nvml.snapshots import BoardTemperatures, NvmlErrorCount
 
 log = logging.getLogger("exporter.nvml.adapter")
 
@@ -78,6 +78,13 @@ class StaticInfo:
     memory_clock_max_hertz: float | None
     mig_uuids: tuple[str, ...] = ()
     mig_devices: tuple[Any, ...] = ()  # exporter.nvml.mig.MigDevice, one per MIG device
+    board_temperatures: BoardTemperatures | None = None
+
+
+# BoardTemperatures field -> the pynvml constant nvmlDeviceGetTemperatureThreshold takes for it.
+TEMPERATURE_THRESHOLDS = (("shutdown", "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),
+                          ("slowdown", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),
+                          ("gpu_max", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX"))
 
 
 def error_name(exc: BaseException) -> str:
@@ -166,6 +173,21 @@ class NvmlCalls:
                 raise
             return None
         return getattr(value, attr) if attr else value
+
+    def board_temperatures(self, index: int, handle: Any) -> BoardTemperatures:
+        """The board's temperature thresholds; one a board refuses, with any NVML error, is None (they only
+        tune the health bands, so they never take a GPU down)."""
+        found: dict[str, float | None] = {}
+        for field_name, constant in TEMPERATURE_THRESHOLDS:
+            which = getattr(self.nvml, constant, None)  # an older pynvml may lack the GPU max constant
+            try:
+                value = None if which is None else self.optional(
+                    index, "nvmlDeviceGetTemperatureThreshold", handle, which)
+            except self.nvml.NVMLError as exc:
+                log.debug("GPU %d: %s threshold: %s", index, field_name, exc)
+                value = None
+            found[field_name] = None if value is None else float(value)
+        return BoardTemperatures(**found)
 
     def optional_versioned(self, index: int, logical: str, calls: tuple[str, ...], *args: Any) -> Any:
         try:

@@ -108,6 +108,16 @@ class RowRemap:
 
 
 @dataclass(frozen=True)
+class BoardTemperatures:
+    """The board's own temperature thresholds in °C (nvmlDeviceGetTemperatureThreshold), read once per NVML
+    session; None where the board does not say. The H100 80GB HBM3 answered 95, 89 and 87."""
+
+    shutdown: float | None = None  # NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: the board powers off
+    slowdown: float | None = None  # NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: the hardware slows the clocks
+    gpu_max: float | None = None  # NVML_TEMPERATURE_THRESHOLD_GPU_MAX: the maximum operating temperature
+
+
+@dataclass(frozen=True)
 class MigInstanceSnapshot:
     """One MIG device (a GPU instance with its compute instance) of a GPU in MIG mode."""
 
@@ -188,6 +198,7 @@ class DeviceSnapshot:
     process_memory_utilization: tuple[tuple[int, float], ...] | None = None
     memory_temperature_celsius: float | None = None
     row_remap: RowRemap | None = None
+    board_temperatures: BoardTemperatures | None = None  # None: not read (the GPU did not answer)
     mig_instances: tuple[MigInstanceSnapshot, ...] = ()
     # sampled in the background: GPM support (None: not asked yet), GPM metrics, link and counter health
     gpm_supported: bool | None = None

@@ -93,6 +93,7 @@ class DeviceReader:
                 for p in processes),
             memory_temperature_celsius=memory_temperature(self._calls, index, h),
             row_remap=row_remap(self._calls, index, h),
+            board_temperatures=s.board_temperatures,
         )
 
     def _memory(self, index: int, handle: Any) -> tuple[Any, int | None]:

@@ -14,9 +14,10 @@ header from the same tuple). Numbers are rounded for people (percent and °C to 
 score to 0.0001); /metrics keeps full precision. Units are in the names: `utilization_percent` and
 `memory.percent` are 0..100 here, where /metrics and `status --json` carry 0..1 as `..._ratio`.
 
-`throttling.active` (and the quickstart shape's `is_throttled`) is the state's verdict, `throttled` or
-`critical`, as `speed_multiplier` is, so `state` and `throttling` never contradict each other; the clocks NVML
-slowed are beside it (`reasons`, `clocks_throttled`), whatever the state.
+The GPU manager's state names stay (`throttled` is a temperature or memory *band*); `state_reason` says
+which band set it ("temperature band 75-85C: 78C"), and the clocks NVML slowed are a separate field named
+as NVML names them, `nvml_clock_throttle_reasons`, whatever the state. The quickstart shape's
+`throttling.is_throttled` stays the state's verdict (`throttled` or `critical`), as the GPU manager means it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from urllib.parse import parse_qs
 from exporter.collector import exclusive_holder
 from exporter.health.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
 from exporter.health.state import HealthState, HealthThresholds, StateCause, device_health
+from exporter.nvml.snapshots import BoardTemperatures
 from exporter.pods.attribution import pod_ref
 from exporter.pods.podresources.mapping import DeviceHolder
 
@@ -58,7 +60,7 @@ class MemoryStatus:
 
 @dataclass(frozen=True)
 class ThrottlingStatus:
-    reasons: tuple[str, ...]  # active clocks-event reasons, the gpu_clocks_event_reason_active labels
+    reasons: tuple[str, ...]  # NVML's active clock throttle (clocks-event) reasons, as their metric labels
     speed_multiplier: float | None  # from the health state; None when the state is unknown
 
 
@@ -78,6 +80,7 @@ class GpuStatus:
     availability_score: float | None  # 0..1
     xid_errors: Mapping[int, int] = field(default_factory=dict)  # XID code -> count since start
     state_causes: tuple[StateCause, ...] = ()  # what set `state`; heat's `throttled` is not clock throttling
+    state_reason: str = ""  # the causes with their band, "temperature band 75-85C: 78C"
     missing_fields: tuple[str, ...] = ()  # fields an NVML error left out of this sweep (the GPU is up)
 
 
@@ -100,6 +103,7 @@ def build_gpu_status(
     row_remap_pending: bool = False,
     row_remap_failed: bool = False,
     missing_fields: Sequence[str] = (),
+    board: BoardTemperatures | None = None,
 ) -> GpuStatus:
     """Derive state, speed multiplier, memory percent and availability score from one GPU reading.
 
@@ -109,7 +113,7 @@ def build_gpu_status(
         up=up, temperature_celsius=temperature_celsius, utilization_ratio=utilization_ratio,
         memory_used_bytes=memory_used_bytes, memory_free_bytes=memory_free_bytes,
         memory_total_bytes=memory_total_bytes, thresholds=thresholds, row_remap_pending=row_remap_pending,
-        row_remap_failed=row_remap_failed, missing_fields=missing_fields)
+        row_remap_failed=row_remap_failed, missing_fields=missing_fields, board=board)
     return GpuStatus(
         index=index,
         uuid=uuid,
@@ -125,6 +129,7 @@ def build_gpu_status(
         availability_score=health.availability_score,
         xid_errors=dict(xid_errors or {}),
         state_causes=health.causes,
+        state_reason=health.reason,
         missing_fields=tuple(missing_fields),
     )
 
@@ -200,6 +205,8 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
         "up": gpu.up,
         "state": gpu.state.value if gpu.state else None,
         "state_causes": [cause.value for cause in gpu.state_causes],
+        "state_reason": gpu.state_reason,
+        "speed_multiplier": gpu.throttling.speed_multiplier,
         "missing_fields": list(gpu.missing_fields),
         "temperature_celsius": _round(gpu.temperature_celsius, 1),
         "utilization_percent": _round(gpu.utilization_percent, 1),
@@ -209,12 +216,7 @@ def gpu_json(gpu: GpuStatus) -> dict[str, Any]:
             "percent": _round(gpu.memory.percent, 1),
         },
         "power_watts": _round(gpu.power_watts, 3),
-        "throttling": {
-            "active": is_throttled(gpu),
-            "reasons": list(gpu.throttling.reasons),
-            "clocks_throttled": bool(gpu.throttling.reasons),
-            "speed_multiplier": gpu.throttling.speed_multiplier,
-        },
+        "nvml_clock_throttle_reasons": list(gpu.throttling.reasons),
         "holders": [
             {
                 "namespace": h.namespace,
@@ -272,6 +274,7 @@ def quickstart_json(gpu: GpuStatus) -> dict[str, Any]:
         "gpu_id": gpu.index,
         "name": gpu.name,
         "state": gpu.state.value if gpu.state else None,
+        "state_reason": gpu.state_reason,
         "temperature_celsius": _round(gpu.temperature_celsius, 1),
         "load_percent": _round(gpu.utilization_percent, 1),
         "memory": {
@@ -283,8 +286,8 @@ def quickstart_json(gpu: GpuStatus) -> dict[str, Any]:
             "is_throttled": throttled,
             "should_throttle": throttled,
             "speed_multiplier": gpu.throttling.speed_multiplier,
-            "clock_reasons": list(gpu.throttling.reasons),
         },
+        "nvml_clock_throttle_reasons": list(gpu.throttling.reasons),
     }
 
 

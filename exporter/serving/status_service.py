@@ -44,7 +44,8 @@ def gpu_statuses(snapshot: NodeSnapshot, holders_of: HoldersOf | None = None,
             holders=holders_of(d.uuid) if holders_of else (),
             xid_errors=xid_counts(d.uuid) if xid_counts else None, thresholds=thresholds,
             row_remap_pending=bool(d.row_remap and d.row_remap.pending),
-            row_remap_failed=bool(d.row_remap and d.row_remap.failed), missing_fields=d.missing_fields))
+            row_remap_failed=bool(d.row_remap and d.row_remap.failed), missing_fields=d.missing_fields,
+            board=d.board_temperatures))
     return statuses
 
 

@@ -80,6 +80,33 @@ class MigInstance:
 
 
 @dataclass(frozen=True)
+class Thermal:
+    """How a board heats and what it answers to nvmlDeviceGetTemperatureThreshold (°C; None: NotSupported).
+
+    It settles at `ambient_celsius + celsius_per_watt * watts` with the time constant `tau_seconds`.
+    `celsius_per_watt` None is the simulator's generic board: 0.075 °C/W scaled up for small boards. Past
+    `gpu_max_celsius` the driver slows the clocks (sw_thermal), past `slowdown_celsius` the hardware too."""
+
+    ambient_celsius: float = 28.0
+    celsius_per_watt: float | None = None
+    tau_seconds: float = 30.0
+    shutdown_celsius: float | None = 95.0
+    slowdown_celsius: float | None = 90.0
+    gpu_max_celsius: float | None = 87.0
+
+
+# The H100 80GB HBM3 as measured (driver 580.159.04): 41 °C idle at 74 W, 68 °C 50 s into 697 W; with the
+# simulator's 30 s time constant those fit 37.05 °C + 0.05343 °C/W (it would settle near 74 °C at 697 W:
+# the time constant is the simulator's, not measured). NVML answered shutdown 95, slowdown 89, GPU max 87.
+H100_THERMAL = Thermal(ambient_celsius=37.05, celsius_per_watt=0.05343, shutdown_celsius=95.0,
+                       slowdown_celsius=89.0, gpu_max_celsius=87.0)
+# The other boards keep the simulator's generic heating and thermal points (not measured); the V100 answers
+# no GPU max operating temperature, so a board with part of the thresholds is simulated too.
+GENERIC_THERMAL = Thermal()
+V100_THERMAL = Thermal(gpu_max_celsius=None)
+
+
+@dataclass(frozen=True)
 class GpuModel:
     """Static facts of a simulated GPU model (what NVML reports on the real board)."""
 
@@ -102,6 +129,7 @@ class GpuModel:
     nvdec_engines: int = 0
     nvjpg_engines: int = 0
     mig_sms_per_slice: int = 0  # multiprocessors of one MIG compute slice (what a MIG device reports)
+    thermal: Thermal = GENERIC_THERMAL
 
     @property
     def mig_capable(self) -> bool:
@@ -112,10 +140,10 @@ class GpuModel:
 
 
 MODELS: dict[str, GpuModel] = {m.key: m for m in (
-    GpuModel("H100", "NVIDIA H100 80GB HBM3", 81559 * MIB, 700.0, 70.0, 1980, 2619, False, 64_000_000,
+    GpuModel("H100", "NVIDIA H100 80GB HBM3", 81559 * MIB, 700.0, 74.0, 1980, 2619, False, 64_000_000,
              gpm=True, nvlinks=18, nvlink_mib_per_second=450 * GB_IN_MIB,
              mig_profiles=MIG_PROFILES_80GB, hbm=True, row_remapping=True, nvdec_engines=7,
-             nvjpg_engines=7, mig_sms_per_slice=16),
+             nvjpg_engines=7, mig_sms_per_slice=16, thermal=H100_THERMAL),
     GpuModel("A100", "NVIDIA A100-SXM4-80GB", 81920 * MIB, 400.0, 55.0, 1410, 1593, False, 32_000_000,
              nvlinks=12, nvlink_mib_per_second=300 * GB_IN_MIB, mig_profiles=MIG_PROFILES_80GB, hbm=True,
              row_remapping=True, nvdec_engines=5, nvjpg_engines=1, mig_sms_per_slice=14),
@@ -127,5 +155,5 @@ MODELS: dict[str, GpuModel] = {m.key: m for m in (
              nvdec_engines=2, nvjpg_engines=0),
     GpuModel("V100", "Tesla V100-SXM2-32GB", 32768 * MIB, 300.0, 40.0, 1530, 877, False, 16_000_000,
              nvlinks=6, nvlink_mib_per_second=150 * GB_IN_MIB, hbm=True, page_retirement=True,
-             nvdec_engines=1, nvjpg_engines=0),
+             nvdec_engines=1, nvjpg_engines=0, thermal=V100_THERMAL),
 )}

@@ -46,6 +46,7 @@ DRIVER_MINIMUM: dict[str, int] = {
         "nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
         "nvmlDeviceGetIndex", "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo",
         "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetTemperatureThreshold",
         "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetTotalEnergyConsumption",
         "nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetFanSpeed",
         "nvmlDeviceGetPerformanceState", "nvmlDeviceGetCurrentClocksThrottleReasons",
@@ -295,6 +296,20 @@ class SimulatedNvml(MigSurface, GpmSurface, ReliabilitySurface, EventSurface):
             if sensor != self.NVML_TEMPERATURE_GPU:
                 raise self.NVMLError_InvalidArgument()
             return round(gpu.temperature)
+
+    def nvmlDeviceGetTemperatureThreshold(self, handle: SimHandle, threshold: int) -> int:
+        """The model's shutdown, slowdown and GPU max operating temperatures (models.Thermal); the other
+        thresholds (memory max, acoustic, GPS) are NotSupported, an unknown one InvalidArgument."""
+        with self._lock:
+            thermal = self._gpu("nvmlDeviceGetTemperatureThreshold", handle)[0].spec.model.thermal
+            if not 0 <= threshold < self.NVML_TEMPERATURE_THRESHOLD_COUNT:
+                raise self.NVMLError_InvalidArgument()
+            celsius = {self.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: thermal.shutdown_celsius,
+                       self.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: thermal.slowdown_celsius,
+                       self.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: thermal.gpu_max_celsius}.get(threshold)
+            if celsius is None:
+                raise self.NVMLError_NotSupported()
+            return round(celsius)
 
     def nvmlDeviceGetPowerUsage(self, handle: SimHandle) -> int:
         with self._lock:

@@ -22,11 +22,11 @@ from exporter.simulator.config import (
 )
 from exporter.simulator.models import MigInstance
 
-AMBIENT_CELSIUS = 28.0
-CELSIUS_PER_WATT = 0.075  # H100 at 700 W settles near 80 C
+CELSIUS_PER_WATT = 0.075  # a generic board's heating (models.Thermal with celsius_per_watt None)
 THERMAL_TAU_SECONDS = 30.0
 SW_THERMAL_CELSIUS = 87.0  # the driver's slowdown (max operating temperature): sw_thermal, clocks x 0.75
 HW_THERMAL_CELSIUS = 90.0  # the board's hardware slowdown: hw_thermal too, clocks halved
+# (the last two where the model answers no threshold of its own; models.Thermal has each board's)
 SW_THERMAL_CLOCK_FACTOR = 0.75
 HW_THERMAL_CLOCK_FACTOR = 0.5
 HOT_STEP_SECONDS = 1.0
@@ -114,10 +114,20 @@ class SimGpu:
         self.advance(t)
         self.overheat_override = celsius
 
+    @property
+    def sw_thermal_celsius(self) -> float:
+        return self.spec.model.thermal.gpu_max_celsius or SW_THERMAL_CELSIUS
+
+    @property
+    def hw_thermal_celsius(self) -> float:
+        return self.spec.model.thermal.slowdown_celsius or HW_THERMAL_CELSIUS
+
     def _temperature_target(self, watts: float, t: float) -> float:
-        # small boards run hotter per W
-        scale: float = (700.0 / max(self.spec.model.power_limit_watts, 1.0)) ** 0.3
-        target = AMBIENT_CELSIUS + CELSIUS_PER_WATT * watts * scale
+        thermal = self.spec.model.thermal
+        per_watt = thermal.celsius_per_watt
+        if per_watt is None:  # small boards run hotter per W
+            per_watt = CELSIUS_PER_WATT * (700.0 / max(self.spec.model.power_limit_watts, 1.0)) ** 0.3
+        target = thermal.ambient_celsius + per_watt * watts
         heat = self.overheat_celsius(t)  # an overheat below the normal temperature changes nothing
         return target if heat is None else max(target, heat)
 
@@ -140,7 +150,7 @@ class SimGpu:
         while start < end:
             watts = self.power_watts(t)
             target = self._temperature_target(watts, middle)
-            hot = max(self.temperature, target) >= SW_THERMAL_CELSIUS
+            hot = max(self.temperature, target) >= self.sw_thermal_celsius
             step = min(end - start, HOT_STEP_SECONDS) if hot else end - start
             self.energy_mj += watts * step * 1000.0
             self.busy_seconds += self.utilization(t) * step
@@ -148,13 +158,14 @@ class SimGpu:
                 self.thermal_violation_ns += step * 1e9
             elif self.demand_watts(t) > self.spec.model.power_limit_watts:
                 self.power_violation_ns += step * 1e9
-            self.temperature = target + (self.temperature - target) * math.exp(-step / THERMAL_TAU_SECONDS)
+            tau = self.spec.model.thermal.tau_seconds
+            self.temperature = target + (self.temperature - target) * math.exp(-step / tau)
             start += step
 
     def thermal_clock_factor(self) -> float:
-        if self.temperature >= HW_THERMAL_CELSIUS:
+        if self.temperature >= self.hw_thermal_celsius:
             return HW_THERMAL_CLOCK_FACTOR
-        return SW_THERMAL_CLOCK_FACTOR if self.temperature >= SW_THERMAL_CELSIUS else 1.0
+        return SW_THERMAL_CLOCK_FACTOR if self.temperature >= self.sw_thermal_celsius else 1.0
 
     def reasons(self, t: float) -> int:
         util = self.utilization(t)
@@ -162,9 +173,9 @@ class SimGpu:
         thermal = self.thermal_clock_factor() < 1.0
         if self.demand_watts(t) > self.spec.model.power_limit_watts and not thermal:
             mask |= 0x4  # under thermal slowdown the heat, not the power limit, holds the clocks
-        if self.temperature >= SW_THERMAL_CELSIUS:
+        if self.temperature >= self.sw_thermal_celsius:
             mask |= 0x20
-        if self.temperature >= HW_THERMAL_CELSIUS:
+        if self.temperature >= self.hw_thermal_celsius:
             mask |= 0x40
         return mask
 

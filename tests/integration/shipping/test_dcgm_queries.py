@@ -23,6 +23,7 @@ from tests.integration.shipping.dcgm_stack import (
     queries,
     query_id,
 )
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -125,6 +126,9 @@ def test_framebuffer_parts_never_exceed_the_total(stack: DcgmStack) -> None:
 def test_nvlink_bandwidth_is_a_throughput_in_mib_per_second(stack: DcgmStack) -> None:
     """Field 449 as DCGM publishes it: the NVLink payload throughput of all links, TX + RX, in MiB/s (a gauge,
     never a byte count growing since the driver loaded): within what the board's links carry at full load."""
+    # the payload counters move once per background pass (5 s): a rate needs two passes in Prometheus
+    wait_for(lambda: len(stack.query("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL > 0")) == 3, 60,
+             "the NVLink counters of the three boards moved between two scrapes")
     by_gpu = {r["metric"]["gpu"]: (r["metric"]["model"], float(r["value"][1]))
               for r in stack.query("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")}
     assert set(by_gpu) == {"0", "1", "2"}  # H100, H100, A100: NVLink boards, GPM or not

@@ -22,7 +22,9 @@ def test_the_quickstart_status_answers_next_to_api_v1(start_exporter: StartExpor
     assert data["load_percent"] == v1["utilization_percent"] == 58.0
     assert data["memory"]["used_mb"] == v1["memory"]["used_bytes"] // 2**20 > 0
     assert data["memory"]["total_mb"] == v1["memory"]["total_bytes"] // 2**20
-    assert data["throttling"]["is_throttled"] is v1["throttling"]["active"]
+    assert data["throttling"]["speed_multiplier"] == v1["speed_multiplier"]
+    assert data["throttling"]["is_throttled"] is (v1["state"] in ("throttled", "critical"))
+    assert data["nvml_clock_throttle_reasons"] == v1["nvml_clock_throttle_reasons"]
     missing, missing_body, _ = get(f"{base}/api/gpu/status?gpu_id=3")
     assert missing == 404 and json.loads(missing_body)["success"] is False
     assert get(f"{base}/api/gpu/other")[0] == 404

@@ -88,14 +88,16 @@ def test_lost_gpu_is_critical_with_zero_speed_and_score() -> None:
         memory_used_bytes=None, memory_free_bytes=None, memory_total_bytes=None, power_watts=None,
     )
     body = gpu_json(lost)
-    derived = (body["up"], body["state"], body["availability_score"], body["throttling"]["speed_multiplier"])
+    derived = (body["up"], body["state"], body["availability_score"], body["speed_multiplier"])
     assert derived == (False, "critical", 0.0, 0.0)
-    assert body["state_causes"] == ["down"]
+    assert (body["state_causes"], body["state_reason"]) == (["down"], "down")
 
 
 def test_an_optimal_gpu_has_no_cause() -> None:
     busy, idle = gpus()
-    assert (gpu_json(idle)["state_causes"], gpu_json(busy)["state_causes"]) == ([], ["temperature"])
+    assert (gpu_json(idle)["state_causes"], gpu_json(busy)["state_causes"]) == ([], ["temperature_band"])
+    reasons = (gpu_json(idle)["state_reason"], gpu_json(busy)["state_reason"])
+    assert reasons == ("", "temperature band 75-85C: 78C")
 
 
 def test_list_sorted_by_index_with_every_field() -> None:
@@ -109,14 +111,15 @@ def test_list_sorted_by_index_with_every_field() -> None:
         "name": "NVIDIA H100 80GB HBM3",
         "up": True,
         "state": "throttled",
-        "state_causes": ["temperature"],  # 78 C; memory at 50 % is optimal
+        "state_causes": ["temperature_band"],  # 78 C; memory at 50 % is optimal
+        "state_reason": "temperature band 75-85C: 78C",
+        "speed_multiplier": 0.5,
         "missing_fields": [],  # every field answered
         "temperature_celsius": 78.0,
         "utilization_percent": 90.0,
         "memory": {"used_bytes": 40 * GIB, "total_bytes": 80 * GIB, "percent": 50.0},
         "power_watts": 610.5,
-        "throttling": {"active": True, "reasons": ["sw_power_cap"], "clocks_throttled": True,
-                       "speed_multiplier": 0.5},
+        "nvml_clock_throttle_reasons": ["sw_power_cap"],
         "holders": [
             {"namespace": ns, "pod": pod, "container": "c", "resource": GPU_RESOURCE, "device_id": "GPU-b",
              "claim": ""}  # a device plugin's GPU: no claim, the key still there

@@ -1,5 +1,5 @@
-"""`GET /api/gpu/status?gpu_id=N`: the GPU manager's shape (success/data, MB, percent), and a `state` that
-`throttling` never contradicts, in either shape."""
+"""`GET /api/gpu/status?gpu_id=N`: the GPU manager's shape (success/data, MB, percent), a `state` that
+`throttling` never contradicts, and NVML's clock throttle reasons apart from both, in either shape."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ def test_the_quickstart_shape() -> None:
     assert status == 200 and is_api_path("/api/gpu/status")
     assert body == {"success": True, "data": {
         "available": True, "gpu_id": 1, "name": "NVIDIA H100 80GB HBM3", "state": "throttled",
-        "temperature_celsius": 78.0, "load_percent": 90.0,
+        "state_reason": "temperature band 75-85C: 78C", "temperature_celsius": 78.0, "load_percent": 90.0,
         "memory": {"used_mb": 40 * 1024, "total_mb": 80 * 1024, "percent": 50.0},
-        "throttling": {"is_throttled": True, "should_throttle": True, "speed_multiplier": 0.5,
-                       "clock_reasons": ["sw_power_cap"]}}}
+        "throttling": {"is_throttled": True, "should_throttle": True, "speed_multiplier": 0.5},
+        "nvml_clock_throttle_reasons": ["sw_power_cap"]}}
     assert call("")[1]["data"]["gpu_id"] == 0  # type: ignore[index]
 
 
@@ -60,8 +60,11 @@ def test_state_and_throttling_never_contradict(temperature: float, used: int, re
                            utilization_ratio=0.5, memory_used_bytes=used * GIB,
                            memory_free_bytes=(80 - used) * GIB, memory_total_bytes=80 * GIB,
                            power_watts=100.0, throttle_reasons=reasons)
-    slowed = gpu_json(gpu)["state"] in ("throttled", "critical")
-    v1, manager = gpu_json(gpu)["throttling"], quickstart_json(gpu)["throttling"]
-    assert v1["active"] is slowed and manager["is_throttled"] is slowed
-    assert manager["should_throttle"] is slowed
-    assert (v1["speed_multiplier"] <= 0.5) is slowed and v1["clocks_throttled"] is bool(reasons)
+    v1, data = gpu_json(gpu), quickstart_json(gpu)
+    slowed = v1["state"] in ("throttled", "critical")
+    manager = data["throttling"]
+    assert manager["is_throttled"] is slowed and manager["should_throttle"] is slowed
+    assert (v1["speed_multiplier"] <= 0.5) is slowed
+    # NVML's reasons follow the clocks, never the state: the state's reason never names them
+    assert v1["nvml_clock_throttle_reasons"] == data["nvml_clock_throttle_reasons"] == list(reasons)
+    assert "throttl" not in v1["state_reason"] and v1["state_reason"] == data["state_reason"]

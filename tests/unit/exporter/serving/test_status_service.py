@@ -66,23 +66,27 @@ def test_idle_and_operator_clock_reasons_are_not_throttling() -> None:
     idle = dataclasses.replace(base, index=1, uuid="GPU-1", clocks_event_reasons=calm)
     source.current = dataclasses.replace(source.current, devices=(hot, idle))
     _, body = StatusService(source, GpuHistory()).handle("/api/v1/gpus", "")
-    throttling = [gpu["throttling"] for gpu in body["gpus"]]
-    assert [(t["clocks_throttled"], t["reasons"]) for t in throttling] == [(True, ["sw_thermal"]),
-                                                                           (False, [])]
+    assert [gpu["nvml_clock_throttle_reasons"] for gpu in body["gpus"]] == [["sw_thermal"], []]
     table = status_table(source.current, "node-a")
     assert "sw_thermal" in table and "gpu_idle" not in table and "applications_clocks" not in table
 
 
 def test_the_table_shows_what_set_the_state_beside_it() -> None:
-    """Heat reads `throttled (temperature 78C)`, apart from the THROTTLE column (the clocks NVML slowed)."""
+    """Heat reads `throttled (temperature band 75-85C: 78C)`, apart from the NVML CLOCK THROTTLE column (the
+    clocks NVML slowed), which says `none` beside it."""
     base = sweep(0.0, 78.0)
+    calm_clocks = dataclasses.replace(base.devices[0], clocks_event_reasons=(("sw_thermal", False),))
+    base = dataclasses.replace(base, devices=(calm_clocks, *base.devices[1:]))
     full = dataclasses.replace(base.devices[0], index=2, uuid="GPU-2", temperature_celsius=50.0,
                                memory_used_bytes=70 * GIB, memory_free_bytes=10 * GIB)
     cool = dataclasses.replace(base.devices[0], index=3, uuid="GPU-3", temperature_celsius=40.0)
     lines = status_table(dataclasses.replace(base, devices=(*base.devices, full, cool)), "n").splitlines()
     start, end = lines[1].index("STATE"), lines[1].index("UTIL")
     assert [line[start:end].strip() for line in lines[2:]] == [
-        "throttled (temperature 78C)", "critical (down)", "throttled (memory 88%)", "optimal"]
+        "throttled (temperature band 75-85C: 78C)", "critical (down)", "throttled (memory band 85-95%: 88%)",
+        "optimal"]
+    clocks = lines[1].index("NVML CLOCK THROTTLE")
+    assert lines[2][clocks:].split()[0] == "none"
 
 
 def test_gpu_list_while_nvml_is_down_is_503_with_the_reason() -> None:
