@@ -231,14 +231,14 @@ class HttpServer:
 
     def __init__(self, address: str, port: int, routes: Mapping[str, Route],
                  settings: ServerSettings = ServerSettings(), web_config: WebConfig | None = None,
-                 not_found: bytes = b"not found\n") -> None:
+                 not_found: bytes = b"not found\n", auth: BasicAuth | None = None) -> None:
         self.settings = settings
         self._routes = dict(routes)
         self._prefixes = [(path, route) for path, route in routes.items() if route.prefix]
         self._not_found = not_found
         self._web = WebConfigFile(web_config) if web_config is not None else None
         self.tls = ReloadingTls(web_config.tls) if web_config is not None and web_config.tls else None
-        self._auth = BasicAuth()
+        self._auth = auth if auth is not None else BasicAuth()
         self._sock = listen(address, port, settings.backlog)
         self._pool = ThreadPoolExecutor(settings.workers, thread_name_prefix=f"{settings.name}-worker")
         self._verify_pool = ThreadPoolExecutor(settings.auth.verify_threads,
@@ -379,6 +379,7 @@ class HttpServer:
             await asyncio.sleep(self.settings.auth.refusal_delay_seconds)
             return Answer(429, b"too many failed or pending authentication attempts; retry later\n",
                           headers={"Retry-After": str(wait)})
+        blocks = self._failures.failed(client)  # counted as it starts: concurrent checks keep to the limit
         self._verifying += 1
         try:
             loop = asyncio.get_running_loop()
@@ -388,7 +389,7 @@ class HttpServer:
         if ok:
             self._failures.forget(client)
             return None
-        if self._failures.failed(client):
+        if blocks:
             log.warning("%d failed basic-auth attempts from %s within %gs: its next attempts are answered "
                         "429 until the oldest leaves that window", self.settings.auth.failures, client,
                         self.settings.auth.window_seconds)
