@@ -41,7 +41,7 @@ _GPM: tuple[tuple[str, m.MetricSpec, m.MetricSpec | None], ...] = (
 
 def mig_holder(held: Sequence[PodRef], gpu_index: int, mig: MigInstanceSnapshot) -> PodRef | None:
     """The one container holding this MIG device; None when none does, or several share it."""
-    gke = re.compile(rf"/gi{mig.gpu_instance_id}(?:/|$)") if mig.gpu_instance_id is not None else None
+    gke = re.compile(rf"/gi{mig.gpu_instance_id}(?:/|\Z)") if mig.gpu_instance_id is not None else None
     found = [ref for ref in held if ref.device_id == mig.uuid or ref.device_id == f"{gpu_index}:{mig.slot}"
              or (gke is not None and gke.search(ref.device_id) is not None) or _is_dra_name_of(ref, mig)]
     containers = {(r.namespace, r.pod, r.container) for r in found}
