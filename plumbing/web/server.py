@@ -99,10 +99,12 @@ class Refusal:
     """One line, no newline: `unauthorized`, `the request line is longer than 8190 bytes`."""
     parameter: str | None = None
     """The query parameter the problem lies in, when one is known."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """`WWW-Authenticate`, `Retry-After`: added to the answer whoever renders it."""
 
 
 RefusalRenderer = Callable[[str, Refusal], Answer]
-"""(path as sent, refusal) -> the answer; the server adds its headers (`Retry-After`, `WWW-Authenticate`)."""
+"""(path as sent, refusal) -> the answer (status and body); the server adds the refusal's headers."""
 
 
 @dataclass(frozen=True)
@@ -376,10 +378,7 @@ class HttpServer:
         needs_auth = config is not None and config.users and not (route is not None and route.public)
         refused = await self._authorized(request, config.users) if needs_auth and config is not None else None
         if refused is not None:
-            headers = dict(refused[1])
-            if refused[0].status == 401:
-                headers["WWW-Authenticate"] = 'Basic realm="metrics", charset="UTF-8"'
-            return _response(_refusal_answer(route, path, refused[0], headers), extra, keep_alive)
+            return _response(_refusal_answer(route, path, refused), extra, keep_alive)
         if route is None:
             answer = Answer(404, self._not_found)
         elif request.method not in ALLOWED_METHODS and not route.any_method:
@@ -426,10 +425,9 @@ class HttpServer:
         extra = dict(config.headers) if config is not None else {}
         return _response(_refusal_answer(self._route(path) if path else None, path, refusal), extra, False)
 
-    async def _authorized(self, request: BaseRequest,
-                          users: Mapping[str, bytes]) -> tuple[Refusal, Mapping[str, str]] | None:
-        """None when the request may pass; else the refusal and its headers: 401, or 429 where a check would
-        cost a bcrypt hash the client is not allowed now (guard.py)."""
+    async def _authorized(self, request: BaseRequest, users: Mapping[str, bytes]) -> Refusal | None:
+        """None when the request may pass; else the refusal: 401, or 429 where a check would cost a bcrypt
+        hash the client is not allowed now (guard.py)."""
         given = credentials(request.headers.get("Authorization"))
         if given is None:
             return _UNAUTHORIZED
@@ -441,8 +439,8 @@ class HttpServer:
             wait = 1
         if wait is not None:
             await asyncio.sleep(self.settings.auth.refusal_delay_seconds)
-            return (Refusal(429, "too many failed or pending authentication attempts; retry later"),
-                    {"Retry-After": str(wait)})
+            return Refusal(429, "too many failed or pending authentication attempts; retry later",
+                           headers={"Retry-After": str(wait)})
         blocks = self._failures.failed(client)  # counted as it starts: concurrent checks keep to the limit
         self._verifying += 1
         try:
@@ -460,17 +458,17 @@ class HttpServer:
         return _UNAUTHORIZED
 
 
-_UNAUTHORIZED: tuple[Refusal, Mapping[str, str]] = (Refusal(401, "unauthorized"), {})
+_UNAUTHORIZED = Refusal(401, "unauthorized",
+                        headers={"WWW-Authenticate": 'Basic realm="metrics", charset="UTF-8"'})
 
 
-def _refusal_answer(route: Route | None, path: str, refusal: Refusal,
-                    headers: Mapping[str, str] | None = None) -> Answer:
-    """The route's rendering of a refusal (one plain-text line without one), with the server's headers."""
+def _refusal_answer(route: Route | None, path: str, refusal: Refusal) -> Answer:
+    """The route's rendering of a refusal (one plain-text line without one), with the refusal's headers."""
     if route is not None and route.refusals is not None:
         answer = route.refusals(path, refusal)
     else:
         answer = Answer(refusal.status, f"{refusal.message}\n".encode())
-    return replace(answer, headers={**answer.headers, **(headers or {})})
+    return replace(answer, headers={**answer.headers, **refusal.headers})
 
 
 def _target(head: bytes) -> tuple[str, str]:
