@@ -27,7 +27,7 @@ WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
 # MIG device ids under any resource name: the device plugin's `mig-strategy=single` advertises MIG devices as
 # nvidia.com/gpu (`MIG-<uuid>`, or `<gpu>:<mig>` with deviceIDStrategy=index), and so does GKE
 # (`nvidia<minor>/gi<id>`, `/vgpu<n>` when time-shared too).
-_MIG_DEVICE_ID = re.compile(r"^(?:MIG-.*|\d+:\d+|nvidia\d+/gi\d+(?:/vgpu\d+)?)$")
+_MIG_DEVICE_ID = re.compile(r"MIG-.*|[0-9]+:[0-9]+|nvidia[0-9]+/gi[0-9]+(?:/vgpu[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class PodRef:
         """A MIG slice: a MIG resource (`nvidia.com/mig-*`), or a MIG device id under any resource name
         (`MIG-<uuid>`, the index strategy's `0:1`, GKE's `nvidia0/gi1`, DRA's `gpu-0-mig-...`)."""
         return (self.resource.startswith("nvidia.com/mig-") or dra_mig(self.device_id) is not None
-                or _MIG_DEVICE_ID.match(self.device_id) is not None)
+                or _MIG_DEVICE_ID.fullmatch(self.device_id) is not None)
 
 
 def exclusive_holder(held: Sequence[PodRef]) -> PodRef | None:

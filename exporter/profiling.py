@@ -46,7 +46,7 @@ def mig_holder(held: Sequence[PodRef], gpu_index: int, mig: MigInstanceSnapshot,
     """The one container holding this MIG device; None when none does, or several share it. `siblings` are
     the GPU's MIG devices (this one among them): a DRA name is matched by profile alone when they hold one GPU
     instance of that profile and the placement is not known (see _is_dra_name_of)."""
-    gke = re.compile(rf"/gi{mig.gpu_instance_id}(?:/|$)") if mig.gpu_instance_id is not None else None
+    gke = re.compile(rf"/gi{mig.gpu_instance_id}(?:/|\Z)") if mig.gpu_instance_id is not None else None
     found = [ref for ref in held if ref.device_id == mig.uuid or ref.device_id == f"{gpu_index}:{mig.slot}"
              or (gke is not None and gke.search(ref.device_id) is not None)
              or _is_dra_name_of(ref, mig, siblings)]

@@ -54,7 +54,7 @@ LARGE_ANSWER_BYTES = 1024 * 1024
 T = TypeVar("T")
 MAX_SERIES = 200_000
 MAX_VALUE_CHARS = 400
-_FLOAT = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$|^[+-]?Inf$|^NaN$")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Inf|NaN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +275,7 @@ def _value(sample: object, where: str, query: str = "") -> float | None:
     timestamp, text = sample
     if isinstance(timestamp, bool) or not isinstance(timestamp, int | float) or not math.isfinite(timestamp):
         raise _bad(query, f"{where} has no numeric timestamp")
-    if not isinstance(text, str) or len(text) > MAX_VALUE_CHARS or not _FLOAT.match(text):
+    if not isinstance(text, str) or len(text) > MAX_VALUE_CHARS or not _FLOAT.fullmatch(text):
         raise _bad(query, f"{where}'s value is not a number in a string")
     value = float(text)
     return value if math.isfinite(value) else None

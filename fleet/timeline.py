@@ -27,13 +27,13 @@ POINT_BUDGET = 100_000
 """Points of one report query, GPUs x steps: parsed, merged and kept, the 8 queries of a report then stay
 under 256 MiB whatever the fleet's size; a larger fleet gets a coarser step."""
 MAX_WINDOW = 400 * 86400.0
-_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
+_SINCE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d|w)\s*")
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 
 def parse_span(text: str, flag: str = "--since") -> float:
     """'7d', '12h', '30m', '2w', '90s' -> seconds; UsageError naming `flag` otherwise."""
-    match = _SINCE.match(text)
+    match = _SINCE.fullmatch(text)
     seconds = float(match.group(1)) * _UNIT[match.group(2)] if match else 0.0
     if not 0 < seconds <= MAX_WINDOW or not math.isfinite(seconds):
         raise UsageError(f"{flag}: expected a duration like 7d, 12h, 30m or 2w, at most 400d (got {text!r})")

@@ -37,8 +37,8 @@ from plumbing.numbers import ascii_int
 UNALLOCATED = "(unallocated)"
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
 """The alphabet Kubernetes draws generated name suffixes from (no vowels: no words by accident)."""
-_RANDOM = re.compile(rf"^[{_SAFE}]{{5}}$")
-_HASH = re.compile(rf"^[{_SAFE}]{{5,10}}$")
+_RANDOM = re.compile(rf"[{_SAFE}]{{5}}")
+_HASH = re.compile(rf"[{_SAFE}]{{5,10}}")
 
 
 def workload_of(pod: str) -> str:
@@ -46,9 +46,9 @@ def workload_of(pod: str) -> str:
     then, after either, a ReplicaSet's pod-template hash (`-7d9f8c6b5d`): `embed-7d9f8c6b5d-x7k2p` -> `embed`,
     `train-0` -> `train`, `batch-job-x7k2p` -> `batch-job`. A name without such suffixes is its own."""
     parts = pod.split("-")
-    if len(parts) > 1 and (ascii_int(parts[-1]) is not None or _RANDOM.match(parts[-1])):
+    if len(parts) > 1 and (ascii_int(parts[-1]) is not None or _RANDOM.fullmatch(parts[-1])):
         parts.pop()
-        if len(parts) > 1 and _HASH.match(parts[-1]) and any(c in "0123456789" for c in parts[-1]):
+        if len(parts) > 1 and _HASH.fullmatch(parts[-1]) and any(c in "0123456789" for c in parts[-1]):
             parts.pop()
     return "-".join(parts)
 

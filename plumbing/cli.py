@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 EXIT_USAGE = 2
 """Bad input (flags, files, a port that cannot be served): argparse's own status for a usage error."""
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h)?\s*")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
@@ -41,7 +41,7 @@ MAX_INTERVAL_SECONDS = 86400.0
 def parse_duration(text: str) -> float:
     """'15s', '500ms', '1m', '2h' or bare seconds -> seconds in (0, a day]; argparse shows the message on bad
     input (an interval of 10^17 hours would crash the loop's first wait)."""
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     seconds = float(match.group(1)) * _UNIT[match.group(2)] if match is not None else 0.0
     if not 0 < seconds <= MAX_INTERVAL_SECONDS:
         raise argparse.ArgumentTypeError(
@@ -57,7 +57,7 @@ def duration(low: float = 0.0, high: float | None = None, *, above: bool = False
     expected = f"expected a duration like 15s, 500ms or 1m, {'in ' if high is not None else ''}{span}"
 
     def convert(text: str) -> float:
-        match = _DURATION.match(text)
+        match = _DURATION.fullmatch(text)
         if match is None:
             raise argparse.ArgumentTypeError(f"{expected} (got {text!r})")
         seconds = float(match.group(1)) * _UNIT[match.group(2)]

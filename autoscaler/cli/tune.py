@@ -49,7 +49,7 @@ HELP = "replay a rule's metric history with candidate behaviors and targets; rec
 MAX_SINCE_SECONDS = 90 * 86400
 MIN_STEP_SECONDS = 1.0
 MAX_STARTUP_SECONDS = 3600.0
-_SPAN = re.compile(r"^\s*(\d{1,7})\s*(s|m|h|d|w)\s*$")
+_SPAN = re.compile(r"\s*([0-9]{1,7})\s*(s|m|h|d|w)\s*")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -73,7 +73,7 @@ def span(low: float, high: float, zero: bool = False) -> Callable[[str], float]:
     def convert(text: str) -> float:
         if zero and text.strip() == "0":
             return 0.0
-        match = _SPAN.match(text)
+        match = _SPAN.fullmatch(text)
         value = int(match.group(1)) * _UNIT[match.group(2)] if match else None
         if value is None or not low <= value <= high:
             raise argparse.ArgumentTypeError(

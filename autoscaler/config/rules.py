@@ -57,7 +57,7 @@ MAX_PRIORITY = 1_000_000  # Kubernetes' user PriorityClass values go to a billio
 MAX_GPUS_PER_REPLICA = 4096  # a multi-node replica (LeaderWorkerSet) of 512 nodes of 8 GPUs
 RULES_LIMITS = yamlsafe.YamlLimits()  # 4 MiB, 64 deep, 250,000 nodes, 1,000,000 expanded, 64-char numbers
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,7 +276,7 @@ def _parse_capacity(reader: NodeReader, node: Node, where: str) -> Capacity | No
 
 def _name(reader: NodeReader, node: Node, where: str) -> str | None:
     value = reader.string(node, where)
-    if value is not None and not _NAME_RE.match(value):
+    if value is not None and not _NAME_RE.fullmatch(value):
         reader.problem(line_of(node), where,
                        "expected letters, digits, '-', '_' or '.', starting with a letter or digit "
                        f"(got {value!r})")

@@ -27,11 +27,11 @@ UNSCALABLE_KINDS = {
     "Pod": "is one pod",
 }
 """Built-in kinds that have no scale subresource: refused by `check` before the controller meets them."""
-_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_KIND_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
-_API_VERSION_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                             r"v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$")
+_DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_KIND_RE = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+_API_VERSION_RE = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                             r"v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?")
 
 
 def parse_target(reader: NodeReader, node: Node, where: str) -> TargetRef | None:
@@ -45,14 +45,14 @@ def parse_target(reader: NodeReader, node: Node, where: str) -> TargetRef | None
     api_version = _api_version(reader, fields, where, kind)
     if "namespace" in fields:
         namespace = reader.string(fields["namespace"], f"{where}.namespace")
-    if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL_RE.match(namespace)):
+    if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL_RE.fullmatch(namespace)):
         reader.problem(line_of(fields["namespace"]), f"{where}.namespace",
                        "expected a Kubernetes namespace (lower-case DNS label, <= 63 chars) "
                        f"(got {namespace!r})")
         namespace = None
     if "name" in fields:
         name = reader.string(fields["name"], f"{where}.name")
-    if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN_RE.match(name)):
+    if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(name)):
         reader.problem(line_of(fields["name"]), f"{where}.name",
                        f"expected a Kubernetes object name (lower-case DNS subdomain) (got {name!r})")
         name = None
@@ -65,7 +65,7 @@ def _kind(reader: NodeReader, node: Node, where: str) -> str | None:
     kind = reader.string(node, where)
     if kind is None:
         return None
-    if not _KIND_RE.match(kind):
+    if not _KIND_RE.fullmatch(kind):
         reader.problem(line_of(node), where, "expected a Kubernetes kind in CamelCase, e.g. Deployment, "
                                              f"StatefulSet, Rollout (got {kind[:80]!r})")
         return None
@@ -90,7 +90,7 @@ def _api_version(reader: NodeReader, fields: dict[str, Node], where: str, kind: 
         return None
     node = fields["apiVersion"]
     value = reader.string(node, f"{where}.apiVersion")
-    if value is not None and (len(value) > 253 or not _API_VERSION_RE.match(value)):
+    if value is not None and (len(value) > 253 or not _API_VERSION_RE.fullmatch(value)):
         reader.problem(line_of(node), f"{where}.apiVersion",
                        f"expected group/version such as apps/v1 or argoproj.io/v1alpha1 (got {value[:80]!r})")
         return None

@@ -25,7 +25,7 @@ MAX_LIST_BYTES = 32 * 1024 * 1024
 MAX_SELECTOR_CHARS = 4096
 """A Scale's status.selector: a few label terms (a key is at most 316 characters, a value 63)."""
 _MAX_VERSION_CHARS = 256
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 def parse_json(raw: bytes, what: str, kind: str, max_bytes: int = MAX_ANSWER_BYTES) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def unschedulable_since(pod: object) -> float | None:
 
 def rfc3339(value: object) -> float | None:
     """Unix seconds of an RFC 3339 time with its offset (as metav1.Time is written), else None."""
-    if not isinstance(value, str) or not _RFC3339.match(value):
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         return None
     try:
         moment = dt.datetime.fromisoformat(value)

@@ -27,7 +27,7 @@ __all__ = ["Discovery", "ScalableResource", "api_path", "parse_resource_list"]
 
 MAX_RESOURCES = 4096
 """Entries of one APIResourceList (apps/v1 has 15, a large CRD group some tens)."""
-_RESOURCE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RESOURCE_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def parse_resource_list(raw: bytes, what: str, api_version: str) -> dict[str, _R
     for entry in entries:
         name, kind, namespaced, verbs = _entry(entry, what)
         plural, _, sub = name.partition("/")
-        if not _RESOURCE_RE.match(plural) or len(plural) > 63:
+        if not _RESOURCE_RE.fullmatch(plural) or len(plural) > 63:
             raise MalformedAnswerError(f"{what}: resource name {name[:80]!r} is not a resource name")
         if sub == "scale":
             scales[plural] = verbs

@@ -57,9 +57,9 @@ from exporter.pods.procfs import (
 
 log = logging.getLogger(__name__)
 
-_INDEX_ID = re.compile(r"^(\d+)(?::\d+)?$")  # device-plugin deviceIDStrategy=index: `0`, or `0:1` for MIG
+_INDEX_ID = re.compile(r"([0-9]+)(?::[0-9]+)?")  # device-plugin deviceIDStrategy=index: `0`, or `0:1` for MIG
 # GKE's device plugin: `nvidia<minor>`, a MIG GPU instance `nvidia<minor>/gi<id>`, replicas `/vgpu<n>`
-_MINOR_ID = re.compile(r"^nvidia(\d+)(?:/gi\d+)?(?:/vgpu\d+)?$")
+_MINOR_ID = re.compile(r"nvidia([0-9]+)(?:/gi[0-9]+)?(?:/vgpu[0-9]+)?")
 
 Holders = Mapping[str, tuple[DeviceHolder, ...]]
 UuidLookup = Callable[[int], "str | None"]
@@ -86,7 +86,7 @@ def by_uuid(raw: Holders, uuid_of_index: UuidLookup | None,
 def minor_of(device_id: str) -> int | None:
     """The device minor a GKE id (`nvidia<minor>` with an optional `/gi<id>` or `/vgpu<n>`) or a DRA device
     name (`gpu-<minor>`, `gpu-<minor>-mig-...`) names its GPU by; None for any other id."""
-    match = _MINOR_ID.match(device_id)
+    match = _MINOR_ID.fullmatch(device_id)
     return int(match.group(1)) if match is not None else dra_minor(device_id)
 
 
@@ -97,7 +97,7 @@ def is_minor_id(device_id: str) -> bool:
 
 def _gpu_number(key: str, uuid_of_index: UuidLookup | None, uuid_of_minor: UuidLookup | None) -> str | None:
     """The GPU uuid an index or minor id names; None for any other id or a number no GPU has."""
-    index, minor = _INDEX_ID.match(key), minor_of(key)
+    index, minor = _INDEX_ID.fullmatch(key), minor_of(key)
     if index is not None and uuid_of_index is not None:
         return uuid_of_index(int(index.group(1)))
     if minor is not None and uuid_of_minor is not None:

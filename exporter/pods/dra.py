@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass
 
 _N = "([0-9]{1,9})"  # ASCII digits, bounded: a name is input from the kubelet, never trusted
-_GPU = re.compile(rf"^gpu-{_N}$")
+_GPU = re.compile(rf"gpu-{_N}")
 # gpu-<minor>-mig-<rest>: the rest is `<profile>-<profile id>-<start>` or `<profile id>-<start>-<size>`
 _PROFILE = "([a-z0-9-]{0,60}[a-z][a-z0-9-]{0,60})"  # `1g10gb`, `1g10gb-me`: a letter, never all digits
-_MIG = re.compile(rf"^gpu-{_N}-mig-(?:{_PROFILE}-{_N}-{_N}|{_N}-{_N}-[0-9]{{1,9}})$")
+_MIG = re.compile(rf"gpu-{_N}-mig-(?:{_PROFILE}-{_N}-{_N}|{_N}-{_N}-[0-9]{{1,9}})")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class DraMig:
 
 def dra_mig(name: str) -> DraMig | None:
     """The MIG device a DRA device name denotes; None for a whole GPU or any other name."""
-    match = _MIG.match(name)
+    match = _MIG.fullmatch(name)
     if match is None:
         return None
     minor, _, profile_id, start, old_profile_id, old_start = match.groups()
@@ -48,7 +48,7 @@ def dra_mig(name: str) -> DraMig | None:
 
 def dra_minor(name: str) -> int | None:
     """The device minor of the GPU a DRA device name is on (`gpu-3`, `gpu-3-mig-...`); None otherwise."""
-    match = _GPU.match(name)
+    match = _GPU.fullmatch(name)
     if match is not None:
         return int(match.group(1))
     mig = dra_mig(name)

@@ -41,9 +41,9 @@ from plumbing.numbers import ascii_int
 DEFAULT_PROC_ROOT = "/proc"
 
 _UID = r"[0-9a-f]{8}[-_]?[0-9a-f]{4}[-_]?[0-9a-f]{4}[-_]?[0-9a-f]{4}[-_]?[0-9a-f]{12}"
-_POD_COMPONENT = re.compile(rf"^(?:.*-)?pod(?P<uid>{_UID})(?:\.slice)?$")
+_POD_COMPONENT = re.compile(rf"(?:.*-)?pod(?P<uid>{_UID})(?:\.slice)?")
 _CONTAINER_COMPONENT = re.compile(
-    r"^(?:(?:cri-containerd|containerd|docker|crio|cri-o|libpod)-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$"
+    r"(?:(?:cri-containerd|containerd|docker|crio|cri-o|libpod)-)?(?P<id>[0-9a-f]{64})(?:\.scope)?"
 )
 
 
@@ -112,12 +112,12 @@ def parse_cgroup(text: str) -> CgroupIdentity | None:
 def parse_cgroup_path(path: str) -> CgroupIdentity | None:
     components = [c for c in path.strip().split("/") if c]
     for position, component in enumerate(components):
-        pod = _POD_COMPONENT.match(component)
+        pod = _POD_COMPONENT.fullmatch(component)
         if pod is None:
             continue
         container_id = None
         for later in components[position + 1 :]:
-            container = _CONTAINER_COMPONENT.match(later)
+            container = _CONTAINER_COMPONENT.fullmatch(later)
             if container is not None:
                 container_id = container.group("id")
                 break
@@ -416,8 +416,8 @@ def read_driver_minors(devices: Iterable[tuple[str, str]], proc_root: str | Path
 
 def _bus_key(bus_id: str) -> tuple[int, ...] | None:
     """`00000000:18:00.0` (NVML) and `0000:18:00.0` (driver) as one key: (domain, bus, device, function)."""
-    match = _BUS_ID.match(bus_id.strip())
+    match = _BUS_ID.fullmatch(bus_id.strip())
     return None if match is None else tuple(int(part, 16) for part in match.groups())
 
 
-_BUS_ID = re.compile(r"^([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
+_BUS_ID = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)")

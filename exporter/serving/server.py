@@ -29,9 +29,18 @@ from prometheus_client import CollectorRegistry
 
 from exporter.errors import ServeError
 from exporter.serving.exposition import Exposition, StateKey
-from exporter.serving.status_api import API_PREFIX, encode
+from exporter.serving.status_api import API_PREFIX, encode, refusal
 from plumbing.web import WebConfig
-from plumbing.web.server import PLAIN, Answer, HttpServer, ListenError, Request, Route, ServerSettings
+from plumbing.web.server import (
+    PLAIN,
+    Answer,
+    HttpServer,
+    ListenError,
+    Refusal,
+    Request,
+    Route,
+    ServerSettings,
+)
 
 # (path without query, raw query string, method) -> (HTTP status, JSON body)
 ApiHandler = Callable[[str, str, str], tuple[int, dict[str, Any]]]
@@ -76,7 +85,7 @@ class ExporterServer:
             "/": Route(lambda _: Answer(200, _HOME, "text/html; charset=utf-8"), blocking=False),
         }
         if api is not None:
-            routes[API_PREFIX] = Route(self._api_answer, any_method=True, prefix=True)
+            routes[API_PREFIX] = Route(self._api_answer, any_method=True, prefix=True, refusals=_api_refusal)
         settings = ServerSettings(idle_timeout=handler_timeout_seconds, body_timeout=handler_timeout_seconds,
                                   header_timeout=min(handler_timeout_seconds, 10.0), name="exporter-http",
                                   workers=2)  # scrapes share one NVML sweep; a second thread serves the API
@@ -140,4 +149,13 @@ class ExporterServer:
         except Exception:  # a bug in the API must not kill the server; /metrics keeps working
             log.exception("status API request %s failed", request.path)
             status, document = 500, {"error": "internal error; see the exporter log"}
-        return Answer(status, encode(document) + b"\n", "application/json")
+        return _json(status, document)
+
+
+def _api_refusal(path: str, refused: Refusal) -> Answer:
+    """The server's own 400, 401 and 429 under /api/ in the API's JSON (status_api.refusal)."""
+    return _json(*refusal(path, refused.status, refused.message, refused.parameter))
+
+
+def _json(status: int, document: dict[str, Any]) -> Answer:
+    return Answer(status, encode(document) + b"\n", "application/json")

@@ -10,9 +10,11 @@ the body (`encode()`) and writes it. Errors are `{"error": "<message>", "paramet
 an index that is not a plain decimal number (`abc`, `01`, `+1`) is 400 naming `index`; a query parameter
 the endpoint does not take is 400 naming it; NVML down is 503 with the reason; a method other than
 `ALLOWED_METHODS` on one of these resources is 405, before any GPU is read (the server adds the `Allow`
-header from the same tuple). Numbers are rounded for people (percent and °C to 0.1, watts to 0.001, the
-score to 0.0001); /metrics keeps full precision. Units are in the names: `utilization_percent` and
-`memory.percent` are 0..100 here, where /metrics and `status --json` carry 0..1 as `..._ratio`.
+header from the same tuple). The server's own refusals under /api/ (a request line too long, 401, 429) are
+rendered by `refusal` in the same shape, so every 4xx here is JSON. Numbers are rounded for people (percent
+and °C to 0.1, watts to 0.001, the score to 0.0001); /metrics keeps full precision. Units are in the names:
+`utilization_percent` and `memory.percent` are 0..100 here, where /metrics and `status --json` carry 0..1 as
+`..._ratio`.
 
 The GPU manager's state names stay (`throttled` is a temperature or memory *band*); `state_reason` says
 which band set it ("temperature band 75-85C: 78C"), and the clocks NVML slowed are a separate field named
@@ -48,7 +50,8 @@ MIB = 1024 * 1024
 ALLOWED_METHODS: tuple[str, ...] = ("GET", "HEAD")
 DEFAULT_TREND_MINUTES = 5.0
 DEFAULT_MAX_TREND_MINUTES = 60.0
-_INDEX = re.compile(r"^(0|[1-9][0-9]{0,5})$")  # ASCII digits, no sign, no leading zero
+_INDEX = re.compile(r"0|[1-9][0-9]{0,5}")  # fullmatch: ASCII digits, no sign, no leading zero, no line end
+_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")  # fullmatch: no sign, space
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,7 @@ def handle(
     if len(parts) == 3:
         return 200, {"gpus": [gpu_json(gpu) for gpu in sorted(gpus, key=lambda g: g.index)]}
 
-    if not _INDEX.match(parts[3]):
+    if not _INDEX.fullmatch(parts[3]):
         return _error(400, f"index: expected a GPU index such as 0 or 3 (got {parts[3]!r})",
                       parameter="index")
     gpu = next((g for g in gpus if g.index == int(parts[3])), None)
@@ -251,7 +254,7 @@ def quickstart(query: str, snapshot_provider: Callable[[], Sequence[GpuStatus]],
         return _failed(400, f"{unknown[0][:40] or '(a parameter with no name)'}: unknown query parameter; it "
                        "takes: gpu_id", parameter=unknown[0][:40])
     given = params.get("gpu_id", ["0"])
-    if len(given) > 1 or not _INDEX.match(given[0]):
+    if len(given) > 1 or not _INDEX.fullmatch(given[0]):
         return _failed(400, f"gpu_id: expected a GPU index such as 0 or 3 (got {given[-1][:40]!r})",
                        parameter="gpu_id")
     try:
@@ -289,6 +292,14 @@ def quickstart_json(gpu: GpuStatus) -> dict[str, Any]:
         },
         "nvml_clock_throttle_reasons": list(gpu.throttling.reasons),
     }
+
+
+def refusal(path: str, status: int, message: str, parameter: str | None = None) -> tuple[int, dict[str, Any]]:
+    """The server's own refusal of a request to `path` (a malformed request, 401, 429) as this API's other
+    errors: `{"error": ..., "parameter"?: ...}`, with `"success": false` on the GPU manager's endpoint."""
+    if path.rstrip("/") == QUICKSTART_PATH:
+        return _failed(status, message, parameter)
+    return _error(status, message, parameter)
 
 
 def _failed(status: int, message: str, parameter: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -344,13 +355,9 @@ def _minutes(values: list[str] | None, maximum: float) -> tuple[float, str | Non
         return min(DEFAULT_TREND_MINUTES, maximum), None
     if len(values) > 1:
         return 0.0, "minutes: given more than once"
-    try:
-        minutes = float(values[0])
-    except ValueError:
+    if not _NUMBER.fullmatch(values[0]) or (minutes := float(values[0])) <= 0:
         return 0.0, f"minutes: expected a positive number of minutes (got {values[0][:40]!r})"
-    if not math.isfinite(minutes) or minutes <= 0:
-        return 0.0, f"minutes: expected a positive number of minutes (got {values[0][:40]!r})"
-    if minutes > maximum:
+    if minutes > maximum:  # 400 digits overflow to inf: too many minutes too
         return 0.0, f"minutes: at most {maximum:g} (the history kept) (got {values[0][:40]!r})"
     return minutes, None
 

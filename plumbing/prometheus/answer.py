@@ -17,7 +17,7 @@ from enum import StrEnum
 
 MAX_SAMPLE_CHARS = 400
 """Prometheus formats 1.7e308 in full: 309 digits. Longer is not a number it sent."""
-_FLOAT = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$|^[+-]?Inf$|^NaN$")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?Inf|NaN")
 
 
 class QueryErrorReason(StrEnum):
@@ -159,7 +159,7 @@ def _sample(sample: object, where: str) -> str:
         raise BadAnswer(f"{where} has no numeric timestamp (got {_type(timestamp)})")
     if not isinstance(value, str):
         raise BadAnswer(f"{where}'s value is {_type(value)}, expected a string such as \"1.5\"")
-    if len(value) > MAX_SAMPLE_CHARS or not _FLOAT.match(value):
+    if len(value) > MAX_SAMPLE_CHARS or not _FLOAT.fullmatch(value):
         raise BadAnswer(f"{where}'s value {_short(value)} is not a number")
     return value
 

@@ -25,8 +25,8 @@ from plumbing.yamlsafe import YamlFileError, compose_file
 
 DEFAULT_ENDPOINT = "default"
 TLS_VERSIONS = ("TLS10", "TLS11", "TLS12", "TLS13")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_HEADER_NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _RESERVED_HEADERS = frozenset(h.lower() for h in (
     "Authorization", "Host", "Content-Encoding", "Content-Length", "Content-Type", "User-Agent", "Connection",
     "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Www-Authenticate", "Accept-Encoding",
@@ -207,7 +207,7 @@ def load_prometheus_config(path: str | Path) -> PrometheusConfig:
             reader.problem(line_of(top["endpoints"]), "endpoints", "expected at least one endpoint")
         for key, node in (items or {}).items():
             where = f"endpoints.{key}"
-            if not _NAME_RE.match(key):
+            if not _NAME_RE.fullmatch(key):
                 reader.problem(line_of(node), where, "expected an endpoint name of letters, digits, '-', '_' "
                                f"or '.' (got {key!r})")
                 continue
@@ -330,7 +330,7 @@ def _authorization(r: _Reader, node: Node, where: str) -> Authorization | None:
         type_ = r.nodes.string(fields["type"], f"{where}.type") or "Bearer"
         if type_.lower() == "basic":
             r.problem(fields["type"], f"{where}.type", "for Basic use basic_auth")
-        elif not _HEADER_NAME_RE.match(type_):  # `Bearer <token>` pasted here: never repeat it
+        elif not _HEADER_NAME_RE.fullmatch(type_):  # `Bearer <token>` pasted here: never repeat it
             r.problem(fields["type"], f"{where}.type", "expected an auth scheme alone, such as Bearer (the "
                       "value is not shown: it may hold the token, which belongs in credentials)")
     credentials = _secret(r, fields, "credentials", where, True, node)
@@ -364,7 +364,7 @@ def _headers(r: _Reader, node: Node, where: str) -> tuple[Header, ...]:
     seen: set[str] = set()
     for name, value in (items or {}).items():
         at = f"{where}.{name}"
-        if not _HEADER_NAME_RE.match(name):
+        if not _HEADER_NAME_RE.fullmatch(name):
             r.problem(value, at, "expected an HTTP header name (letters, digits, '-')")
             continue
         if name.lower() in _RESERVED_HEADERS:

@@ -148,7 +148,7 @@ def parse_matrix(body: object, start: float, end: float) -> dict[float, float | 
             raise BadAnswer(f"{where} has no numeric timestamp")
         if not start - 1e-3 <= t <= end + 1e-3:
             raise BadAnswer(f"{where}'s timestamp {t} is outside the range asked for")
-        if not isinstance(text, str) or len(text) > MAX_SAMPLE_CHARS or not _FLOAT.match(text):
+        if not isinstance(text, str) or len(text) > MAX_SAMPLE_CHARS or not _FLOAT.fullmatch(text):
             raise BadAnswer(f"{where}'s value is not a number in a string")
         value = float(text)
         out[float(t)] = value if math.isfinite(value) else None

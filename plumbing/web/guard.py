@@ -4,7 +4,10 @@ the checks waiting for the verifying threads.
 A wrong password costs the server a bcrypt check (~50-100 ms of CPU at cost 10); a correct one costs it
 once, then the cache answers (auth.py). So what an attacker can spend is failures: after `failures` failed
 checks from one address within `window_seconds`, that address is answered 429 with Retry-After, without
-hashing, until its oldest failure leaves the window. The 429 comes after `refusal_delay_seconds`, so a
+hashing, until its oldest failure leaves the window. A check counts as failed from the moment it starts,
+and its success forgets the address's failures: counted only once they had failed, checks sent at once
+from one address all started before the first failure was known (12-15 real checks before the first 429,
+not 5). The 429 comes after `refusal_delay_seconds`, so a
 client that ignores Retry-After cannot make the server answer thousands of refusals a second. The checks
 run in a pool of their own, never in the threads that serve /metrics, and at most `max_pending` wait for
 it; more are answered 429. A client whose credentials are cached never reaches either limit, so a
@@ -57,7 +60,8 @@ class FailureLimiter:
         return max(1, math.ceil(wait))
 
     def failed(self, client: str) -> bool:
-        """Record a failed check; True when it is the one that blocks `client` (for one log line)."""
+        """Record a failed check (the server records each when it starts, and `forget`s on success); True
+        when it is the one that blocks `client` (for one log line)."""
         was_free = self.retry_after(client) is None
         now = self._clock()
         times = self._failures.pop(client, None) or deque(maxlen=self._limits.failures)

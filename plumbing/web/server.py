@@ -15,6 +15,10 @@ step; a larger or chunked one is not read and the connection closes after the an
 every answer carries its headers, and every path but the probes (`public` routes) asks for basic auth,
 checked in a pool of its own behind a limit on failures per client (guard.py).
 Client disconnects, malformed requests and failed handshakes are logged at DEBUG, never as tracebacks.
+The server's own refusals (400 for a malformed request, 401, 429) are one plain-text line, or what the route
+renders them as (`Route.refusals`: the JSON API answers them as JSON): a malformed request has no parsed path,
+so the first bytes of each request head are kept (`HEAD_KEPT`) to tell which route it was meant for, and
+which query parameter a request line too long began with.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import unquote_plus
 
 from aiohttp import web_protocol, web_server
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.http_exceptions import LineTooLong
 
 # The submodules, not aiohttp.web: that also loads the application framework (router, runner, static files),
 # 1.3 MiB more of resident memory in a process that needs none of it.
@@ -48,6 +53,10 @@ _access = logging.getLogger(__name__ + ".access")
 PLAIN = "text/plain; charset=utf-8"
 ALLOWED_METHODS = ("GET", "HEAD")
 ALLOW = ", ".join(ALLOWED_METHODS)
+HEAD_KEPT = 1024
+"""Bytes of each request head kept until it is parsed: enough for a route and a first query parameter."""
+MAX_LINE_BYTES = 8190
+"""The longest request line or header line read (aiohttp's default, stated here for the messages)."""
 
 
 class ListenError(Exception):
@@ -81,6 +90,24 @@ Handler = Callable[[Request], Answer]
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """An answer the server gives of its own, before a route's handler runs: a malformed request (400),
+    missing or wrong credentials (401), too many attempts (429)."""
+
+    status: int
+    message: str
+    """One line, no newline: `unauthorized`, `the request line is longer than 8190 bytes`."""
+    parameter: str | None = None
+    """The query parameter the problem lies in, when one is known."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """`WWW-Authenticate`, `Retry-After`: added to the answer whoever renders it."""
+
+
+RefusalRenderer = Callable[[str, Refusal], Answer]
+"""(path as sent, refusal) -> the answer (status and body); the server adds the refusal's headers."""
+
+
+@dataclass(frozen=True)
 class Route:
     handler: Handler
     blocking: bool = True
@@ -91,6 +118,8 @@ class Route:
     """Matches every path under this one."""
     public: bool = False
     """Exempt from basic auth: the kubelet's probes carry no credentials."""
+    refusals: RefusalRenderer | None = None
+    """Renders the server's own refusals on this route's paths (the JSON API's are JSON); None: plain text."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +134,10 @@ class ServerSettings:
     """To read a small request body that is dropped anyway."""
     handshake_timeout: float = 10.0
     """TLS handshake."""
-    backlog: int = 128
+    backlog: int = socket.SOMAXCONN
+    """Connections the kernel completes before the event loop accepts them: the system's maximum, as Go's
+    servers take (Linux caps it at net.core.somaxconn, 4096 by default), so a burst of clients connecting at
+    once is queued rather than left to retry their SYN (with 128, 14 of 200 waited over 0.9 s)."""
     workers: int = 4
     """Threads for blocking handlers; never one per client."""
     max_discarded_body: int = 64 * 1024
@@ -124,19 +156,37 @@ class _DebugAccessLog(AbstractAccessLogger):
         return self.logger.isEnabledFor(logging.DEBUG)
 
 
-class _Protocol(web_protocol.RequestHandler):
-    """aiohttp's connection protocol plus the request-head deadline (see the module docstring)."""
+Malformed = Callable[[bytes, int, "BaseException | None"], Response]
+"""(first bytes of the request head, the length of its first line so far, the parser's error) -> the 400."""
 
-    def __init__(self, manager: web_server.Server, *, header_timeout: float, **kwargs: Any) -> None:
+
+class _Protocol(web_protocol.RequestHandler):
+    """aiohttp's connection protocol plus the request-head deadline (see the module docstring), and the first
+    bytes of each request head, for the answer to a malformed one."""
+
+    def __init__(self, manager: web_server.Server, *, header_timeout: float, malformed: Malformed,
+                 **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._header_timeout = header_timeout
         self._head_deadline: asyncio.TimerHandle | None = None
+        self._malformed = malformed
+        self._head = bytearray()
+        self._line_length = 0
+        self._line_ended = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._head_deadline is None and not self._request_in_progress and not self._messages:
+            self._head, self._line_length, self._line_ended = bytearray(), 0, False  # a next request begins
+        if len(self._head) < HEAD_KEPT:
+            self._head += data[:HEAD_KEPT - len(self._head)]
+        if not self._line_ended:
+            end = data.find(b"\n")
+            self._line_length += len(data) if end < 0 else end
+            self._line_ended = end >= 0
         super().data_received(data)
         if self._messages or self._request_in_progress:  # a complete head was parsed
             self._disarm()
@@ -155,9 +205,7 @@ class _Protocol(web_protocol.RequestHandler):
         log.debug("bad request from %s: %s", request.remote, str(exc or message).strip().splitlines()[0])
         if request.writer.output_size > 0:
             raise ConnectionError("the answer was sent already")
-        response = Response(status=status, text=f"{HTTPStatus(status).phrase.lower()}\n")
-        response.force_close()
-        return response
+        return self._malformed(bytes(self._head), self._line_length, exc)
 
     def _arm(self) -> None:
         self._disarm()
@@ -175,12 +223,14 @@ class _Protocol(web_protocol.RequestHandler):
 
 
 class _Server(web_server.Server):
-    def __init__(self, handler: Any, *, header_timeout: float, **kwargs: Any) -> None:
+    def __init__(self, handler: Any, *, header_timeout: float, malformed: Malformed, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self._header_timeout = header_timeout
+        self._malformed = malformed
 
     def __call__(self) -> web_protocol.RequestHandler:
-        return _Protocol(self, loop=self._loop, header_timeout=self._header_timeout, **self._kwargs)
+        return _Protocol(self, loop=self._loop, header_timeout=self._header_timeout,
+                         malformed=self._malformed, **self._kwargs)
 
     def connections_transports(self) -> list[asyncio.Transport]:
         """Open connections: at shutdown they are aborted, because a TLS close waits for the peer's
@@ -228,14 +278,14 @@ class HttpServer:
 
     def __init__(self, address: str, port: int, routes: Mapping[str, Route],
                  settings: ServerSettings = ServerSettings(), web_config: WebConfig | None = None,
-                 not_found: bytes = b"not found\n") -> None:
+                 not_found: bytes = b"not found\n", auth: BasicAuth | None = None) -> None:
         self.settings = settings
         self._routes = dict(routes)
         self._prefixes = [(path, route) for path, route in routes.items() if route.prefix]
         self._not_found = not_found
         self._web = WebConfigFile(web_config) if web_config is not None else None
         self.tls = ReloadingTls(web_config.tls) if web_config is not None and web_config.tls else None
-        self._auth = BasicAuth()
+        self._auth = auth if auth is not None else BasicAuth()
         self._sock = listen(address, port, settings.backlog)
         self._pool = ThreadPoolExecutor(settings.workers, thread_name_prefix=f"{settings.name}-worker")
         self._verify_pool = ThreadPoolExecutor(settings.auth.verify_threads,
@@ -278,8 +328,10 @@ class HttpServer:
     async def _serve(self) -> None:
         s = self.settings
         self._stopped = asyncio.Event()
-        protocol = _Server(self._handle, header_timeout=s.header_timeout, keepalive_timeout=s.idle_timeout,
-                           lingering_time=0, logger=log, access_log=_access, access_log_class=_DebugAccessLog)
+        protocol = _Server(self._handle, header_timeout=s.header_timeout, malformed=self._malformed,
+                           keepalive_timeout=s.idle_timeout, lingering_time=0, logger=log, access_log=_access,
+                           access_log_class=_DebugAccessLog, max_line_size=MAX_LINE_BYTES,
+                           max_field_size=MAX_LINE_BYTES)
         ssl = self.tls.context if self.tls is not None else None
         server = await asyncio.get_running_loop().create_server(
             protocol, sock=self._sock, ssl=ssl, backlog=s.backlog,
@@ -326,9 +378,7 @@ class HttpServer:
         needs_auth = config is not None and config.users and not (route is not None and route.public)
         refused = await self._authorized(request, config.users) if needs_auth and config is not None else None
         if refused is not None:
-            if refused.status == 401:
-                extra["WWW-Authenticate"] = 'Basic realm="metrics", charset="UTF-8"'
-            return _response(refused, extra, keep_alive)
+            return _response(_refusal_answer(route, path, refused), extra, keep_alive)
         if route is None:
             answer = Answer(404, self._not_found)
         elif request.method not in ALLOWED_METHODS and not route.any_method:
@@ -360,8 +410,23 @@ class HttpServer:
                 return False
         return True
 
-    async def _authorized(self, request: BaseRequest, users: Mapping[str, bytes]) -> Answer | None:
-        """None when the request may pass; else the answer: 401, or 429 where a check would cost a bcrypt
+    def _malformed(self, head: bytes, line_length: int, exc: BaseException | None) -> Response:
+        """The 400 of a request aiohttp could not parse, rendered by the route its first line names."""
+        path, query = _target(head)
+        if isinstance(exc, LineTooLong) and line_length > MAX_LINE_BYTES:
+            name = unquote_plus(query.split("&", 1)[0].split("=", 1)[0])[:40] if query else ""
+            refusal = Refusal(400, f"the request line is longer than {MAX_LINE_BYTES} bytes",
+                              name or None)
+        elif isinstance(exc, LineTooLong):
+            refusal = Refusal(400, f"a request header is longer than {MAX_LINE_BYTES} bytes")
+        else:
+            refusal = Refusal(400, "bad request: malformed request")
+        config = self._web.current() if self._web is not None else None
+        extra = dict(config.headers) if config is not None else {}
+        return _response(_refusal_answer(self._route(path) if path else None, path, refusal), extra, False)
+
+    async def _authorized(self, request: BaseRequest, users: Mapping[str, bytes]) -> Refusal | None:
+        """None when the request may pass; else the refusal: 401, or 429 where a check would cost a bcrypt
         hash the client is not allowed now (guard.py)."""
         given = credentials(request.headers.get("Authorization"))
         if given is None:
@@ -374,8 +439,9 @@ class HttpServer:
             wait = 1
         if wait is not None:
             await asyncio.sleep(self.settings.auth.refusal_delay_seconds)
-            return Answer(429, b"too many failed or pending authentication attempts; retry later\n",
-                          headers={"Retry-After": str(wait)})
+            return Refusal(429, "too many failed or pending authentication attempts; retry later",
+                           headers={"Retry-After": str(wait)})
+        blocks = self._failures.failed(client)  # counted as it starts: concurrent checks keep to the limit
         self._verifying += 1
         try:
             loop = asyncio.get_running_loop()
@@ -385,14 +451,31 @@ class HttpServer:
         if ok:
             self._failures.forget(client)
             return None
-        if self._failures.failed(client):
+        if blocks:
             log.warning("%d failed basic-auth attempts from %s within %gs: its next attempts are answered "
                         "429 until the oldest leaves that window", self.settings.auth.failures, client,
                         self.settings.auth.window_seconds)
         return _UNAUTHORIZED
 
 
-_UNAUTHORIZED = Answer(401, b"unauthorized\n")
+_UNAUTHORIZED = Refusal(401, "unauthorized",
+                        headers={"WWW-Authenticate": 'Basic realm="metrics", charset="UTF-8"'})
+
+
+def _refusal_answer(route: Route | None, path: str, refusal: Refusal) -> Answer:
+    """The route's rendering of a refusal (one plain-text line without one), with the refusal's headers."""
+    if route is not None and route.refusals is not None:
+        answer = route.refusals(path, refusal)
+    else:
+        answer = Answer(refusal.status, f"{refusal.message}\n".encode())
+    return replace(answer, headers={**answer.headers, **refusal.headers})
+
+
+def _target(head: bytes) -> tuple[str, str]:
+    """Path and query string (as far as kept) of a request head's first line; ("", "") without one."""
+    parts = head.split(b"\n", 1)[0].decode("latin-1").rstrip("\r").split(" ")
+    path, _, query = parts[1].partition("?") if len(parts) > 1 else ("", "", "")
+    return path, query
 
 
 def _response(answer: Answer, extra: Mapping[str, str], keep_alive: bool) -> Response:

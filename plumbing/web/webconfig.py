@@ -34,8 +34,8 @@ CLIENT_AUTH_TYPES = ("NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerif
 UNVERIFIED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert")
 """Go accepts a client certificate without verifying it; Python's ssl cannot, so these are refused."""
 TLS_VERSIONS = ("TLS10", "TLS11", "TLS12", "TLS13")
-_BCRYPT = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")  # fullmatch
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 RESERVED_HEADERS = frozenset({
     "allow", "authorization", "connection", "content-encoding", "content-length", "content-type", "date",
     "server", "transfer-encoding", "www-authenticate"})
@@ -171,7 +171,7 @@ def _headers(reader: _Reader, node: Node) -> dict[str, str]:
     for name, value in reader.keys(node, "http_server_config.headers").items():
         where = f"http_server_config.headers.{name}"
         text = reader.string(value, where)
-        if not _TOKEN.match(name):
+        if not _TOKEN.fullmatch(name):
             reader.at(value, where, "not a valid header name")
         elif name.lower() in RESERVED_HEADERS:
             reader.at(value, where, "set by the server itself; cannot be configured")

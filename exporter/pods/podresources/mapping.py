@@ -31,7 +31,7 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # MIG resources (`nvidia.com/mig-1g.10g
 # NVIDIA's DRA driver: its allocations carry this driver name where a device plugin's carry a resource name.
 DRA_GPU_DRIVER = "gpu.nvidia.com"
 
-_REPLICA_SUFFIX = re.compile(r"(?:::\d+|(?<=\S)/vgpu\d+)$")  # `GPU-<uuid>::3`, GKE `nvidia0/vgpu3`
+_REPLICA_SUFFIX = re.compile(r"(?:::[0-9]+|(?<=\S)/vgpu[0-9]+)\Z")  # `GPU-<uuid>::3`, GKE `nvidia0/vgpu3`
 
 MigParentLookup = Callable[[str], "str | None"]
 
@@ -76,8 +76,9 @@ def is_gpu_resource(resource_name: str) -> bool:
 
 
 def normalize_device_id(device_id: str) -> str:
-    """Strip the time-slicing replica suffix: `GPU-abc::3` -> `GPU-abc`, `nvidia0/vgpu3` -> `nvidia0`."""
-    return _REPLICA_SUFFIX.sub("", device_id.strip())
+    """Strip the time-slicing replica suffix: `GPU-abc::3` -> `GPU-abc`, `nvidia0/vgpu3` -> `nvidia0`. Nothing
+    else: an id with spaces or a line end around it (`gpu-0\n`) is not the GPU's id, so it names no GPU."""
+    return _REPLICA_SUFFIX.sub("", device_id)
 
 
 def is_mig_device_id(device_id: str) -> bool:

@@ -28,6 +28,16 @@ NAMESPACE = "gpu-autoscaler"
 NOTES = "gpu-autoscaler/templates/NOTES.txt"
 
 
+class KubeLoader(yaml.CSafeLoader):
+    """YAML as the API server reads it: PyYAML's YAML 1.1 also reads a plain `=` as the `value` key type,
+    which it then cannot construct; Kubernetes' parser reads it as the string "=" (Helm writes it plain)."""
+
+
+KubeLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:value"]
+    for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()}
+
+
 @dataclass(frozen=True)
 class Rendering:
     """What `helm install --dry-run` would apply, and the notes it prints."""
@@ -45,7 +55,7 @@ def chart() -> helm.Chart:
 def _rendered(values_json: str, namespace: str) -> Rendering:
     manifests = chart().render(json.loads(values_json), name=RELEASE, namespace=namespace, is_install=True)
     objects = [o for path, text in sorted(manifests.items()) if path != NOTES
-               for o in yaml.load_all(text, Loader=yaml.CSafeLoader) if o]
+               for o in yaml.load_all(text, Loader=KubeLoader) if o]
     return Rendering(objects, manifests.get(NOTES, ""))
 
 

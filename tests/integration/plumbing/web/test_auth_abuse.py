@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from plumbing.web import load_web_config
+from plumbing.web.auth import BasicAuth, bcrypt_check
 from plumbing.web.guard import AuthLimits
 from plumbing.web.server import Answer, HttpServer, Route, ServerSettings
 
@@ -26,12 +27,12 @@ PASSWORD = "right-horse-battery"
 
 
 @contextlib.contextmanager
-def serve(tmp_path: Path, limits: AuthLimits, cost: int = 4) -> Iterator[str]:
+def serve(tmp_path: Path, limits: AuthLimits, cost: int = 4, auth: BasicAuth | None = None) -> Iterator[str]:
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(cost)).decode()
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\n  other: '{hashed}'\n")
     server = HttpServer("127.0.0.1", 0, {"/metrics": Route(lambda _: Answer(200, b"up 1\n"))},
-                        ServerSettings(auth=limits), web_config=load_web_config(web))
+                        ServerSettings(auth=limits), web_config=load_web_config(web), auth=auth)
     server.start()
     try:
         yield f"http://127.0.0.1:{server.port}/metrics"
@@ -89,3 +90,45 @@ def test_checks_beyond_the_pending_bound_are_429_at_once(tmp_path: Path) -> None
         assert sorted(set(codes)) == [401, 429] and len(codes) == 12, codes
         assert codes.count(429) >= 6, codes
         assert get(url, "prometheus", PASSWORD).status_code == 200  # the queue drains: served again
+
+
+class HeldCheck:
+    """bcrypt's own check behind a gate, through BasicAuth's seam: checks start (and are counted) at once
+    but finish only when the test opens the gate, so every request arrives while the first checks run."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self._lock = threading.Lock()
+        self.gate = threading.Event()
+
+    def __call__(self, password: bytes, hashed: bytes) -> bool:
+        with self._lock:
+            self.started += 1
+        self.gate.wait(120)
+        return bcrypt_check(password, hashed)
+
+
+def test_concurrent_guesses_from_one_address_get_no_more_checks_than_the_limit(tmp_path: Path) -> None:
+    """A check counts as failed when it starts: 20 guesses at once from 127.0.0.1 get 3 real checks and 17
+    refusals, answered while those 3 are still hashing (counted only once failed, 12-15 checks of 5 ran)."""
+    limits = AuthLimits(failures=3, window_seconds=60.0, max_pending=100, refusal_delay_seconds=0.0)
+    check, clients = HeldCheck(), 20
+    start, answered = threading.Barrier(clients), threading.Semaphore(0)
+    codes: list[int] = []
+    with serve(tmp_path, limits, auth=BasicAuth(check)) as url:
+
+        def guess(n: int) -> None:
+            start.wait(30)
+            codes.append(get(url, "prometheus", f"wrong-{n}").status_code)
+            answered.release()
+
+        threads = [threading.Thread(target=guess, args=(n,)) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        refused_while_hashing = all(answered.acquire(timeout=60) for _ in range(clients - limits.failures))
+        check.gate.set()
+        for thread in threads:
+            thread.join(60)
+    assert refused_while_hashing, codes
+    assert check.started == limits.failures
+    assert sorted(codes) == [401] * limits.failures + [429] * (clients - limits.failures)

@@ -33,7 +33,9 @@ MIG = "MIG-0f0f0f0f-0000-1111-2222-333333333333"
         (f"{MIG}::2", MIG),
         ("0", "0"),
         ("0:1", "0:1"),  # index strategy MIG id: kept
-        (f" {A} ", A),
+        (f" {A} ", f" {A} "),  # not the GPU's id: left as given, so it names no GPU
+        ("gpu-0\n", "gpu-0\n"),
+        (f"{A}::1\n", f"{A}::1\n"),
         (f"{A}::x", f"{A}::x"),  # not a replica suffix
     ],
 )

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from exporter.cli import main as exporter_main
 from plumbing.web import WebConfigError, load_web_config
-from plumbing.web.auth import BasicAuth, credentials, dummy_hash
+from plumbing.web.auth import DEFAULT_COST, BasicAuth, bcrypt_check, cost, credentials, dummy_hash
 
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
 
@@ -123,16 +123,42 @@ def test_a_hash_with_a_line_break_or_spaces_is_refused_saying_so(padding: str, b
     assert expected in str(info.value)
 
 
-@pytest.mark.parametrize("rounds", [4, 5, 6])
-def test_an_unknown_user_costs_what_a_known_one_does(rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dummy an unknown user is checked against has the configured hashes' cost, so timing tells no
-    name apart (a fixed cost-10 dummy answered 24 times slower than a cost-5 user)."""
-    users = {"prometheus": bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=rounds))}
-    checked: list[bytes] = []
-    real = bcrypt.checkpw
-    monkeypatch.setattr(bcrypt, "checkpw", lambda password, hashed: checked.append(hashed) or real(password,
-                                                                                                  hashed))
-    auth = BasicAuth()
-    assert not auth.verify(users, "nobody", "right") and not auth.verify(users, "prometheus", "wrong")
-    assert [hashed[:7] for hashed in checked] == [f"$2b${rounds:02d}$".encode(), users["prometheus"][:7]]
-    assert dummy_hash({}) == dummy_hash({"a": b"$2y$10$" + b"a" * 53})  # no users: bcrypt's default cost
+class CountingCheck:
+    """bcrypt's own check through BasicAuth's seam, recording the cost of every hash it is asked about."""
+
+    def __init__(self) -> None:
+        self.costs: list[int] = []
+
+    def __call__(self, password: bytes, hashed: bytes) -> bool:
+        self.costs.append(cost(hashed))
+        return bcrypt_check(password, hashed)
+
+
+LOW, MIDDLE, HIGH = (bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=rounds)) for rounds in (4, 5, 7))
+
+
+@pytest.mark.parametrize(("user", "password", "checked", "ok"), [
+    ("nobody", "right", [7], False),  # the dummy of the highest cost in the file
+    ("high", "wrong", [7], False),
+    ("middle", "wrong", [5, 5, 6], False),  # its own hash, then dummies: 2^5 + 2^5 + 2^6 = 2^7
+    ("low", "wrong", [4, 4, 5, 6], False),
+    ("low", "right" + "x" * 80, [4, 4, 5, 6], False),  # past bcrypt's 72 bytes: a failure, padded too
+    ("low", "right", [4], True),  # a success is not padded
+    ("middle", "right", [5], True),
+], ids=["unknown", "highest", "middle", "lowest", "too-long", "low-success", "middle-success"])
+def test_every_failed_check_costs_the_highest_cost_in_the_file(user: str, password: str, checked: list[int],
+                                                                ok: bool) -> None:
+    """With one dummy of the highest cost for an unknown user alone, a user of a lower cost answered 4-49
+    times faster than an unknown one: a failure now does bcrypt work of 2^highest whoever the user is."""
+    check = CountingCheck()
+    assert BasicAuth(check).verify({"low": LOW, "middle": MIDDLE, "high": HIGH}, user, password) is ok
+    assert check.costs == checked
+    if not ok:
+        assert sum(2 ** rounds for rounds in check.costs) == 2 ** 7
+
+
+def test_without_users_the_dummy_has_bcrypts_default_cost() -> None:
+    check = CountingCheck()
+    assert not BasicAuth(check).verify({}, "nobody", "x")
+    assert check.costs == [DEFAULT_COST]
+    assert not bcrypt_check(b"", dummy_hash(4)) and dummy_hash(4) != dummy_hash(5)  # well-formed, unmatched
