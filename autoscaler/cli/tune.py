@@ -41,6 +41,7 @@ from autoscaler.planning.tuning import (
     rules_diff,
 )
 from autoscaler.policy import MetricObservation, Rule
+from plumbing.cli import number
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoint_names
 from plumbing.prometheus.range_query import RangeQueryError, RangeSeries, RangeSettings, query_range
 from plumbing.prometheus.session import EndpointSession
@@ -55,17 +56,6 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 class EmptyHistory(UsageError):
     """The range holds no sample of the rule's metrics: nothing to replay."""
-
-
-def _minutes(text: str) -> float:
-    """--max-overloaded-minutes: a finite number of minutes >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 <= value <= MAX_SINCE_SECONDS / 60):
-        raise argparse.ArgumentTypeError(f"expected minutes >= 0, such as 30 or 12.5 (got {text[:40]!r})")
-    return value
 
 
 def span(low: float, high: float, zero: bool = False) -> Callable[[str], float]:
@@ -96,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "only after it, in the replay and the score (default: measured from "
                              "kube-state-metrics' spec and ready replicas of the target over the range; 0 "
                              "when nothing can be measured)")
-    parser.add_argument("--max-overloaded-minutes", type=_minutes, default=None, metavar="MINUTES",
+    parser.add_argument("--max-overloaded-minutes", type=number(0, MAX_SINCE_SECONDS / 60, what="minutes"),
+                        default=None, metavar="MINUTES",
                         help="the overload budget the pick must meet over the whole range (default: the "
                              "current rule's own overloaded minutes)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
