@@ -48,9 +48,25 @@ def run(args: argparse.Namespace) -> int:
     ruleset = load_rules(args.rules)
     rule = select_rule(ruleset, args.rule)
     trace = read_trace(args.trace, rule)
+    check_calendar(trace, args.trace, args.start)
     start = rule.min_replicas if args.replicas is None else args.replicas
     write_output(sys.stdout, trace, replay_trace(rule, trace, start, args.start or 0.0))
     return 0
+
+
+LATEST_UNIX_SECONDS = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: the last instant a schedule's calendar (datetime) can name."""
+
+
+def check_calendar(trace: Trace, path: str, start: float | None) -> None:
+    """Every row's wall-clock time (`--start` + t) is a date a schedule can be evaluated at: a trace of up to
+    ±1e10 s after a --start in 9998 is past the year 9999 (a ValueError deep in the replay, before)."""
+    if not trace.times or (start or 0.0) + trace.times[-1] <= LATEST_UNIX_SECONDS:
+        return
+    index = next(i for i, t in enumerate(trace.times) if (start or 0.0) + t > LATEST_UNIX_SECONDS)
+    when = "--start" if start else "the Unix epoch (no --start)"
+    raise UsageError(f"{path}: t: the row at t={trace.t_text[index]} is past 9999-12-31T23:59:59Z when t=0 "
+                     f"is {when}: give an earlier --start or a shorter trace")
 
 
 def _instant(text: str) -> float:
