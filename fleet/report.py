@@ -20,7 +20,7 @@ from fleet.render_json import render_csv, render_json
 from fleet.render_md import render_md
 from fleet.timeline import parse_span, parse_time, report_window
 from fleet.usage import Prices, compute
-from plumbing.cli import number
+from plumbing.cli import bounded_number
 
 HELP = "utilization, idle and allocated-but-idle GPU-hours, energy, cost, incidents and scaling over a window"
 FORMATS = ("table", "wide", "md", "json", "csv", "html")
@@ -42,11 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-headers", action="store_true", help="leave out the csv header line")
     parser.add_argument("--out", metavar="DIR", help="write report.<md|json|csv|html> (and the PNGs) into "
                         "DIR (html needs it; the others go to stdout without it)")
-    parser.add_argument("--price-per-gpu-hour", metavar="X", type=number(0, MAX_PRICE, what="a price"),
-                        help="adds the GPU cost (GPU-hours x X)")
-    parser.add_argument("--price-per-kwh", metavar="Y", type=number(0, MAX_PRICE, what="a price"),
-                        help="adds the energy cost (kWh x Y)")
-    parser.add_argument("--idle-below", metavar="RATIO", default=0.05, type=number(0, 1, what="a ratio"),
+    parser.add_argument("--price-per-gpu-hour", metavar="X", help="adds the GPU cost (GPU-hours x X)")
+    parser.add_argument("--price-per-kwh", metavar="Y", help="adds the energy cost (kWh x Y)")
+    parser.add_argument("--idle-below", metavar="RATIO", default="0.05",
                         help="an hour averaging below this utilization is idle (default 0.05)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
@@ -56,6 +54,17 @@ def add_window_arguments(parser: argparse.ArgumentParser, since: str) -> None:
                         help=f"the window's length, e.g. 7d, 12h, 2w (default {since})")
     parser.add_argument("--until", metavar="TIME", help="the window's end: unix seconds or ISO 8601 with a "
                         "zone (default now)")
+
+
+def number(text: str | None, flag: str, high: float, what: str) -> float | None:
+    """A finite number in [0, high] for `flag` (plumbing.cli's), or None when not given; UsageError naming the
+    flag otherwise: one line, as every check of this command (after the flags are parsed)."""
+    if text is None:
+        return None
+    try:
+        return bounded_number(text, 0, high, what=what)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
 
 
 def writable_dir(out: Path) -> None:
@@ -84,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     args.output = output_of(args, FORMATS, "table")
     if args.output == "html" and not args.out:
         raise UsageError("-o html: give --out DIR for the page and its PNG plots")
-    prices = Prices(args.price_per_gpu_hour, args.price_per_kwh)
+    prices = Prices(number(args.price_per_gpu_hour, "--price-per-gpu-hour", MAX_PRICE, "a price"),
+                    number(args.price_per_kwh, "--price-per-kwh", MAX_PRICE, "a price"))
+    threshold = number(args.idle_below, "--idle-below", 1.0, "a ratio")
     window = report_window(parse_span(args.since), parse_time(args.until, time.time()))
     if args.out:
         writable_dir(Path(args.out))  # a bad --out is one message before minutes of queries, not after
@@ -102,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         window = report_window(window.seconds, window.end, gpus)  # a larger fleet, a coarser step
         progress(f"{gpus:,} GPUs in the window: one point every {window.step:g}s")
         inputs = fetch(client, window, progress)
-    report = compute(inputs, args.idle_below, prices)
+    report = compute(inputs, 0.05 if threshold is None else threshold, prices)
     if args.output == "html":
         from fleet.render_html import write_html
 

@@ -100,7 +100,7 @@ def test_the_bounds_are_in_the_message_and_argparse_names_the_flag() -> None:
             in result.stderr)
     result = run_captured(["gpu-fleet", "report", *NO_PROMETHEUS, "--idle-below", "1e400"])
     assert result.returncode == 2
-    assert "argument --idle-below: expected a ratio from 0 to 1 (got '1e400')" in result.stderr
+    assert "--idle-below: expected a ratio from 0 to 1 (got '1e400')" in result.stderr
     result = run_captured(["gpu-fleet", *ESTIMATE, "--fragmentation", "1e400"])
     assert result.returncode == 2
     assert "--fragmentation: expected a percentage from 0 to 100 (got '1e400')" in result.stderr
