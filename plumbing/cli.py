@@ -81,14 +81,12 @@ def _bounds(low: float, high: float, above: bool) -> str:
     return f"above {low:g}, at most {high:g}" if above else f"from {low:g} to {high:g}"
 
 
-def bounded_number(text: str, low: float, high: float, *, what: str = "a number", above: bool = False,
-                   suffix: str = "") -> float:
-    """`text` as a finite decimal number in [low, high] ((low, high] with `above`; an optional `suffix` such
-    as '%' is allowed after it); ValueError saying what was expected and what came otherwise. For a flag read
-    outside argparse (the caller names the flag); `number` is the argparse type."""
+def bounded_number(text: str, low: float, high: float, *, what: str = "a number",
+                   above: bool = False) -> float:
+    """`text` as a finite decimal number in [low, high] ((low, high] with `above`); ValueError saying what was
+    expected and what came otherwise. For a flag read outside argparse (the caller names the flag); `number`
+    is the argparse type."""
     core = text.strip()
-    if suffix:
-        core = core.removesuffix(suffix).rstrip()
     value = float(core) if len(core) <= MAX_NUMBER_CHARS and _DECIMAL.fullmatch(core) else math.nan
     if not (math.isfinite(value) and low <= value <= high) or (above and value == low):
         raise ValueError(f"expected {what} {_bounds(low, high, above)} (got {text[:MAX_NUMBER_CHARS]!r})")
@@ -106,12 +104,11 @@ def bounded_int(text: str, low: int, high: int, *, what: str = "a whole number")
     return value
 
 
-def number(low: float, high: float, *, what: str = "a number", above: bool = False,
-           suffix: str = "") -> Callable[[str], float]:
+def number(low: float, high: float, *, what: str = "a number", above: bool = False) -> Callable[[str], float]:
     """An argparse type: `bounded_number`, its message argparse's (which names the flag), exit 2."""
     def convert(text: str) -> float:
         try:
-            return bounded_number(text, low, high, what=what, above=above, suffix=suffix)
+            return bounded_number(text, low, high, what=what, above=above)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -129,15 +126,8 @@ def whole_number(low: int, high: int, *, what: str = "a whole number") -> Callab
     return convert
 
 
-def port_number(text: str) -> int:
-    """A TCP port, 0-65535 (0: no server); a typo is one argparse message, not a traceback."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535 (got {text!r})")
-    return port
+port_number = whole_number(0, 65535, what="a port number")
+"""argparse type of a TCP port, 0-65535 (0: no server); a typo is one argparse message, not a traceback."""
 
 
 def install_stop_handlers(
