@@ -8,6 +8,11 @@ reference), of the whole-trace replay `simulate` uses (`autoscaler.planning.trac
 command in-process (read + replay + write the output CSV) and of the installed script end to end; per-sync
 costs, ratios, and the largest history the row-by-row engine carried. It fails if the two replays differ on
 any row, or if the installed script prints something else than the in-process command.
+
+Two rules the whole-trace replay does not cover go row by row, each at two lengths so a cost that grows
+faster than the rows shows as a per-row cost that grows: the same rule with panic mode over a trace whose rows
+are 10 ms apart (every row inside the windows: the history must not carry them all), and with an overload
+budget over 15 s rows (a headroom recomputed every minute from a day of rises).
 """
 
 from __future__ import annotations
@@ -42,8 +47,16 @@ RULES = embedding_service_rules(metrics="""\
 """)
 
 
-def write_trace(path: Path, rows: int, seed: int = 7) -> None:
-    """A daily load curve with noise, bursts and an occasional failed query (empty cell)."""
+PANIC = "      panic: {windowSeconds: 30, thresholdPercent: 110}\n"
+BUDGET = "    overloadBudget: {percentOfMinutes: 5, startupSeconds: 120}\n"
+PANIC_ROWS = (10_000, 25_000)
+DENSE_SECONDS = 0.01
+BUDGET_ROWS = (20_000, 60_000)
+
+
+def write_trace(path: Path, rows: int, seed: int = 7, t_step: float = SYNC_SECONDS) -> None:
+    """A daily load curve with noise, bursts and an occasional failed query (empty cell); row i is written at
+    t = i * t_step, its load that of i 15 s syncs."""
     rng = random.Random(seed)
     with path.open("w") as out:
         out.write("t,gpu_utilization,queue\n")
@@ -54,7 +67,8 @@ def write_trace(path: Path, rows: int, seed: int = 7) -> None:
             load = max(0.0, day * burst + rng.gauss(0, 0.05))
             util = "" if rng.random() < 0.002 else f"{min(100.0, 40 + 60 * load):.1f}"
             queue = "" if rng.random() < 0.002 else f"{400 * load:.1f}"
-            out.write(f"{t},{util},{queue}\n")
+            out.write(f"{round(i * t_step, 6):g},{util},{queue}\n" if t_step != SYNC_SECONDS
+                      else f"{t},{util},{queue}\n")
 
 
 def median_seconds(fn: Callable[[], object], runs: int) -> float:
@@ -64,6 +78,20 @@ def median_seconds(fn: Callable[[], object], runs: int) -> float:
         fn()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def row_by_row_seconds(tmp: str, extra: str, rows: int, t_step: float, runs: int) -> tuple[float, int]:
+    """Median seconds of replaying `rows` rows of RULES plus `extra` (a rule `trace_replay` does not cover, so
+    `simulate` goes row by row), and the largest history carried."""
+    rules_path, trace_path = Path(tmp, "rules-extra.yaml"), Path(tmp, "trace-extra.csv")
+    rules_path.write_text(RULES + extra)
+    write_trace(trace_path, rows, t_step=t_step)
+    rule = load_rules(rules_path).rules[0]
+    trace = read_trace(str(trace_path), rule)
+    seconds = median_seconds(lambda: replay_trace(rule, trace, rule.min_replicas), runs)
+    plans = replay(rule, trace.rows(rule), rule.min_replicas)
+    longest = max(len(p.history.recommendations) for _, p in plans)
+    return seconds, longest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             script_runs.append(time.perf_counter() - start)
             assert done.returncode == 0, done.stderr
         assert done.stdout == whole_command(), "the installed script printed something else"
+        extra_runs = max(1, args.runs // 2)
+        panic = [row_by_row_seconds(tmp, PANIC, n, DENSE_SECONDS, extra_runs) for n in PANIC_ROWS]
+        budget = [row_by_row_seconds(tmp, BUDGET, n, SYNC_SECONDS, extra_runs) for n in BUDGET_ROWS]
     assert identical, "the incremental replay differs from the controller's plan row by row"
     script_s = statistics.median(script_runs)
     n = len(rows)
@@ -122,6 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  whole command in-process            {whole_s:7.3f} s   {whole_s / read_s:5.2f}x")
     print(f"  installed script, end to end        {script_s:7.3f} s   (incl. interpreter start and imports)")
     print(f"  largest history carried row by row: {longest_history} recommendations (bounded by pruning)")
+    read_per_row = read_s / n
+    for label, sizes, results in (
+            (f"panic rule, rows {DENSE_SECONDS * 1000:g} ms apart", PANIC_ROWS, panic),
+            ("overloadBudget rule, 15 s rows", BUDGET_ROWS, budget)):
+        for rows_n, (seconds, longest) in zip(sizes, results, strict=True):
+            per_row = seconds / rows_n
+            print(f"  {label}: {rows_n:>6} rows {seconds:7.3f} s   {per_row * 1e6:5.1f} us/sync   "
+                  f"{per_row / read_per_row:5.1f}x the baseline's per row   "
+                  f"{per_row / (plan_s / n):4.2f}x the plan row by row above   history <= {longest}")
     return 0
 
 

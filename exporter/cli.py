@@ -26,7 +26,7 @@ from exporter.simulator.config_file import load_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
-from plumbing.cli import duration, fail, install_stop_handlers, port_number, silence_stdout
+from plumbing.cli import duration, fail, install_stop_handlers, port_number, silence_stdout, whole_number
 from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
@@ -43,23 +43,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _gpu_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a GPU count (got {text!r})") from None
-    if not 0 <= value <= MAX_SIMULATED_GPUS:
-        raise argparse.ArgumentTypeError(f"expected 0..{MAX_SIMULATED_GPUS} GPUs (got {value})")
-    return value
-
-
 def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
     """Flags both `gpu-exporter` and `gpu-exporter status` take. On the subcommand their defaults are
     suppressed, so `gpu-exporter --simulate 2 status` keeps the value given before the subcommand."""
     default: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
     backend = _Parser(add_help=False)
     group = backend.add_mutually_exclusive_group()
-    group.add_argument("--simulate", type=_gpu_count, metavar="N",
+    group.add_argument("--simulate", type=whole_number(0, MAX_SIMULATED_GPUS, what="a GPU count"),
+                       metavar="N",
                        help="serve N simulated H100-class GPUs instead of the real NVML", **default)
     group.add_argument("--simulate-config", metavar="FILE",
                        help="simulated GPUs, load patterns and faults from this YAML file", **default)

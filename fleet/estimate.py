@@ -51,8 +51,8 @@ from fleet.taskconfig import (
 )
 from fleet.units import MAX_BYTES, format_bytes, parse_bytes, parse_count
 from fleet.wait import add_wait_arguments, wait_and_report
+from plumbing.cli import bounded_int, bounded_number
 from plumbing.display import visible
-from plumbing.numbers import ascii_int
 
 HELP = "memory per GPU and GPU count to serve a model (weights, KV cache, activations, overhead)"
 EPILOG = f"""\
@@ -112,10 +112,10 @@ def _int(args: argparse.Namespace, name: str) -> int | None:
     text = getattr(args, name.replace("-", "_"))
     if text is None:
         return None
-    value = ascii_int(str(text).strip())
-    if value is None or not 1 <= value <= MAX_INT:
-        raise UsageError(f"--{name}: expected a whole number of at least 1 (got {str(text)[:40]!r})")
-    return value
+    try:
+        return bounded_int(str(text), 1, MAX_INT)
+    except ValueError as exc:
+        raise UsageError(f"--{name}: {exc}") from None
 
 
 def _size(args: argparse.Namespace, name: str) -> int:
@@ -144,11 +144,9 @@ def workload_of(args: argparse.Namespace, params_text: str | None = None) -> Wor
     arch = Architecture(shape["layers"] or base.layers, shape["hidden"] or base.hidden, heads,
                         shape["kv-heads"] or (base.kv_heads if preset and not shape["heads"] else heads))
     try:
-        fragmentation = float(args.fragmentation)
-    except ValueError:
-        fragmentation = -1.0
-    if not 0 <= fragmentation <= 100:
-        raise UsageError(f"--fragmentation: expected a percentage from 0 to 100 (got {args.fragmentation!r})")
+        fragmentation = bounded_number(str(args.fragmentation), 0, 100, what="a percentage")
+    except ValueError as exc:
+        raise UsageError(f"--fragmentation: {exc}") from None
     return Workload(params, args.dtype, arch, context=_int(args, "context") or 1,
                     batch=_int(args, "batch") or 1,
                     kv_dtype=args.kv_dtype, cuda_context=_size(args, "cuda-context"),

@@ -5,9 +5,10 @@ labels, so this client sends the query with the controller's HTTP session (`plum
 auth, TLS, headers, proxies) and judges the envelope with its decoder (`plumbing.prometheus.answer`), then
 checks every series itself: labels an object of strings, each sample `[timestamp, "number"]`. An answer of
 any other shape is refused whole (`PrometheusError`), never read as numbers. NaN and Inf samples are dropped
-(a GPU whose temperature is NaN has no temperature), as is anything past `max_body_bytes`. `cancel` (set by
-a stop signal) cuts the queries in flight at once: a hanging Prometheus never holds a stopping command for
-the length of `--query-timeout`.
+(a GPU whose temperature is NaN has no temperature), as are a range answer's samples outside the window
+asked for (a timestamp of 1e300 is no time a report can print), and anything past `max_body_bytes`. `cancel`
+(set by a stop signal) cuts the queries in flight at once: a hanging Prometheus never holds a stopping
+command for the length of `--query-timeout`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import requests
 
 from fleet.errors import PrometheusError, Stopped, Unreachable
 from plumbing.deadline import Cancel
-from plumbing.prometheus.answer import BadAnswer, auth_refusal, decode_body, error_of
+from plumbing.prometheus.answer import BadAnswer, RangeGrid, auth_refusal, decode_body, error_of, range_point
 from plumbing.prometheus.config import Endpoint
 from plumbing.prometheus.session import (
     CredentialError,
@@ -125,8 +126,10 @@ class FleetPrometheus:
         in all; raises PrometheusError."""
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
                   "timeout": f"{self.timeout:.3f}"}
-        return self._get("/api/v1/query_range", params, query, lambda data: _series(data, query, max_points),
-                         _Budget(self.max_body_bytes), self.max_body_bytes)
+        grid = RangeGrid(start, end, step)
+        return self._get("/api/v1/query_range", params, query,
+                         lambda data: _series(data, query, max_points, grid), _Budget(self.max_body_bytes),
+                         self.max_body_bytes)
 
     def _get(self, path: str, params: dict[str, str], query: str, convert: Callable[[dict[str, object]], T],
              budget: _Budget, limit: int) -> T:
@@ -219,7 +222,9 @@ def _samples(data: dict[str, object], query: str, share: Callable[[str], str]) -
     return samples
 
 
-def _series(data: dict[str, object], query: str, max_points: int | None = None) -> list[Series]:
+def _series(data: dict[str, object], query: str, max_points: int | None = None,
+            grid: RangeGrid | None = None) -> list[Series]:
+    """Every series of a matrix answer; a sample outside `grid`'s window is dropped."""
     if data.get("resultType") != "matrix":
         raise PrometheusError(f"query {_short(query)}: expected a range vector, got "
                               f"{_short(data.get('resultType'))}")
@@ -235,9 +240,12 @@ def _series(data: dict[str, object], query: str, max_points: int | None = None) 
             raise _bad(query, f"more than {max_points:,} points in all")
         points = []
         for p_index, point in enumerate(values):
-            value = _value(point, f"result[{index}].values[{p_index}]", query)
-            if value is not None:
-                points.append((float(point[0]), value))
+            try:
+                t, value = range_point(point, f"result[{index}].values[{p_index}]")
+            except BadAnswer as exc:
+                raise _bad(query, str(exc)) from None
+            if value is not None and (grid is None or grid.covers(t)):
+                points.append((t, value))
         series.append(Series(labels, tuple(points)))
     return series
 

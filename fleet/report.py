@@ -8,7 +8,6 @@ Flags and output only: the queries are `fleet.fetch`, the numbers `fleet.usage`,
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
@@ -21,10 +20,13 @@ from fleet.render_json import render_csv, render_json
 from fleet.render_md import render_md
 from fleet.timeline import parse_span, parse_time, report_window
 from fleet.usage import Prices, compute
+from plumbing.cli import bounded_number
 
 HELP = "utilization, idle and allocated-but-idle GPU-hours, energy, cost, incidents and scaling over a window"
 FORMATS = ("table", "wide", "md", "json", "csv", "html")
 MARKDOWN = ("table", "wide", "md")
+MAX_PRICE = 1e9
+"""Per GPU-hour or kWh, in any currency: a bound that no price reaches, so a cost stays a finite number."""
 """table (and its old name md) is the Markdown report (its tables are the people's view); wide adds columns
 and the scale events."""
 
@@ -54,18 +56,15 @@ def add_window_arguments(parser: argparse.ArgumentParser, since: str) -> None:
                         "zone (default now)")
 
 
-def number(text: str | None, flag: str, high: float = math.inf) -> float | None:
-    """A finite number in [0, high] for `flag`, or None when not given; UsageError otherwise."""
+def number(text: str | None, flag: str, high: float, what: str) -> float | None:
+    """A finite number in [0, high] for `flag` (plumbing.cli's), or None when not given; UsageError naming the
+    flag otherwise: one line, as every check of this command (after the flags are parsed)."""
     if text is None:
         return None
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or not 0 <= value <= high:
-        bound = f"from 0 to {high:g}" if math.isfinite(high) else "0 or more"
-        raise UsageError(f"{flag}: expected a number {bound} (got {text!r})")
-    return value
+        return bounded_number(text, 0, high, what=what)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
 
 
 def writable_dir(out: Path) -> None:
@@ -94,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
     args.output = output_of(args, FORMATS, "table")
     if args.output == "html" and not args.out:
         raise UsageError("-o html: give --out DIR for the page and its PNG plots")
-    prices = Prices(number(args.price_per_gpu_hour, "--price-per-gpu-hour"),
-                    number(args.price_per_kwh, "--price-per-kwh"))
-    threshold = number(args.idle_below, "--idle-below", 1.0)
+    prices = Prices(number(args.price_per_gpu_hour, "--price-per-gpu-hour", MAX_PRICE, "a price"),
+                    number(args.price_per_kwh, "--price-per-kwh", MAX_PRICE, "a price"))
+    threshold = number(args.idle_below, "--idle-below", 1.0, "a ratio")
     window = report_window(parse_span(args.since), parse_time(args.until, time.time()))
     if args.out:
         writable_dir(Path(args.out))  # a bad --out is one message before minutes of queries, not after

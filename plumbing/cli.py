@@ -1,8 +1,9 @@
 """What every command line of the project needs, once: argparse types, stop signals, quiet exits.
 
-`gpu-exporter`, `gpu-autoscaler` and the demo take ports and durations the same way (`15s`, `2m`, `500ms`,
-bare numbers as seconds), stop on the same signals without deadlocking, and treat a reader that closed the
-pipe (`| head`) as the end of the output, not as an error.
+`gpu-exporter`, `gpu-autoscaler`, `gpu-fleet` and the demo take ports, durations (`15s`, `2m`, `500ms`, bare
+numbers as seconds) and numbers (`number`, `whole_number`: finite, bounded, ASCII) the same way, stop on the
+same signals without deadlocking, and treat a reader that closed the pipe (`| head`) as the end of the
+output, not as an error.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 
 from plumbing.display import visible
+from plumbing.numbers import ascii_int
 
 __all__ = [
-    "EXIT_USAGE", "duration", "fail", "install_stop_handlers", "parse_duration", "port_number",
-    "silence_stdout",
+    "EXIT_USAGE", "bounded_int", "bounded_number", "duration", "fail", "install_stop_handlers", "number",
+    "parse_duration", "port_number", "silence_stdout", "whole_number",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,15 +71,64 @@ def duration(low: float = 0.0, high: float | None = None, *, above: bool = False
     return convert
 
 
-def port_number(text: str) -> int:
-    """A TCP port, 0-65535 (0: no server); a typo is one argparse message, not a traceback."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535 (got {text!r})")
-    return port
+MAX_NUMBER_CHARS = 40
+"""Characters of a number on a command line: any decimal a person types fits; `10e400` or 4,300 digits is not
+a setting, and float() of it is infinite, int() of it a ValueError or seconds of CPU."""
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?")
+"""ASCII decimals only: float() also takes 'inf', 'nan', '1_000' and other scripts' digits."""
+
+
+def _bounds(low: float, high: float, above: bool) -> str:
+    return f"above {low:g}, at most {high:g}" if above else f"from {low:g} to {high:g}"
+
+
+def bounded_number(text: str, low: float, high: float, *, what: str = "a number",
+                   above: bool = False) -> float:
+    """`text` as a finite decimal number in [low, high] ((low, high] with `above`); ValueError saying what was
+    expected and what came otherwise. For a flag read outside argparse (the caller names the flag); `number`
+    is the argparse type."""
+    core = text.strip()
+    value = float(core) if len(core) <= MAX_NUMBER_CHARS and _DECIMAL.fullmatch(core) else math.nan
+    if not (math.isfinite(value) and low <= value <= high) or (above and value == low):
+        raise ValueError(f"expected {what} {_bounds(low, high, above)} (got {text[:MAX_NUMBER_CHARS]!r})")
+    return value + 0.0  # -0 is 0
+
+
+def bounded_int(text: str, low: int, high: int, *, what: str = "a whole number") -> int:
+    """`text` as a whole number (ASCII digits, an optional sign) in [low, high]; ValueError otherwise."""
+    core = text.strip()
+    sign = -1 if core.startswith("-") else 1
+    digits = ascii_int(core[1:] if core[:1] in "+-" else core, max_digits=len(str(max(abs(low), abs(high)))))
+    value = None if digits is None else sign * digits
+    if value is None or not low <= value <= high:
+        raise ValueError(f"expected {what} from {low} to {high} (got {text[:MAX_NUMBER_CHARS]!r})")
+    return value
+
+
+def number(low: float, high: float, *, what: str = "a number", above: bool = False) -> Callable[[str], float]:
+    """An argparse type: `bounded_number`, its message argparse's (which names the flag), exit 2."""
+    def convert(text: str) -> float:
+        try:
+            return bounded_number(text, low, high, what=what, above=above)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def whole_number(low: int, high: int, *, what: str = "a whole number") -> Callable[[str], int]:
+    """An argparse type: `bounded_int`, its message argparse's (which names the flag), exit 2."""
+    def convert(text: str) -> int:
+        try:
+            return bounded_int(text, low, high, what=what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+port_number = whole_number(0, 65535, what="a port number")
+"""argparse type of a TCP port, 0-65535 (0: no server); a typo is one argparse message, not a traceback."""
 
 
 def install_stop_handlers(

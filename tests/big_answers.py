@@ -55,9 +55,10 @@ def serving(body: bytes | None) -> Iterator[str]:
 
 @contextlib.contextmanager
 def report_server(gpus_said: int, gpus_sent: int, ranges: list[tuple[float, float, float]] | None = None,
-                  ) -> Iterator[str]:
+                  extra: tuple[str, ...] = ()) -> Iterator[str]:
     """A Prometheus that counts `gpus_said` GPUs and answers every range query with `gpus_sent` series at
-    every step asked for; each range query's (start, end, step) is appended to `ranges`."""
+    every step asked for (and the `extra` points, JSON text, in every series); each range query's (start,
+    end, step) is appended to `ranges`."""
     answers: dict[str, bytes] = {}
 
     class Handler(QuietHandler):
@@ -69,7 +70,7 @@ def report_server(gpus_said: int, gpus_sent: int, ranges: list[tuple[float, floa
                     ranges.append((start, end, step))
                 key = f"{start}:{end}:{step}"
                 if key not in answers:
-                    answers[key] = matrix(gpus_sent, start, step, int((end - start) // step) + 1)
+                    answers[key] = matrix(gpus_sent, start, step, int((end - start) // step) + 1, extra)
                 body = answers[key]
             else:
                 body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
@@ -81,10 +82,10 @@ def report_server(gpus_said: int, gpus_sent: int, ranges: list[tuple[float, floa
         yield url
 
 
-def matrix(series: int, start: float, step: float, points: int) -> bytes:
-    """A range answer: `series` GPUs with `points` points each; the points are the same for every series, so
-    they are written once and repeated."""
-    values = ", ".join(f'[{json.dumps(start + k * step)}, "0.5"]' for k in range(points))
+def matrix(series: int, start: float, step: float, points: int, extra: tuple[str, ...] = ()) -> bytes:
+    """A range answer: `series` GPUs with `points` points each (then the `extra` ones, JSON text); the points
+    are the same for every series, so they are written once and repeated."""
+    values = ", ".join([*(f'[{json.dumps(start + k * step)}, "0.5"]' for k in range(points)), *extra])
     entries = ", ".join(f'{{"metric": {{"node": "node-{i // 8}", "uuid": "GPU-{i:08d}", "gpu": "{i % 8}"}}, '
                         f'"values": [{values}]}}' for i in range(series))
     return f'{{"status": "success", "data": {{"resultType": "matrix", "result": [{entries}]}}}}'.encode()

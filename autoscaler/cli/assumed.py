@@ -24,8 +24,8 @@ from autoscaler.errors import KubeApiError, NotFoundError, UsageError
 from autoscaler.kube.backend import ScaleState
 from autoscaler.planning.plan import describe_metrics
 from autoscaler.policy import MAX_REPLICAS, TargetRef
+from plumbing.cli import whole_number
 
-_COUNT = re.compile(r"[0-9]{1,10}")
 _RULE_COUNT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,252})=([^=]*)")
 
 
@@ -53,13 +53,8 @@ class AssumedReplicas:
         return problems
 
 
-def replica_count(text: str) -> int:
-    """An assumed count: ASCII digits, 0 to the API's int32 maximum."""
-    if not _COUNT.fullmatch(text) or int(text) > MAX_REPLICAS:
-        raise argparse.ArgumentTypeError(
-            f"expected a replica count from 0 to {MAX_REPLICAS} (got {text[:40]!r})"
-        )
-    return int(text)
+replica_count = whole_number(0, MAX_REPLICAS, what="a replica count")
+"""argparse type of an assumed count: ASCII digits, 0 to the API's int32 maximum."""
 
 
 def assume_item(text: str) -> tuple[str | None, int]:

@@ -36,7 +36,7 @@ from autoscaler.controller.wiring import wire
 from autoscaler.errors import AutoscalerError, KubeConfigError, Problem, RulesError
 from autoscaler.kube.backend import NamespaceScope, ScaleBackend
 from autoscaler.reasons import DECISION_REASONS
-from plumbing.cli import fail, install_stop_handlers, parse_duration, port_number
+from plumbing.cli import fail, install_stop_handlers, parse_duration, port_number, whole_number
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoints_of
 from plumbing.prometheus.runner import PromQLSettings
@@ -94,15 +94,8 @@ class RunOptions:
         return max(min(5.0, self.interval / 4), 0.1)
 
 
-def batch_size(text: str) -> int:
-    """argparse type of --prometheus-batch-size: an integer in [0, 1000]."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 1000 (got {text[:40]!r})")
-    return value
+batch_size = whole_number(0, 1000, what="an integer")
+"""argparse type of --prometheus-batch-size: an integer in [0, 1000]."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

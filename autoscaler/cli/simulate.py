@@ -23,7 +23,8 @@ from autoscaler.errors import UsageError
 from autoscaler.planning.plan import Plan, count_all_failed, plan_replicas
 from autoscaler.planning.trace_csv import Trace, TraceRow, read_trace
 from autoscaler.planning.trace_replay import ReplayedTrace, covers, replay_columns
-from autoscaler.policy import Rule, RuleHistory
+from autoscaler.policy import MAX_REPLICAS, Rule, RuleHistory
+from plumbing.cli import whole_number
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
 OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "capacity guard); an empty cell is a failed query, or 0 for a metric with whenEmpty: zero (the older "
         "form `simulate RULES TRACE` also works)"))
     parser.add_argument("--rule", help="the rule to replay (required when the file has more than one)")
-    parser.add_argument("--replicas", type=_non_negative_int, metavar="N",
+    parser.add_argument("--replicas", type=whole_number(0, MAX_REPLICAS, what="a replica count"), metavar="N",
                         help="replica count before the first sync (default: the rule's minReplicas)")
     parser.add_argument("--start", type=_instant, metavar="ISO8601",
                         help="wall-clock time of t=0 for the schedules, e.g. 2026-03-02T08:00:00+01:00 "
@@ -47,19 +48,25 @@ def run(args: argparse.Namespace) -> int:
     ruleset = load_rules(args.rules)
     rule = select_rule(ruleset, args.rule)
     trace = read_trace(args.trace, rule)
+    check_calendar(trace, args.trace, args.start)
     start = rule.min_replicas if args.replicas is None else args.replicas
     write_output(sys.stdout, trace, replay_trace(rule, trace, start, args.start or 0.0))
     return 0
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of replicas (got {text!r})") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of replicas >= 0 (got {value})")
-    return value
+LATEST_UNIX_SECONDS = 253_402_300_799.0
+"""9999-12-31T23:59:59Z: the last instant a schedule's calendar (datetime) can name."""
+
+
+def check_calendar(trace: Trace, path: str, start: float | None) -> None:
+    """Every row's wall-clock time (`--start` + t) is a date a schedule can be evaluated at: a trace of up to
+    ±1e10 s after a --start in 9998 is past the year 9999 (a ValueError deep in the replay, before)."""
+    if not trace.times or (start or 0.0) + trace.times[-1] <= LATEST_UNIX_SECONDS:
+        return
+    index = next(i for i, t in enumerate(trace.times) if (start or 0.0) + t > LATEST_UNIX_SECONDS)
+    when = "--start" if start else "the Unix epoch (no --start)"
+    raise UsageError(f"{path}: t: the row at t={trace.t_text[index]} is past 9999-12-31T23:59:59Z when t=0 "
+                     f"is {when}: give an earlier --start or a shorter trace")
 
 
 def _instant(text: str) -> float:

@@ -31,16 +31,20 @@ from autoscaler.controller.past import recorded_query
 from autoscaler.errors import UsageError
 from autoscaler.planning.startup import StartupMeasure, measure_startup, startup_queries
 from autoscaler.planning.tuning import (
+    MIN_HISTORY_SECONDS,
+    MIN_SAMPLED_FRACTION,
     PANIC,
     HistoryStep,
     Recommendation,
     ReplaySetup,
     Score,
+    coverage,
     pareto,
     recommend,
     rules_diff,
 )
 from autoscaler.policy import MetricObservation, Rule
+from plumbing.cli import number
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoint_names
 from plumbing.prometheus.range_query import RangeQueryError, RangeSeries, RangeSettings, query_range
 from plumbing.prometheus.session import EndpointSession
@@ -57,15 +61,8 @@ class EmptyHistory(UsageError):
     """The range holds no sample of the rule's metrics: nothing to replay."""
 
 
-def _minutes(text: str) -> float:
-    """--max-overloaded-minutes: a finite number of minutes >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 <= value <= MAX_SINCE_SECONDS / 60):
-        raise argparse.ArgumentTypeError(f"expected minutes >= 0, such as 30 or 12.5 (got {text[:40]!r})")
-    return value
+class TooLittleHistory(UsageError):
+    """The range holds too few samples to recommend from (`tuning.HistoryCoverage.enough`)."""
 
 
 def span(low: float, high: float, zero: bool = False) -> Callable[[str], float]:
@@ -96,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "only after it, in the replay and the score (default: measured from "
                              "kube-state-metrics' spec and ready replicas of the target over the range; 0 "
                              "when nothing can be measured)")
-    parser.add_argument("--max-overloaded-minutes", type=_minutes, default=None, metavar="MINUTES",
+    parser.add_argument("--max-overloaded-minutes", type=number(0, MAX_SINCE_SECONDS / 60, what="minutes"),
+                        default=None, metavar="MINUTES",
                         help="the overload budget the pick must meet over the whole range (default: the "
                              "current rule's own overloaded minutes)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
@@ -117,6 +115,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
     start = end - args.since
     with _session(config, rule) as session:
         history = fetch_history(rule, session, start, end, args.step)
+        require_enough(rule, history, args.step, args.since)
         startup = Startup(args.startup_seconds, "--startup-seconds") if args.startup_seconds is not None \
             else measured_startup(rule, session, start, end, args.step)
     first = next((s.recorded_replicas for s in history if s.recorded_replicas is not None), None)
@@ -206,13 +205,29 @@ def _short_series(session: EndpointSession, query: str, start: float, end: float
         return None
 
 
+def require_enough(rule: Rule, history: Sequence[HistoryStep], step: float, since: float) -> None:
+    """TooLittleHistory, saying what there is and what tune needs, unless `history` has enough samples
+    (`tuning.MIN_HISTORY_SECONDS`, `tuning.MIN_SAMPLED_FRACTION`) to recommend from."""
+    held = coverage(history, step)
+    if held.enough:
+        return
+    hint = (f"--since {since / 3600:g}h is shorter than that: give --since 1d or more"
+            if since < MIN_HISTORY_SECONDS else
+            "wait until the rule's metrics have a day of samples, or check their queries in Prometheus "
+            "(gpu-autoscaler check --rules FILE --prometheus URL)")
+    raise TooLittleHistory(
+        f"rule {rule.name!r}: too little history to recommend from: {held.describe()}; tune needs a day of "
+        f"history or more with samples at {100 * MIN_SAMPLED_FRACTION:.0f} % of its steps or more: {hint}")
+
+
 def to_steps(rule: Rule, series: list[RangeSeries], recorded: RangeSeries, start: float, end: float,
              step: float, short: Sequence[RangeSeries | None] | None = None) -> list[HistoryStep]:
-    """Steps from the first one where any metric has a sample; a step without a sample is a failed query
-    (or 0 for `whenEmpty: zero`), as the controller sees it. `short`: per metric, its query over the panic
-    window (None: not shortened), the observation's `panic_value` where it has a sample."""
+    """Steps from the first one where any metric has a sample (a number: NaN is none); a step without a
+    sample is a failed query (or 0 for `whenEmpty: zero`), as the controller sees it. `short`: per metric,
+    its query over the panic window (None: not shortened), the observation's `panic_value` where it has a
+    sample."""
     short = short or [None] * len(rule.metrics)
-    times = sorted(t for s in series for t in s.values)
+    times = sorted(t for s in series for t, value in s.values.items() if value is not None)
     if not times:
         raise EmptyHistory(f"no sample of rule {rule.name!r}'s metrics between {_iso(start)} and {_iso(end)} "
                            f"({', '.join(m.name for m in rule.metrics)}): nothing to replay")
@@ -230,7 +245,9 @@ def to_steps(rule: Rule, series: list[RangeSeries], recorded: RangeSeries, start
                 panic_value = shorter.values.get(t) if shorter is not None else None
                 observations.append(MetricObservation(spec.name, value, panic_value=panic_value))
         count = recorded.values.get(t)
-        steps.append(HistoryStep(t, tuple(observations), None if count is None else max(0, round(count))))
+        sampled = any(got.values.get(t) is not None for got in series)
+        steps.append(HistoryStep(t, tuple(observations), None if count is None else max(0, round(count)),
+                                 sampled))
         t += step
     return steps
 

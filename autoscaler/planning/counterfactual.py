@@ -39,6 +39,9 @@ class HistoryStep:
     t: float
     observations: tuple[MetricObservation, ...]
     recorded_replicas: int | None = None
+    sampled: bool = True
+    """Some metric had a sample at this step (a `whenEmpty: zero` metric without one reads 0, which is no
+    sample: `tuning.coverage` counts these)."""
 
 
 @dataclass(frozen=True, slots=True)

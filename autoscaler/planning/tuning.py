@@ -25,8 +25,8 @@ from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, Scored,
 from autoscaler.policy import Rule
 from autoscaler.policy.spec import Forecast, OverloadBudget, Panic, ScalingPolicy
 
-__all__ = ["Candidate", "HeldOut", "HistoryStep", "Recommendation", "ReplaySetup", "Score", "candidates",
-           "pareto", "recommend", "rules_diff", "tuned_fields"]
+__all__ = ["Candidate", "HeldOut", "HistoryCoverage", "HistoryStep", "Recommendation", "ReplaySetup", "Score",
+           "candidates", "coverage", "pareto", "recommend", "rules_diff", "tuned_fields"]
 
 DOWN_WINDOWS = (0, 60, 300, 900, 1800)
 """scaleDown.stabilizationWindowSeconds tried (plus the rule's own)."""
@@ -45,6 +45,36 @@ FORECAST_LEAD_SECONDS = 300
 """The forecast tried leads by this much at least (the benchmark's best lead on the daily curve)."""
 DEFAULT_STARTUP_SECONDS = 120
 """The budget's startupSeconds when neither --startup-seconds nor the rule's own budget gives one."""
+MIN_HISTORY_SECONDS = DAY_SECONDS
+"""tune recommends from at least a day of history (its first sample a day before the range's end): a day
+holds the daily curve every candidate is judged on; less is a guess from one part of it."""
+MIN_SAMPLED_FRACTION = 0.5
+"""... with a sample at half the steps since the first one or more: one sample in 121 steps replays 120
+failed queries, which no candidate can be judged on."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryCoverage:
+    """What a history holds: the steps since its first sample, those with a sample of some metric, the
+    seconds from the first sample to the end."""
+
+    steps: int
+    sampled: int
+    seconds: float
+
+    @property
+    def enough(self) -> bool:
+        return self.seconds >= MIN_HISTORY_SECONDS and self.sampled >= MIN_SAMPLED_FRACTION * self.steps
+
+    def describe(self) -> str:
+        share = 100 * self.sampled / self.steps
+        return (f"samples at {self.sampled:,} of {self.steps:,} steps ({share:.0f} %), the first "
+                f"{self.seconds / 3600:.1f} h before the end")
+
+
+def coverage(history: Sequence[HistoryStep], step: float) -> HistoryCoverage:
+    """How much of `history` (steps from the first sample to the range's end) has samples."""
+    return HistoryCoverage(len(history), sum(1 for s in history if s.sampled), (len(history) - 1) * step)
 
 
 @dataclass(frozen=True, slots=True)

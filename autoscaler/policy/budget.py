@@ -15,13 +15,14 @@ once a minute, when a minute closes.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.minutes import Derive, recorded
-from autoscaler.policy.types import MetricObservation, RuleHistory
+from autoscaler.policy.types import MetricObservation, MinuteLoads, RuleHistory
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import OverloadBudget, Rule
@@ -54,13 +55,49 @@ def kept_minutes(budget: OverloadBudget) -> int:
 
 
 def derivation(budget: OverloadBudget) -> Derive:
-    """The headroom of a series, from its closed minutes (all but the last)."""
+    """The headroom of a series, from its closed minutes (all but the last).
+
+    The rises are kept in order from one minute to the next (`Rises`): a minute adds one rise and drops at
+    most one, placed by bisection, where sorting a day of them every minute made a replay of a budget rule
+    cost twenty times that of any other rule. The pick is `headroom`'s, over the same sorted rises.
+    """
     horizon = startup_minutes(budget)
 
-    def derive(loads: tuple[float | None, ...]) -> float | None:
-        return headroom(loads[:-1], horizon, budget.percent_of_minutes)
+    def derive(loads: tuple[float | None, ...], previous: MinuteLoads | None) -> tuple[float | None, Rises]:
+        closed = loads[:-1]
+        kept = previous.kept if previous is not None else None
+        if previous is not None and isinstance(kept, Rises) and kept.horizon == horizon:
+            rises = kept.moved(previous.loads[:-1], closed)
+        else:
+            rises = Rises(horizon, tuple(sorted(_rises(closed, horizon))))
+        return pick(rises.ordered, budget.percent_of_minutes), rises
 
     return derive
+
+
+@dataclass(frozen=True, slots=True)
+class Rises:
+    """Every rise over `horizon` minutes of a series' closed minutes, in increasing order."""
+
+    horizon: int
+    ordered: tuple[float, ...]
+
+    def moved(self, before: tuple[float | None, ...], after: tuple[float | None, ...]) -> Rises:
+        """The rises of `after`: the closed minutes a minute after `before`, one minute more at the end and
+        as many fewer at the start as the series is longer than it keeps (`minutes._with_load`)."""
+        dropped = len(before) + 1 - len(after)
+        if dropped not in (0, 1):
+            return Rises(self.horizon, tuple(sorted(_rises(after, self.horizon))))
+        ordered = list(self.ordered)
+        if dropped and self.horizon < len(before):
+            gone = _rise(before[0], before[self.horizon])
+            if gone is not None:
+                del ordered[bisect.bisect_left(ordered, gone)]
+        if len(after) > self.horizon:
+            new = _rise(after[-1 - self.horizon], after[-1])
+            if new is not None:
+                bisect.insort(ordered, new)
+        return Rises(self.horizon, tuple(ordered))
 
 
 def startup_minutes(budget: OverloadBudget) -> int:
@@ -87,8 +124,22 @@ def budgeted(rule: Rule, history: RuleHistory) -> tuple[Rule, BudgetedTargets]:
 def headroom(loads: Sequence[float | None], horizon: int, percent_of_minutes: float) -> float | None:
     """The rise over `horizon` minutes that only `percent_of_minutes` % of the minutes exceed, in
     [1, MAX_HEADROOM]; None with fewer than MIN_HISTORY_MINUTES rises."""
-    rises = sorted(later / earlier for earlier, later in zip(loads, loads[horizon:], strict=False)
-                   if earlier is not None and later is not None and earlier > 0)
+    return pick(sorted(_rises(loads, horizon)), percent_of_minutes)
+
+
+def _rises(loads: Sequence[float | None], horizon: int) -> list[float]:
+    return [later / earlier for earlier, later in zip(loads, loads[horizon:], strict=False)
+            if earlier is not None and later is not None and earlier > 0]
+
+
+def _rise(earlier: float | None, later: float | None) -> float | None:
+    """The rise from one minute's load to a later one's, as `_rises` computes it (None: no rise)."""
+    return later / earlier if earlier is not None and later is not None and earlier > 0 else None
+
+
+def pick(rises: Sequence[float], percent_of_minutes: float) -> float | None:
+    """From the rises in increasing order, the one only `percent_of_minutes` % of them exceed, in
+    [1, MAX_HEADROOM]; None with fewer than MIN_HISTORY_MINUTES rises."""
     if len(rises) < MIN_HISTORY_MINUTES:
         return None
     exceeding = math.floor(len(rises) * percent_of_minutes / 100.0)

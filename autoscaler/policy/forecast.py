@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from autoscaler.policy.minutes import Derive, recorded
 from autoscaler.policy.proposal import combine, propose_all
-from autoscaler.policy.types import MetricObservation, RuleHistory
+from autoscaler.policy.types import MetricObservation, MinuteLoads, RuleHistory
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import Forecast, Rule
@@ -58,8 +58,9 @@ def kept_minutes(forecast: Forecast) -> int:
 
 def derivation(forecast: Forecast) -> Derive:
     """The seasonal rise of a series, from the time of its last load."""
-    def derive(loads: tuple[float | None, ...]) -> float | None:
-        return seasonal_rise(loads, forecast.season_minutes, forecast.lead_minutes, forecast.lookback_seasons)
+    def derive(loads: tuple[float | None, ...], previous: MinuteLoads | None) -> tuple[float | None, None]:
+        rise = seasonal_rise(loads, forecast.season_minutes, forecast.lead_minutes, forecast.lookback_seasons)
+        return rise, None
 
     return derive
 

@@ -18,8 +18,10 @@ from autoscaler.policy.types import MetricObservation, MinuteLoads
 if TYPE_CHECKING:
     from autoscaler.policy.spec import MetricSpec
 
-Derive = Callable[[tuple[float | None, ...]], float | None]
-"""From the loads up to the minute that just opened (its first value last), the series' derived figure."""
+Derive = Callable[[tuple[float | None, ...], MinuteLoads | None], tuple[float | None, object]]
+"""From the loads up to the minute that just opened (its first value last) and the series as it was a minute
+before (None: the loads alone, after a gap or when seeded), the series' derived figure and what to keep for
+the next minute (`MinuteLoads.kept`)."""
 
 
 def minute_of(now: float) -> int:
@@ -58,7 +60,8 @@ def _with_load(series: MinuteLoads, load: float | None, minute: int, keep: int, 
         return replace(series, loads=(*series.loads[:-1], load))
     gap = minute - series.last_minute if series.loads else 1
     loads = (*series.loads, *([None] * min(gap - 1, keep)), load)[-keep:]
-    return MinuteLoads(series.name, minute, loads, derive(loads))
+    derived, kept = derive(loads, series if gap == 1 and series.loads else None)
+    return MinuteLoads(series.name, minute, loads, derived, kept)
 
 
 def seeded(metrics: Sequence[MetricSpec], kept: Sequence[MinuteLoads], past: dict[str, list[float | None]],
@@ -73,5 +76,6 @@ def seeded(metrics: Sequence[MetricSpec], kept: Sequence[MinuteLoads], past: dic
         if own is not None and len(own.loads) >= len(loads):
             out.append(own)
         else:
-            out.append(MinuteLoads(metric.name, last_minute, loads, derive(loads) if loads else None))
+            derived, state = derive(loads, None) if loads else (None, None)
+            out.append(MinuteLoads(metric.name, last_minute, loads, derived, state))
     return tuple(out)

@@ -78,6 +78,9 @@ class MinuteLoads:
     last_minute: int
     loads: tuple[float | None, ...]
     derived: float | None = None
+    kept: object = field(default=None, compare=False, repr=False)
+    """What the derivation keeps from one minute to the next so that a minute costs little (the overload
+    budget's rises, in order), or None; a cache of `loads`, so not part of ==."""
 
 
 @dataclass(frozen=True, slots=True)

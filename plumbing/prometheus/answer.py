@@ -164,6 +164,47 @@ def _sample(sample: object, where: str) -> str:
     return value
 
 
+GRID_SLACK_SECONDS = 1e-3
+"""Prometheus writes the timestamps of a range answer in milliseconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class RangeGrid:
+    """The instants a range query asks for, `start + k * step` up to `end`: Prometheus answers on them and
+    nowhere else, at most once each per series."""
+
+    start: float
+    end: float
+    step: float
+
+    @property
+    def points(self) -> int:
+        return int((self.end - self.start) // self.step) + 1
+
+    def covers(self, t: float) -> bool:
+        """Within [start, end] (a millisecond's slack): a sample outside the window was not asked for."""
+        return self.start - GRID_SLACK_SECONDS <= t <= self.end + GRID_SLACK_SECONDS
+
+    def on_grid(self, t: float) -> bool:
+        return abs(self.start + round((t - self.start) / self.step) * self.step - t) <= GRID_SLACK_SECONDS
+
+
+def range_point(sample: object, where: str) -> tuple[float, float | None]:
+    """`(timestamp, value)` of one sample `[timestamp, "value"]` of a range answer, both checked as every
+    range reader needs them: a finite number of seconds (a bool is not one), a number in a string; NaN and
+    Inf values are None. BadAnswer for another shape. Whether the timestamp is in the window asked for is
+    the reader's to judge (`RangeGrid`): `tune` refuses what Prometheus never sends, `gpu-fleet` drops it."""
+    if not isinstance(sample, list) or len(sample) != 2:
+        raise BadAnswer(f'{where} is not [timestamp, "value"]')
+    t, text = sample
+    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+        raise BadAnswer(f"{where} has no numeric timestamp")
+    if not isinstance(text, str) or len(text) > MAX_SAMPLE_CHARS or not _FLOAT.fullmatch(text):
+        raise BadAnswer(f"{where}'s value is not a number in a string")
+    value = float(text)
+    return float(t), value if math.isfinite(value) else None
+
+
 def _value(text: str) -> QueryResult:
     value = float(text)
     why = "the autoscaler treats NaN and Inf as a failed metric"

@@ -4,10 +4,12 @@ validated, split into chunks.
 Sent with the controller's own endpoint session (`session.EndpointSession`: auth, TLS, proxy, redirects as
 configured), so `tune` reads history from where `run` reads the present. Every answer is checked before a
 number is taken from it: the envelope, `resultType: matrix`, at most one series, each sample
-`[timestamp, "value"]` with a finite timestamp on the requested grid and a value Prometheus could have
-written; anything else is a `RangeQueryError` naming the endpoint and the query, never a number. A body is
-read to at most `max_body_bytes`; a range of more than `max_points_per_request` steps is asked for in
-chunks (Prometheus refuses more than 11,000 points per series), and at most `max_points` in all.
+`[timestamp, "value"]` with a finite timestamp on the requested grid (`start + k * step`, each once: at most
+`(end - start) / step + 1` points) and a value Prometheus could have written; anything else is a
+`RangeQueryError` naming the endpoint and the query, never a number. A body is read to at most what the
+points asked for can take (`body_limit`, never more than `max_body_bytes`), so a flood of extra points is
+refused before it is decoded; a range of more than `max_points_per_request` steps is asked for in chunks
+(Prometheus refuses more than 11,000 points per series), and at most `max_points` in all.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from dataclasses import dataclass
 import requests
 
 from plumbing.prometheus.answer import (
-    _FLOAT,
-    MAX_SAMPLE_CHARS,
     BadAnswer,
+    RangeGrid,
     auth_refusal,
     decode_body,
     error_of,
+    range_point,
     result_of,
 )
 from plumbing.prometheus.errors import PrometheusClientError
@@ -54,6 +56,18 @@ class RangeSettings:
     """Below Prometheus' own limit of 11,000 points per series."""
     max_points: int = 1_000_000
     """All chunks together: 60 days at 15 s is 345,600."""
+
+
+POINT_BYTES = 400
+"""One point as Prometheus writes it, `[1700000000.123,"<value>"],`: a value is at most 330 characters (it
+writes 1.7e308 in full)."""
+ENVELOPE_BYTES = 64 * 1024
+"""The envelope and the series' labels."""
+
+
+def body_limit(points: int, settings: RangeSettings) -> int:
+    """The largest body an answer of `points` points of one series can be."""
+    return min(settings.max_body_bytes, ENVELOPE_BYTES + points * POINT_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +100,7 @@ def query_range(session: EndpointSession, query: str, start: float, end: float, 
     for first, last in chunks(start, end, step, settings.max_points_per_request):
         raw = _get(session, query, first, last, step, settings)
         try:
-            values.update(parse_matrix(decode_body(raw), first, last))
+            values.update(parse_matrix(decode_body(raw), first, last, step))
         except BadAnswer as exc:
             raise RangeQueryError(f"malformed answer from {session.endpoint.display_url} to {query!r}: "
                                   f"{exc}") from exc
@@ -101,7 +115,8 @@ def _get(session: EndpointSession, query: str, start: float, end: float, step: f
     try:
         status, raw = bounded_exchange(
             lambda: session.get_api("/api/v1/query_range", params, settings.timeout),
-            lambda response: _read(response, settings.max_body_bytes, where), settings.timeout, where)
+            lambda response: _read(response, body_limit(RangeGrid(start, end, step).points, settings), where),
+            settings.timeout, where)
     except ExchangeTimedOut as exc:  # however slowly the server sends it
         raise RangeQueryError(str(exc)) from exc
     except (requests.RequestException, OSError, CredentialError) as exc:
@@ -125,9 +140,10 @@ def _read(response: requests.Response, limit: int, where: str) -> bytes:
                        lambda: RangeQueryError(f"the answer from {where} is larger than {limit:,} bytes"))
 
 
-def parse_matrix(body: object, start: float, end: float) -> dict[float, float | None]:
+def parse_matrix(body: object, start: float, end: float, step: float) -> dict[float, float | None]:
     """The samples of a matrix answer of at most one series, each checked; BadAnswer names what is wrong.
-    No series is an empty dict (no history); several series are refused (the metric needs exactly one)."""
+    No series is an empty dict (no history); several series are refused (the metric needs exactly one), and
+    so is a series of more points than the grid has, or a point off it."""
     if error_of(body) is not None:
         raise BadAnswer(f"error answer: {error_of(body)}")
     result = result_of(body, "matrix")
@@ -138,18 +154,17 @@ def parse_matrix(body: object, start: float, end: float) -> dict[float, float | 
     entry = result[0]
     if not isinstance(entry, dict) or not isinstance(entry.get("values"), list):
         raise BadAnswer("result[0] has no list of values")
+    grid = RangeGrid(start, end, step)
+    if len(entry["values"]) > grid.points:
+        raise BadAnswer(f"{len(entry['values']):,} points, more than the {grid.points:,} steps of {step:g}s "
+                        "asked for")
     out: dict[float, float | None] = {}
     for index, sample in enumerate(entry["values"]):
         where = f"result[0].values[{index}]"
-        if not isinstance(sample, list) or len(sample) != 2:
-            raise BadAnswer(f'{where} is not [timestamp, "value"]')
-        t, text = sample
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
-            raise BadAnswer(f"{where} has no numeric timestamp")
-        if not start - 1e-3 <= t <= end + 1e-3:
+        t, value = range_point(sample, where)
+        if not grid.covers(t):
             raise BadAnswer(f"{where}'s timestamp {t} is outside the range asked for")
-        if not isinstance(text, str) or len(text) > MAX_SAMPLE_CHARS or not _FLOAT.fullmatch(text):
-            raise BadAnswer(f"{where}'s value is not a number in a string")
-        value = float(text)
-        out[float(t)] = value if math.isfinite(value) else None
+        if not grid.on_grid(t):
+            raise BadAnswer(f"{where}'s timestamp {t} is not on the grid asked for ({start} + k * {step:g})")
+        out[t] = value
     return out

@@ -61,12 +61,12 @@ def test_without_a_driver_it_serves_nvml_up_zero_with_one_line(serve: list[subpr
 
 @pytest.mark.parametrize("args, expected", [
     (["--bogus"], "unrecognized arguments: --bogus"),
-    (["--simulate", "many"], "argument --simulate: expected a GPU count (got 'many')"),
+    (["--simulate", "many"], "argument --simulate: expected a GPU count from 0 to 64 (got 'many')"),
     (["--simulate", "2", "--simulate-config", "x.yaml"], "not allowed with argument"),
     (["--port", "70000"], "expected a port number from 0 to 65535 (got '70000')"),
     (["--min-interval", "-1"], "expected a duration like 15s, 500ms or 1m, in [0s, 3600s]"),
     (["--min-interval", "2h"], "in [0s, 3600s] (got '2h')"),
-    (["status", "--simulate", "-3"], "expected 0..64 GPUs (got -3)"),
+    (["status", "--simulate", "-3"], "expected a GPU count from 0 to 64 (got '-3')"),
     (["--simulate", "1", "status", "--simulate-config", "x.yaml"], "not allowed with argument"),
 ], ids=["unknown-flag", "bad-count", "both-backends", "bad-port", "bad-interval", "interval-too-long",
         "status-bad-count",

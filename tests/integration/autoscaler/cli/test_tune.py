@@ -157,3 +157,13 @@ def test_the_start_up_is_measured_from_kube_state_metrics_when_not_given(
     result = tune(rollout, "--since", "1d", "--step", "5m", "--prometheus", backfilled_prometheus.url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("start-up 0s (not measured: ") and "--startup-seconds" in result.stdout
+
+
+def test_less_than_a_day_of_history_is_refused_with_what_there_is(
+        tune: Tune, backfilled_prometheus: BackfilledPrometheus) -> None:
+    """12 hours of samples at every step: what there is, what tune needs and the flag to change, exit 2."""
+    result = tune(EMBED_RULES, "--since", "12h", "--step", "5m", "--prometheus", backfilled_prometheus.url)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert "rule 'embed': too little history to recommend from: samples at 145 of 145 steps (100 %)" \
+        in result.stderr
+    assert "tune needs a day of history" in result.stderr and "give --since 1d or more" in result.stderr

@@ -228,3 +228,45 @@ def test_a_start_outside_1970_to_9998_is_one_message(cli: Run, rules_file: Path,
     result = cli("simulate", str(rules_file), trace, "--start", start)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "--start" in result.stderr and result.stdout == ""
+
+
+SCHEDULED_RULES = """\
+rules:
+  - name: llm
+    target: {kind: Deployment, namespace: ml, name: llm}
+    minReplicas: 1
+    maxReplicas: 8
+    metrics:
+      - {name: rps, query: 'sum(rate(r[1m]))', type: Total, target: 9}
+    schedules:
+      - {cron: "0 9 * * 1-5", timezone: Europe/Berlin, durationSeconds: 36000, minReplicas: 4}
+"""
+
+
+@pytest.mark.parametrize("value", ["10e400", "1e308", "99999999999999999999", "2147483648"])
+def test_a_huge_replicas_flag_is_refused_where_it_is_parsed(cli: Run, rules_file: Path, tmp_path: Path,
+                                                            value: str) -> None:
+    write(tmp_path, "t.csv", HEADER + "0,90,100\n")
+    result = cli("simulate", str(rules_file), "t.csv", "--replicas", value)
+    assert result.returncode == 2 and result.stdout == ""
+    expected = f"argument --replicas: expected a replica count from 0 to 2147483647 (got '{value}')"
+    assert expected in result.stderr
+
+
+def test_a_row_past_the_year_9999_after_start_is_one_message(cli: Run, tmp_path: Path) -> None:
+    """The trace's t may reach 1e10 s (317 years): after a --start in 9998 a schedule cannot be evaluated."""
+    rules = write(tmp_path, "rules.yaml", SCHEDULED_RULES)
+    trace = write(tmp_path, "trace.csv", "t,rps\n0,10\n15,10\n1e10,10\n")
+    result = cli("simulate", "--rules", rules, trace, "--start", "9998-12-31T00:00:00")
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert "trace.csv: t: the row at t=1e10 is past 9999-12-31T23:59:59Z" in result.stderr
+    assert cli("simulate", "--rules", rules, trace, "--start", "2026-03-02T08:00:00").returncode == 0
+
+
+@pytest.mark.parametrize("cell", ["1e400", "-1e400", "1e309", "inf", "nan"])
+def test_a_trace_value_that_parses_to_infinity_names_file_line_and_column(cli: Run, rules_file: Path,
+                                                                          tmp_path: Path, cell: str) -> None:
+    trace = write(tmp_path, "trace.csv", HEADER + f"0,90,100\n15,80,{cell}\n")
+    result = cli("simulate", str(rules_file), trace)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("trace.csv:3: queue: expected a finite number"), result.stderr

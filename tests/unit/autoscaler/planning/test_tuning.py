@@ -153,8 +153,8 @@ def matrix(values: object, series: int = 1) -> dict[str, object]:
 
 
 def test_a_valid_matrix_is_read_with_nan_as_a_failed_step() -> None:
-    assert parse_matrix(matrix([[10, "1.5"], [20, "NaN"]]), 0, 30) == {10.0: 1.5, 20.0: None}
-    assert parse_matrix(matrix([], series=0), 0, 30) == {}
+    assert parse_matrix(matrix([[10, "1.5"], [20, "NaN"]]), 0, 30, 10) == {10.0: 1.5, 20.0: None}
+    assert parse_matrix(matrix([], series=0), 0, 30, 10) == {}
 
 
 @pytest.mark.parametrize("body", [
@@ -164,6 +164,11 @@ def test_a_valid_matrix_is_read_with_nan_as_a_failed_step() -> None:
     pytest.param(matrix([[True, "1"]]), id="boolean-timestamp"),
     pytest.param(matrix([[10, "1", "2"]]), id="three-parts"),
     pytest.param(matrix([[99999, "1"]]), id="timestamp-outside-the-range"),
+    pytest.param(matrix([[1e300, "1"]]), id="timestamp-1e300"),
+    pytest.param(matrix([[-1e300, "1"]]), id="timestamp-minus-1e300"),
+    pytest.param(matrix([[15, "1"]]), id="timestamp-off-the-grid"),
+    pytest.param(matrix([[10.5, "1"]]), id="timestamp-half-a-second-off"),
+    pytest.param(matrix([[10, "1"]] * 5), id="more-points-than-steps"),
     pytest.param(matrix([[10, "1"]], series=2), id="two-series"),
     pytest.param({"status": "success", "data": {"resultType": "vector", "result": []}}, id="vector"),
     pytest.param({"status": "error", "errorType": "bad_data", "error": "x"}, id="error-answer"),
@@ -171,7 +176,7 @@ def test_a_valid_matrix_is_read_with_nan_as_a_failed_step() -> None:
 ])
 def test_hostile_answers_are_refused(body: object) -> None:
     with pytest.raises(BadAnswer):
-        parse_matrix(body, 0, 30)
+        parse_matrix(body, 0, 30, 10)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("7d", 604800.0), ("36h", 129600.0), ("15s", 15.0),

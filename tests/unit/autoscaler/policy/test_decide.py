@@ -202,12 +202,12 @@ def test_recommendations_are_pruned_to_the_windows_and_scale_events_are_kept() -
         metrics=(UTIL,),
     )
     given = RuleHistory(
-        (Recommendation(T0 - 400, 3), Recommendation(T0 - 300, 4), Recommendation(T0 - 299, 5)),
+        (Recommendation(T0 - 400, 3), Recommendation(T0 - 300, 4), Recommendation(T0 - 299, 6)),
         (ScaleEvent(T0 - 130, 1), ScaleEvent(T0 - 59, 1)),
         (ScaleEvent(T0 - 90, -1), ScaleEvent(T0 - 89, -1)),
     )
     decision = decide(rule, 5, [MetricObservation("util", 80.0)], given, T0)
-    assert decision.history.recommendations == (Recommendation(T0 - 299, 5), Recommendation(T0, 5))
+    assert decision.history.recommendations == (Recommendation(T0 - 299, 6), Recommendation(T0, 5))
     assert decision.history.scale_up_events == given.scale_up_events
     assert decision.history.scale_down_events == given.scale_down_events
     # a second later, 5 replicas with +1 and -2 within 120 s: the Pods policy counts from 6 and allows 10

@@ -1,0 +1,104 @@
+"""`gpu-autoscaler tune` (its entry point, in-process) on degenerate history from a server answering like
+Prometheus' /api/v1/query_range: NaN at every step is no sample (exit 2, as the docs say), one sample in 121
+steps is too little to recommend from, and an answer Prometheus never sends (points off the grid, more points
+than steps, a million of them) is refused before a number is taken from it. A day of samples at every step
+is the control: it gets a table and exit 0."""
+
+from __future__ import annotations
+
+import sys
+import urllib.parse
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+
+from tests.measure import Measured, run_captured
+from tests.support import QuietHandler, http_server
+
+pytestmark = pytest.mark.integration
+
+CLI = str(Path(sys.executable).parent / "gpu-autoscaler")
+RULES = """\
+rules:
+  - name: web
+    target: {kind: Deployment, namespace: ml, name: web}
+    maxReplicas: 10
+    metrics: [{name: rps, query: 'sum(r)', type: Total, target: 10}]
+"""
+Points = Callable[[float, float, float], list[str]]
+"""(start, end, step) of a range query -> its points, JSON text."""
+
+
+def every_step(value: str) -> Points:
+    return lambda start, end, step: [f'[{start + k * step}, "{value}"]'
+                                     for k in range(int((end - start) // step) + 1)]
+
+
+def handler(points: Points) -> type[BaseHTTPRequestHandler]:
+    class Answer(QuietHandler):
+        def do_GET(self) -> None:
+            params = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            start, end, step = (float(params[key][0]) for key in ("start", "end", "step"))
+            values = ", ".join(points(start, end, step))
+            body = ('{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, '
+                    f'"values": [{values}]}}]}}}}')
+            self.answer(200, body.encode())
+
+    return Answer
+
+
+def tune(tmp_path: Path, points: Points, *args: str) -> Measured:
+    (tmp_path / "rules.yaml").write_text(RULES)
+    with http_server(handler(points)) as url:
+        return run_captured([CLI, "tune", "--rules", str(tmp_path / "rules.yaml"), "--prometheus", url,
+                             "--startup-seconds", "0", "--since", "1d", "--step", "5m", *args])
+
+
+def test_a_day_of_samples_gets_a_table(tmp_path: Path) -> None:
+    result = tune(tmp_path, every_step("12"))
+    assert result.returncode == 0, result.stderr
+    assert "rule web: 289 syncs of 300s replayed" in result.stdout
+
+
+def test_nan_at_every_step_is_no_sample(tmp_path: Path) -> None:
+    result = tune(tmp_path, every_step("NaN"))
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    assert "no sample of rule 'web'" in result.stderr
+
+
+def test_one_sample_in_121_steps_is_too_little(tmp_path: Path) -> None:
+    def one(start: float, end: float, step: float) -> list[str]:
+        return [f'[{end - 120 * step}, "12"]']
+
+    result = tune(tmp_path, one, "--since", "10h")
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    assert "too little history to recommend from: samples at 1 of 121 steps (1 %)" in result.stderr
+    result = tune(tmp_path, lambda start, end, step: [f'[{start}, "12"]'], "--json")
+    assert result.returncode == 2 and result.stdout == ""
+    assert "samples at 1 of 289 steps (0 %), the first 24.0 h before the end" in result.stderr
+    assert "wait until the rule's metrics have a day of samples" in result.stderr
+
+
+def test_half_the_steps_is_enough(tmp_path: Path) -> None:
+    def every_other(start: float, end: float, step: float) -> list[str]:
+        return every_step("12")(start, end, step)[::2]
+
+    result = tune(tmp_path, every_other)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("points", "expected"), [
+    (lambda start, end, step: [f'[{start + 0.5}, "1"]'], "is not on the grid asked for"),
+    (lambda start, end, step: [f'[{start + k * step / 7}, "1"]' for k in range(1000)],
+     "more than the 289 steps of 300s asked for"),
+    (lambda start, end, step: [f'[{start + k * 1e-3}, "1"]' for k in range(1_000_000)], "larger than"),
+    (lambda start, end, step: [f'[{end + step}, "1"]'], "outside the range asked for"),
+    (lambda start, end, step: ['[1e300, "1"]'], "outside the range asked for"),
+], ids=["off-grid", "more-points-than-steps", "a-million-points", "after-the-end", "1e300"])
+def test_an_answer_prometheus_never_sends_is_refused(tmp_path: Path, points: Points, expected: str) -> None:
+    result = tune(tmp_path, points)
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    assert "malformed answer" in result.stderr or "larger than" in result.stderr
+    assert expected in result.stderr and "Traceback" not in result.stderr
