@@ -29,11 +29,11 @@ def test_the_registry_lists_each_name_once() -> None:
 
 
 def fake_module(monkeypatch: pytest.MonkeyPatch, run: object) -> None:
-    module = types.ModuleType("fleet.fake")
+    module = types.ModuleType("fleet.commands.fake")
     module.HELP = "a fake subcommand"  # type: ignore[attr-defined]
     module.add_arguments = lambda parser: parser.add_argument("--flag")  # type: ignore[attr-defined]
     module.run = run  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fleet.fake", module)
+    monkeypatch.setitem(sys.modules, "fleet.commands.fake", module)
 
 
 def test_a_fleet_error_is_one_line_and_its_exit_status(monkeypatch: pytest.MonkeyPatch,
@@ -52,9 +52,9 @@ def test_run_returns_the_exit_status(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_module_without_run_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = types.ModuleType("fleet.broken")
+    module = types.ModuleType("fleet.commands.broken")
     module.HELP = "x"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fleet.broken", module)
+    monkeypatch.setitem(sys.modules, "fleet.commands.broken", module)
     with pytest.raises(TypeError, match="lacks add_arguments, run"):
         cli.build_parser(("broken",))
 
