@@ -13,6 +13,7 @@ import pytest
 
 from fleet import cli
 from fleet.errors import UsageError
+from tests import REPO_ROOT
 
 
 @pytest.mark.parametrize("name", cli.SUBCOMMANDS)
@@ -26,6 +27,12 @@ def test_every_registered_subcommand_exposes_the_three_names(name: str) -> None:
 
 def test_the_registry_lists_each_name_once() -> None:
     assert len(set(cli.SUBCOMMANDS)) == len(cli.SUBCOMMANDS)
+
+
+def test_fleet_commands_holds_the_subcommands_and_nothing_else() -> None:
+    """A module there that is no subcommand would be code two commands share, which belongs below them."""
+    modules = {p.stem for p in (REPO_ROOT / "fleet" / "commands").glob("*.py") if p.stem != "__init__"}
+    assert modules == set(cli.SUBCOMMANDS)
 
 
 def fake_module(monkeypatch: pytest.MonkeyPatch, run: object) -> None:
