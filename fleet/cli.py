@@ -1,9 +1,10 @@
-"""`gpu-fleet` command line: a registry of subcommands, each a module `fleet/<name>.py`.
+"""`gpu-fleet` command line: a registry of subcommands, each a module `fleet/commands/<name>.py`.
 
-A subcommand module exposes `HELP: str` (one line), `add_arguments(parser) -> None` and
-`run(args) -> int` (the exit status: 0 ok, 1 not found / not enough / timed out), and may expose `EPILOG`
-(the end of its `--help`; default: the exit statuses). To add one, add its name to SUBCOMMANDS. A
-`FleetError` raised by `run`, and a flag argparse refuses, become one message on stderr and an exit status
+A subcommand module exposes the three names of `gpu-autoscaler`'s `check`, `simulate` and `tune`: `HELP: str`
+(one line), `add_arguments(parser) -> None` and `run(args) -> int` (the exit status: 0 ok, 1 not found / not
+enough / timed out), and may expose `EPILOG` (the end of its `--help`; default: the exit statuses). To add
+one, add its name to SUBCOMMANDS.
+A `FleetError` raised by `run`, and a flag argparse refuses, become one message on stderr and an exit status
 (2: bad input, or a Prometheus that cannot be reached or answers nonsense), never a traceback; with
 `-o json` the same failure is also a JSON document on stdout (fleet/output.py).
 """
@@ -24,6 +25,8 @@ from plumbing.cli import fail, silence_stdout
 from plumbing.display import visible
 
 PROG = "gpu-fleet"
+COMMANDS = "fleet.commands"
+"""The package of the subcommands' modules."""
 
 SUBCOMMANDS: tuple[str, ...] = (
     "status",
@@ -33,15 +36,15 @@ SUBCOMMANDS: tuple[str, ...] = (
     "report",
     "export",
 )
-"""The subcommands, in the order `--help` lists them: each names the module `fleet.<name>`."""
+"""The subcommands, in the order `--help` lists them: each names the module `fleet.commands.<name>`."""
 
 
 def load(name: str) -> ModuleType:
     """The module of subcommand `name`, checked for the three names every subcommand exposes."""
-    module = importlib.import_module(f"fleet.{name}")
+    module = importlib.import_module(f"{COMMANDS}.{name}")
     missing = [attr for attr in ("HELP", "add_arguments", "run") if not hasattr(module, attr)]
     if missing:
-        raise TypeError(f"fleet.{name} lacks {', '.join(missing)}")
+        raise TypeError(f"{COMMANDS}.{name} lacks {', '.join(missing)}")
     return module
 
 

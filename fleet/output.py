@@ -17,10 +17,12 @@ import json
 from collections.abc import Sequence
 from importlib import metadata
 
+from fleet.errors import UsageError
 from plumbing.display import aligned, as_csv, padded, widths
 
 __all__ = ["CSV", "FORMATS", "JSON", "TABLE", "WIDE", "add_output_arguments", "add_version_argument",
-           "aligned", "as_csv", "failure_json", "padded", "version", "wants_json", "whole", "widths"]
+           "aligned", "as_csv", "failure_json", "output_of", "padded", "version", "wants_json", "whole",
+           "widths"]
 
 TABLE = "table"
 WIDE = "wide"
@@ -51,6 +53,16 @@ def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str]
     parser.add_argument("--json", dest="output", action="store_const", const=JSON, help=argparse.SUPPRESS)
     parser.add_argument("--no-headers", action="store_true",
                         help="leave out the header line of table, wide and csv output")
+
+
+def output_of(args: argparse.Namespace, formats: tuple[str, ...], default: str) -> str:
+    """`-o` (or its old name `--format`), checked against `formats`; UsageError naming the flag used."""
+    flag, value = ("-o", args.output) if args.output is not None else ("--format", args.format)
+    if value is None:
+        return default
+    if value not in formats:
+        raise UsageError(f"{flag}: expected one of {', '.join(formats)} (got {value!r})")
+    return str(value)
 
 
 def wants_json(argv: Sequence[str]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import requests
 
-from fleet.fetch import LEADER
+from fleet.reporting.fetch import LEADER
 from tests.history import (
     CONTROLLERS,
     FAILOVER_HOURS,

@@ -26,9 +26,9 @@ from exporter.pods.attribution import by_uuid, minor_of
 from exporter.pods.dra import dra_mig, dra_minor
 from exporter.pods.podresources import DeviceAllocation, build_holder_map
 from exporter.serving.status_api import build_gpu_status, handle, quickstart
-from fleet.timeline import parse_span
+from fleet.reporting.timeline import parse_span
+from fleet.reporting.usage import workload_of
 from fleet.units import parse_bytes
-from fleet.usage import workload_of
 from plumbing.cli import parse_duration
 from plumbing.prometheus.answer import interpret_body
 from plumbing.web import WebConfigError, load_web_config

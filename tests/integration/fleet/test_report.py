@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from demo.processes import free_port
-from fleet.usage import workload_of
+from fleet.reporting.usage import workload_of
 from tests.history import (
     GPU_STEP,
     GPUS_PER_NODE,

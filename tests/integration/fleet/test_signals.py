@@ -16,8 +16,8 @@ import time
 import pytest
 
 from fleet.errors import Stopped
-from fleet.inventory import QUERIES
-from fleet.prom import FleetPrometheus
+from fleet.placing.inventory import QUERIES
+from fleet.querying.prom import FleetPrometheus
 from plumbing.prometheus.config import endpoint_from_url
 from tests.drip import hanging
 from tests.integration.fleet.conftest import FLEET

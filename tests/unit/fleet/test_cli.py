@@ -13,6 +13,7 @@ import pytest
 
 from fleet import cli
 from fleet.errors import UsageError
+from tests import REPO_ROOT
 
 
 @pytest.mark.parametrize("name", cli.SUBCOMMANDS)
@@ -28,12 +29,18 @@ def test_the_registry_lists_each_name_once() -> None:
     assert len(set(cli.SUBCOMMANDS)) == len(cli.SUBCOMMANDS)
 
 
+def test_fleet_commands_holds_the_subcommands_and_nothing_else() -> None:
+    """A module there that is no subcommand would be code two commands share, which belongs below them."""
+    modules = {p.stem for p in (REPO_ROOT / "fleet" / "commands").glob("*.py") if p.stem != "__init__"}
+    assert modules == set(cli.SUBCOMMANDS)
+
+
 def fake_module(monkeypatch: pytest.MonkeyPatch, run: object) -> None:
-    module = types.ModuleType("fleet.fake")
+    module = types.ModuleType("fleet.commands.fake")
     module.HELP = "a fake subcommand"  # type: ignore[attr-defined]
     module.add_arguments = lambda parser: parser.add_argument("--flag")  # type: ignore[attr-defined]
     module.run = run  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fleet.fake", module)
+    monkeypatch.setitem(sys.modules, "fleet.commands.fake", module)
 
 
 def test_a_fleet_error_is_one_line_and_its_exit_status(monkeypatch: pytest.MonkeyPatch,
@@ -52,9 +59,9 @@ def test_run_returns_the_exit_status(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_module_without_run_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = types.ModuleType("fleet.broken")
+    module = types.ModuleType("fleet.commands.broken")
     module.HELP = "x"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fleet.broken", module)
+    monkeypatch.setitem(sys.modules, "fleet.commands.broken", module)
     with pytest.raises(TypeError, match="lacks add_arguments, run"):
         cli.build_parser(("broken",))
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fleet import cli
+from fleet.commands.status import CLEAR, watch
 from fleet.errors import Unreachable
-from fleet.status import CLEAR, watch
 
 FLAT = ["--gpu-memory", "80GiB"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 
-from fleet.export import LABELS, write
+from fleet.commands.export import LABELS, write
 from fleet.units import GIB
 
 COLUMNS = ["utilization", "memory_used_bytes", "memory_total_bytes", "power_watts", "health"]

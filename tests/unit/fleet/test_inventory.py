@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fleet.inventory import Gpu, join, last_seen_query
-from fleet.prom import Sample
-from fleet.table import as_json, render
+from fleet.placing.inventory import Gpu, join, last_seen_query
+from fleet.placing.table import as_json, render
+from fleet.querying.prom import Sample
 
 H100 = "NVIDIA H100 80GB HBM3"
 A0 = {"node": "a", "gpu": "0", "uuid": "GPU-a0", "model": H100, "instance": "10.0.0.1:9400"}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.memory import (
+from fleet.sizing.memory import (
     PRESETS,
     Architecture,
     InvalidSplit,

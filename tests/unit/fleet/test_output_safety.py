@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet.export import write
-from fleet.inventory import Gpu
-from fleet.render_md import md_cell
-from fleet.select import docker_argument, refused_ids
-from fleet.selection import DEVICE_ID, Exclusion, Request, Selection, select
-from fleet.table import formatted
+from fleet.commands.export import write
+from fleet.placing.choosing import docker_argument, refused_ids
+from fleet.placing.inventory import Gpu
+from fleet.placing.selection import DEVICE_ID, Exclusion, Request, Selection, select
+from fleet.placing.table import formatted
+from fleet.reporting.render_md import md_cell
 
 GPU_UUID = "GPU-12345678-1234-1234-1234-123456789abc"
 MIG_UUID = "MIG-abcdef01-2345-6789-abcd-ef0123456789"

@@ -10,9 +10,9 @@ import pytest
 import responses
 
 from fleet.errors import PrometheusError, Unreachable
-from fleet.prom import FleetPrometheus
-from fleet.selection import Request, Selection
-from fleet.wait import wait_for
+from fleet.placing.selection import Request, Selection
+from fleet.placing.waiting import wait_for
+from fleet.querying.prom import FleetPrometheus
 from plumbing.prometheus.config import endpoint_from_url
 
 URL = "http://prometheus.test:9090"

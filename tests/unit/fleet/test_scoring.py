@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporter.health.state import availability_score as exporter_score
-from fleet.scoring import availability_score
+from fleet.placing.scoring import availability_score
 
 finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.inventory import Gpu, Holder
-from fleet.selection import Exclusion, Request, is_idle, placement, select
+from fleet.placing.inventory import Gpu, Holder
+from fleet.placing.selection import Exclusion, Request, is_idle, placement, select
 
 GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"

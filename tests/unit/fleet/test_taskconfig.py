@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet.errors import UsageError
-from fleet.taskconfig import canonical, combinations, flag_names, params_from_name, read_task_config
+from fleet.sizing.taskconfig import canonical, combinations, flag_names, params_from_name, read_task_config
 from tests.hostile import endless_files
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleet.errors import UsageError
-from fleet.timeline import LATEST_UNIX_SECONDS, parse_time
+from fleet.reporting.timeline import LATEST_UNIX_SECONDS, parse_time
 from fleet.units import format_bytes, parse_bytes, parse_count
 
 SIZES = {

@@ -1,5 +1,5 @@
-"""The report's numbers (fleet/usage.py, docs/fleet.md): the workload rule, then `compute` over timelines
-built by hand, each expected number worked out in a comment."""
+"""The report's numbers (fleet/reporting/usage.py, docs/fleet.md): the workload rule, then `compute` over
+timelines built by hand, each expected number worked out in a comment."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Mapping
 
 import pytest
 
-from fleet.fetch import Inputs, Timelines
-from fleet.render_json import render_json
-from fleet.render_md import render_md
-from fleet.timeline import Point, Window
-from fleet.usage import UNALLOCATED, Prices, RuleSummary, Usage, compute, mean_below, workload_of
+from fleet.reporting.fetch import Inputs, Timelines
+from fleet.reporting.render_json import render_json
+from fleet.reporting.render_md import render_md
+from fleet.reporting.timeline import Point, Window
+from fleet.reporting.usage import UNALLOCATED, Prices, RuleSummary, Usage, compute, mean_below, workload_of
 
 
 @pytest.mark.parametrize(("pod", "workload"), [

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet.errors import PrometheusError
-from fleet.prom import FleetPrometheus
+from fleet.querying.prom import FleetPrometheus
 from plumbing.prometheus.config import endpoint_from_url
 from plumbing.prometheus.range_query import RangeQueryError, RangeSettings, query_range
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings

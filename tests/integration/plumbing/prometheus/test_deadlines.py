@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fleet.errors import Unreachable
-from fleet.prom import FleetPrometheus
+from fleet.querying.prom import FleetPrometheus
 from plumbing.prometheus.config import endpoint_from_url
 from plumbing.prometheus.range_query import RangeQueryError, RangeSettings, query_range
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings

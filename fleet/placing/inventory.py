@@ -20,8 +20,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from fleet.prom import FleetPrometheus, Sample
-from fleet.scoring import availability_score
+from fleet.placing.scoring import availability_score
+from fleet.querying.prom import FleetPrometheus, Sample
 from plumbing.numbers import ascii_int
 
 STALE_LOOKBACK = "1h"

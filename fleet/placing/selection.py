@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fleet.inventory import Gpu
+from fleet.placing.inventory import Gpu
 from plumbing.numbers import ascii_int
 
 ELIGIBILITY = """\

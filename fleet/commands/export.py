@@ -22,13 +22,12 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO
 
-from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
-from fleet.fetch import MAX_ANSWER_BYTES, gpus_in_window
-from fleet.output import CSV, FORMATS, JSON, TABLE, WIDE, padded, whole, widths
-from fleet.prom import FleetPrometheus
-from fleet.report import add_window_arguments, output_of
-from fleet.timeline import Window, merge, parse_span, parse_time
+from fleet.output import CSV, FORMATS, JSON, TABLE, WIDE, output_of, padded, whole, widths
+from fleet.querying.connection import add_connection_arguments, connect
+from fleet.querying.prom import FleetPrometheus
+from fleet.reporting.fetch import MAX_ANSWER_BYTES, gpus_in_window
+from fleet.reporting.timeline import Window, add_window_arguments, merge, parse_span, parse_time
 from fleet.units import GIB
 from plumbing.cli import duration
 from plumbing.display import csv_cell

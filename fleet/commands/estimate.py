@@ -1,10 +1,10 @@
-"""`gpu-fleet estimate`: memory per GPU and the GPU count of serving a model (fleet/memory.py's formula).
+"""`gpu-fleet estimate`: memory per GPU and the GPU count of serving a model (`sizing.memory`'s formula).
 
 Given --tp/--pp it says whether that split fits in the GPU's memory (exit 0) or not (exit 1); without them it
 finds the smallest tp * pp that fits. Sizes may be lists (`--tp 1,2,4`) or come from a task configuration
-file (fleet/taskconfig.py): one row per combination, exit 0 only when every row fits. The GPU's memory is
+file (`sizing.taskconfig`): one row per combination, exit 0 only when every row fits. The GPU's memory is
 `--gpu-memory`, else the fleet's real per-model total from Prometheus (an "80GB" H100 has 79.6 GiB), else
-80 GiB. `--then-select` / `--then-wait` go on to choose GPUs that fit the estimate (fleet/select.py).
+80 GiB. `--then-select` / `--then-wait` go on to choose GPUs that fit the estimate (as `select`, `wait`).
 A split the model cannot take is refused with the flag named (exit 2).
 """
 
@@ -16,9 +16,20 @@ import math
 import sys
 from dataclasses import dataclass
 
-from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, PrometheusError, UsageError
-from fleet.memory import (
+from fleet.output import CSV, JSON, WIDE, add_output_arguments, aligned, as_csv, failure_json
+from fleet.placing.choosing import (
+    DOCKER,
+    KUBERNETES,
+    SELECT_FORMATS,
+    add_request_arguments,
+    request_of,
+    select_and_report,
+)
+from fleet.placing.selection import ELIGIBILITY
+from fleet.placing.waiting import add_wait_arguments, wait_and_report
+from fleet.querying.connection import add_connection_arguments, connect
+from fleet.sizing.memory import (
     DEFAULT_FRAGMENTATION,
     PRESETS,
     Architecture,
@@ -30,17 +41,7 @@ from fleet.memory import (
     kv_bytes_per_token,
     smallest_fit,
 )
-from fleet.output import CSV, JSON, WIDE, add_output_arguments, aligned, as_csv, failure_json
-from fleet.select import (
-    DOCKER,
-    KUBERNETES,
-    SELECT_FORMATS,
-    add_request_arguments,
-    request_of,
-    select_and_report,
-)
-from fleet.selection import ELIGIBILITY
-from fleet.taskconfig import (
+from fleet.sizing.taskconfig import (
     DIMENSIONS,
     Combination,
     combinations,
@@ -50,7 +51,6 @@ from fleet.taskconfig import (
     sizes,
 )
 from fleet.units import MAX_BYTES, format_bytes, parse_bytes, parse_count
-from fleet.wait import add_wait_arguments, wait_and_report
 from plumbing.cli import bounded_int, bounded_number
 from plumbing.display import visible
 

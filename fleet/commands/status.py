@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_STALE
-from fleet.inventory import Gpu, gather, only
 from fleet.output import JSON, add_output_arguments
-from fleet.polling import Stop, attempts
-from fleet.table import as_json, formatted
+from fleet.placing.inventory import Gpu, gather, only
+from fleet.placing.table import as_json, formatted
+from fleet.querying.connection import add_connection_arguments, connect
+from fleet.querying.polling import Stop, attempts
 from plumbing.cli import duration
 from plumbing.display import visible
 from plumbing.numbers import ascii_int

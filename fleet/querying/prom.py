@@ -83,7 +83,7 @@ class FleetPrometheus:
         self.timeout = timeout
         self.max_body_bytes = max_body_bytes
         self.cancel = cancel or Cancel()
-        """Set by a stop signal (fleet.polling.Stop): the queries in flight are cut, the next ones too."""
+        """Set by a stop signal (`polling.Stop`): the queries in flight are cut, the next ones too."""
         self._session = EndpointSession(endpoint)
         self._one_large = threading.Lock()
 

@@ -1,8 +1,8 @@
 """The queries behind `gpu-fleet report`: one range query per series over the whole window, each answer
-validated by `fleet.prom`, merged into one timeline per GPU (`fleet.timeline.merge`).
+validated by `fleet.querying.prom`, merged into one timeline per GPU (`timeline.merge`).
 
 Eight queries, whatever the size of the fleet, after one instant query that counts its GPUs: the step grows
-with them (`fleet.timeline.report_window`), so the report's memory does not. Filters are applied in PromQL
+with them (`timeline.report_window`), so the report's memory does not. Filters are applied in PromQL
 (`== 1`, the throttling reasons) so the answers carry only what the report counts. The autoscaler's series
 are read from the replica that holds the leader lease at each step (`LEADER`, as the shipped alert rules
 read them): a replica that lost its lease keeps showing its last decision. A failover hands a rule's series
@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleet.prom import FleetPrometheus, Series
-from fleet.timeline import POINT_BUDGET, Point, Window, merge
+from fleet.querying.prom import FleetPrometheus, Series
+from fleet.reporting.timeline import POINT_BUDGET, Point, Window, merge
 
 NOT_THROTTLING = ("gpu_idle", "applications_clocks_setting", "display_clock_setting", "sync_boost")
 """Clock event reasons that are not throttling: an idle GPU, a setting, a synchronised boost."""

@@ -1,4 +1,4 @@
-"""What `gpu-fleet report` computes from the timelines `fleet.fetch` read: pure functions, no I/O, no clock.
+"""What `gpu-fleet report` computes from the timelines `fetch` read: pure functions, no I/O, no clock.
 
 Every point of a timeline stands for one step of the window (`step` seconds). Definitions:
 
@@ -11,7 +11,7 @@ Every point of a timeline stands for one step of the window (`step` seconds). De
 - **Workload**: the pod's owner name as its pod name shows it (`workload_of`).
 - **Energy**: the increase of `gpu_energy_consumption_joules_total` per GPU (a decrease is a reset: the new
   value counts), attributed to the holder of the step it happened in. The energy timeline starts one step
-  before the window (`fleet.fetch`), so its n increases cover the same n steps as the n utilization points
+  before the window (`fetch`), so its n increases cover the same n steps as the n utilization points
   of GPU time; a point before the window is only the base of the first increase.
 - **Incidents**: runs of consecutive steps in `throttled` or `critical` health, with start and duration.
 - **XIDs**: increases of `gpu_xid_errors_total{xid}`; a counter that appears inside the window counts from 0
@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from fleet.fetch import Inputs
-from fleet.timeline import Point, Window
+from fleet.reporting.fetch import Inputs
+from fleet.reporting.timeline import Point, Window
 from plumbing.numbers import ascii_int
 
 UNALLOCATED = "(unallocated)"

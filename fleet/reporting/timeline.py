@@ -10,6 +10,7 @@ wins.
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fleet.errors import UsageError
-from fleet.prom import Series
+from fleet.querying.prom import Series
 
 MIN_STEP = 60.0
 """Seconds: the exporter is scraped every 15-60 s, a finer step only repeats samples."""
@@ -29,6 +30,14 @@ under 256 MiB whatever the fleet's size; a larger fleet gets a coarser step."""
 MAX_WINDOW = 400 * 86400.0
 _SINCE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d|w)\s*")
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+
+
+def add_window_arguments(parser: argparse.ArgumentParser, since: str) -> None:
+    """`--since DURATION` (default `since`) and `--until TIME`: the window of `report` and `export`."""
+    parser.add_argument("--since", default=since, metavar="DURATION",
+                        help=f"the window's length, e.g. 7d, 12h, 2w (default {since})")
+    parser.add_argument("--until", metavar="TIME", help="the window's end: unix seconds or ISO 8601 with a "
+                        "zone (default now)")
 
 
 def parse_span(text: str, flag: str = "--since") -> float:

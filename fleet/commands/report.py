@@ -1,8 +1,8 @@
 """`gpu-fleet report`: utilization, idle and allocated-but-idle GPU-hours per node, namespace and workload,
 energy and cost, throttling, XIDs, health incidents and the autoscaler's decisions over a window.
 
-Flags and output only: the queries are `fleet.fetch`, the numbers `fleet.usage`, the formats
-`fleet.render_md`, `fleet.render_json` and `fleet.render_html` (which alone needs matplotlib).
+Flags and output only: the queries are `fleet.reporting.fetch`, the numbers `reporting.usage`, the formats
+`reporting.render_md`, `reporting.render_json` and `reporting.render_html` (which alone needs matplotlib).
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from fleet.connection import add_connection_arguments, connect
 from fleet.errors import UsageError
-from fleet.fetch import MAX_ANSWER_BYTES, fetch, gpus_in_window
-from fleet.render_json import render_csv, render_json
-from fleet.render_md import render_md
-from fleet.timeline import parse_span, parse_time, report_window
-from fleet.usage import Prices, compute
+from fleet.output import output_of
+from fleet.querying.connection import add_connection_arguments, connect
+from fleet.reporting.fetch import MAX_ANSWER_BYTES, fetch, gpus_in_window
+from fleet.reporting.render_json import render_csv, render_json
+from fleet.reporting.render_md import render_md
+from fleet.reporting.timeline import add_window_arguments, parse_span, parse_time, report_window
+from fleet.reporting.usage import Prices, compute
 from plumbing.cli import bounded_number
 
 HELP = "utilization, idle and allocated-but-idle GPU-hours, energy, cost, incidents and scaling over a window"
@@ -49,13 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def add_window_arguments(parser: argparse.ArgumentParser, since: str) -> None:
-    parser.add_argument("--since", default=since, metavar="DURATION",
-                        help=f"the window's length, e.g. 7d, 12h, 2w (default {since})")
-    parser.add_argument("--until", metavar="TIME", help="the window's end: unix seconds or ISO 8601 with a "
-                        "zone (default now)")
-
-
 def number(text: str | None, flag: str, high: float, what: str) -> float | None:
     """A finite number in [0, high] for `flag` (plumbing.cli's), or None when not given; UsageError naming the
     flag otherwise: one line, as every check of this command (after the flags are parsed)."""
@@ -79,16 +73,6 @@ def writable_dir(out: Path) -> None:
         raise UsageError(f"--out: cannot write into {out}: {exc.strerror or type(exc).__name__}") from exc
 
 
-def output_of(args: argparse.Namespace, formats: tuple[str, ...], default: str) -> str:
-    """`-o` (or its old name `--format`), checked against `formats`; UsageError naming the flag used."""
-    flag, value = ("-o", args.output) if args.output is not None else ("--format", args.format)
-    if value is None:
-        return default
-    if value not in formats:
-        raise UsageError(f"{flag}: expected one of {', '.join(formats)} (got {value!r})")
-    return str(value)
-
-
 def run(args: argparse.Namespace) -> int:
     args.output = output_of(args, FORMATS, "table")
     if args.output == "html" and not args.out:
@@ -100,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         writable_dir(Path(args.out))  # a bad --out is one message before minutes of queries, not after
     if args.output == "html":
-        from fleet.render_html import _pyplot
+        from fleet.reporting.render_html import _pyplot
 
         _pyplot()  # the missing extra is one message before minutes of queries, not after
 
@@ -115,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = fetch(client, window, progress)
     report = compute(inputs, 0.05 if threshold is None else threshold, prices)
     if args.output == "html":
-        from fleet.render_html import write_html
+        from fleet.reporting.render_html import write_html
 
         page = write_html(report, Path(args.out))
         progress(f"wrote {page}")

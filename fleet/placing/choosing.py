@@ -1,4 +1,5 @@
-"""`gpu-fleet select`: the best free GPUs for a job, and where to tell Kubernetes (or Docker) to put it.
+"""One choice of GPUs, shared by `select`, `wait` and `estimate --then-select/--then-wait`: the request their
+flags describe, and the chosen GPUs printed with where to tell Kubernetes (or Docker) to put the job.
 
 Prints the chosen GPUs (the status table's columns) and a nodeSelector (or a nodeAffinity when they span
 nodes) to paste into the pod spec; `-o json` prints both as one object, `-o kubernetes` the placement alone,
@@ -6,7 +7,7 @@ nodes) to paste into the pod spec; `-o json` prints both as one object, `-o kube
 shell-quoted; with it, a GPU whose uuid label is not a GPU or MIG UUID (`selection.DEVICE_ID`) is not
 eligible, so it never reaches a command line (the `docker` field of `-o json` leaves such GPUs out, named on
 stderr).
-Exit 1 when there are not enough (with `-o json`, a JSON document saying why on stdout too).
+Not enough GPUs is exit 1 (with `-o json`, a JSON document saying why on stdout too).
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ import sys
 
 import yaml
 
-from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, UsageError
-from fleet.inventory import gather
-from fleet.output import CSV, FORMATS, JSON, add_output_arguments, failure_json
-from fleet.selection import (
+from fleet.output import CSV, FORMATS, JSON, failure_json
+from fleet.placing.inventory import gather
+from fleet.placing.selection import (
     DEFAULT_MAX_UTILIZATION_PERCENT,
     ELIGIBILITY,
     Request,
@@ -31,13 +31,14 @@ from fleet.selection import (
     placement,
     select,
 )
-from fleet.table import as_json, formatted
+from fleet.placing.table import as_json, formatted
+from fleet.querying.connection import connect
 from fleet.units import parse_bytes
 from plumbing.display import shell_word, visible
 from plumbing.numbers import ascii_int
 
-HELP = "choose the best free GPUs (ranking score) and print a nodeSelector (or docker --gpus) for them"
 EPILOG = f"{ELIGIBILITY}\n\n{EXIT_CODES}"
+"""The end of the `--help` of the commands that choose GPUs: who is eligible, then the exit statuses."""
 DOCKER = "docker"
 KUBERNETES = "kubernetes"
 SELECT_FORMATS = (*FORMATS, DOCKER, KUBERNETES)
@@ -61,13 +62,6 @@ def add_request_arguments(parser: argparse.ArgumentParser, gpus_required: bool =
                         "of --max-utilization)")
     parser.add_argument("--allow-throttled", action="store_true",
                         help="throttled GPUs are eligible too (ranked at half their score)")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_request_arguments(parser)
-    add_output_arguments(parser, SELECT_FORMATS, what="; docker: the --gpus argument of docker run; "
-                         "kubernetes: the nodeSelector or nodeAffinity alone")
-    add_connection_arguments(parser)
 
 
 def percent(text: str, flag: str) -> float:
@@ -162,10 +156,6 @@ def shortfall(selection: Selection, output: str) -> int:
                            excluded={str(why): count for why, count in sorted(selection.excluded.items())}))
     print(summary, file=sys.stderr)
     return EXIT_NOT_FOUND
-
-
-def run(args: argparse.Namespace) -> int:
-    return select_and_report(args, request_of(args))
 
 
 def select_and_report(args: argparse.Namespace, request: Request) -> int:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet.errors import UsageError
-from fleet.render_md import gpu_time, usage_rows, when
-from fleet.usage import Report
+from fleet.reporting.render_md import gpu_time, usage_rows, when
+from fleet.reporting.usage import Report
 
 PLOTS = ("utilization.png", "idle-by-namespace.png", "incidents.png")
 

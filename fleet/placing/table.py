@@ -11,8 +11,8 @@ import json
 import time
 from collections.abc import Sequence
 
-from fleet.inventory import Gpu
 from fleet.output import CSV, JSON, WIDE, aligned, as_csv, whole
+from fleet.placing.inventory import Gpu
 from fleet.units import GIB
 from plumbing.numbers import ascii_int
 

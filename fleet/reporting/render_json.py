@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 from fleet.output import as_csv
-from fleet.usage import Report
+from fleet.reporting.usage import Report
 from plumbing.numbers import ascii_int
 
 CSV_FIELDS = ("table", "name", "gpu_hours", "busy_gpu_hours", "utilization", "idle_gpu_hours",

@@ -1,6 +1,7 @@
-"""`gpu-fleet wait`: run `select` every `--interval` until it succeeds (exit 0, the choice printed) or
-`--timeout` passes (exit 1). One progress line per attempt on stderr: rewritten in place on a terminal, a
-plain line otherwise (logs). SIGTERM and SIGINT end the wait at once (exit 128 + the signal's number).
+"""The wait of `wait` and `estimate --then-wait`: a choice of GPUs every `--interval` until it succeeds (exit
+0, the choice printed as `select` prints it) or `--timeout` passes (exit 1). One progress line per attempt on
+stderr: rewritten in place on a terminal, a plain line otherwise (logs). SIGTERM and SIGINT end the wait at
+once (exit 128 + the signal's number).
 
 A Prometheus that cannot be reached is an attempt that failed (shown, then retried): a restart of
 Prometheus should not end a half-hour wait. A Prometheus that answers an error (401, a bad answer) ends it.
@@ -16,18 +17,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleet.connection import add_connection_arguments, connect
 from fleet.errors import EXIT_NOT_FOUND
-from fleet.inventory import gather
-from fleet.output import JSON, add_output_arguments, failure_json
-from fleet.polling import Stop, attempts
-from fleet.select import EPILOG as EPILOG
-from fleet.select import SELECT_FORMATS, add_request_arguments, print_report, request_of
-from fleet.selection import Request, Selection, select
+from fleet.output import JSON, failure_json
+from fleet.placing.choosing import print_report
+from fleet.placing.inventory import gather
+from fleet.placing.selection import Request, Selection, select
+from fleet.querying.connection import connect
+from fleet.querying.polling import Stop, attempts
 from plumbing.cli import duration
 from plumbing.display import visible
-
-HELP = "repeat select until enough GPUs are free (exit 0) or the timeout passes (exit 1)"
 
 
 def add_wait_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,13 +34,6 @@ def add_wait_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="DURATION", help="give up after this long, e.g. 30m, 2h (default 30m)")
     parser.add_argument("--interval", type=duration(0.1, 3600.0), default=15.0, metavar="DURATION",
                         help="time between attempts, e.g. 15s (default 15s)")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_request_arguments(parser)
-    add_wait_arguments(parser)
-    add_output_arguments(parser, SELECT_FORMATS, what="; as select")
-    add_connection_arguments(parser)
 
 
 @dataclass
@@ -78,10 +69,6 @@ def _progress_writer(tty: bool) -> Callable[[int, str], None]:
         sys.stderr.flush()
 
     return write
-
-
-def run(args: argparse.Namespace) -> int:
-    return wait_and_report(args, request_of(args))
 
 
 def wait_and_report(args: argparse.Namespace, request: Request) -> int:

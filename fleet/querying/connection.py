@@ -13,7 +13,7 @@ import argparse
 import os
 
 from fleet.errors import UsageError
-from fleet.prom import MAX_BODY_BYTES, FleetPrometheus
+from fleet.querying.prom import MAX_BODY_BYTES, FleetPrometheus
 from plumbing.cli import duration
 from plumbing.deadline import Cancel
 from plumbing.errors import ReportedError

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from fleet.timeline import Window
-from fleet.usage import Report, Usage
+from fleet.reporting.timeline import Window
+from fleet.reporting.usage import Report, Usage
 from plumbing.display import visible
 
 SHORT_WINDOW_SECONDS = 12 * 3600.0
