@@ -9,7 +9,7 @@ exporter/simulator/config_file.py (the YAML format documented in README.md, "The
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exporter.errors import ConfigError
 from exporter.simulator.models import MODELS, GpuModel, MigLayout
@@ -143,13 +143,24 @@ class SimConfig:
         return int(self.driver_version.split(".")[0])
 
 
+DEFAULT_FLEET_LOADS = (
+    LoadPattern(kind="sine", base=0.3, amplitude=0.12),   # lightly used: 18..42 %
+    LoadPattern(kind="constant", value=0.0),              # idle: a model loaded, no traffic (0..3 %)
+    LoadPattern(kind="sine", base=0.55, amplitude=0.3),   # busy: 25..85 %
+)
+"""The loads `--simulate N` gives its GPUs in turn: a real cluster has idle and lightly used GPUs beside busy
+ones, so `gpu-fleet select --gpus 2` finds two on `--simulate 2` with its defaults (at most 50 % busy, not
+throttled), and a fleet of three or more has a busy GPU whose load and temperature move."""
+
+
 def default_config(count: int, seed: int = 1) -> SimConfig:
-    """N H100-class GPUs, each with one inference process and its own phase of a slow sine load."""
+    """N H100-class GPUs, each with one inference process, under DEFAULT_FLEET_LOADS in turn (each sine in its
+    own phase)."""
     if count < 0:  # the CLI caps N at MAX_SIMULATED_GPUS; the demo sizes its nodes from the rule itself
         raise ConfigError(f"--simulate: expected a GPU count >= 0 (got {count})")
     gpus = tuple(
-        SimGpuSpec(MODELS["H100"], LoadPattern(kind="sine", base=0.55, amplitude=0.3, period_seconds=300.0,
-                                               phase_seconds=37.0 * i),
+        SimGpuSpec(MODELS["H100"], replace(DEFAULT_FLEET_LOADS[i % len(DEFAULT_FLEET_LOADS)],
+                                           phase_seconds=37.0 * i),
                    (ProcessSpec(pid=10_000 + i, memory_bytes=(30 + 4 * (i % 5)) * GIB),))
         for i in range(count))
     return SimConfig(gpus=gpus, seed=seed)

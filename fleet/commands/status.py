@@ -18,7 +18,7 @@ from typing import TextIO
 
 from fleet.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_STALE
 from fleet.output import JSON, add_output_arguments
-from fleet.placing.inventory import Gpu, gather, only
+from fleet.placing.inventory import NOT_SCRAPED_HINT, Gpu, gather, only
 from fleet.placing.table import as_json, formatted
 from fleet.querying.connection import add_connection_arguments, connect
 from fleet.querying.polling import Stop, attempts
@@ -84,7 +84,7 @@ def answer(gpus: list[Gpu], args: argparse.Namespace, *, color: bool = False, no
 def nothing_found(args: argparse.Namespace) -> str:
     where = " ".join(f"{flag} {value}" for flag, value in (("--node", args.node),
                                                              ("--namespace", args.namespace)) if value)
-    return f"no GPU found{' for ' + where if where else ''} (is the exporter scraped by this Prometheus?)"
+    return f"no GPU found{' for ' + where if where else ''} ({NOT_SCRAPED_HINT})"
 
 
 def stale_note(gpus: list[Gpu]) -> str | None:

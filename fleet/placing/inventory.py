@@ -24,6 +24,8 @@ from fleet.placing.scoring import availability_score
 from fleet.querying.prom import FleetPrometheus, Sample
 from plumbing.numbers import ascii_int
 
+NOT_SCRAPED_HINT = "is the exporter scraped by this Prometheus?"
+"""What `status`, `select` and `wait` say when Prometheus has no GPU at all."""
 STALE_LOOKBACK = "1h"
 """A GPU not reported for longer is forgotten."""
 QUERIES: dict[str, str] = {

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fleet.placing.inventory import Gpu
+from fleet.placing.inventory import NOT_SCRAPED_HINT, Gpu
 from plumbing.numbers import ascii_int
 
 ELIGIBILITY = """\
@@ -95,11 +95,24 @@ class Selection:
         if self.ok:
             nodes = sorted({g.node for g in self.chosen})
             return f"{len(self.chosen)} GPU(s) on {', '.join(nodes)}"
+        if not self.eligible and not self.excluded:
+            return f"no GPU found ({NOT_SCRAPED_HINT})"
         why = ", ".join(f"{count} {reason}" for reason, count in sorted(self.excluded.items()))
         eligible = (f"at most {self.eligible} eligible on one node" if self.request.same_node
                     else f"{self.eligible} eligible")
+        admit = self.admitting_flags()
         return (f"not enough GPUs: {self.request.gpus} requested, {eligible}"
-                + (f" (left out: {why})" if why else ""))
+                + (f" (left out: {why}{'; ' + admit if admit else ''})" if why else ""))
+
+    def admitting_flags(self) -> str | None:
+        """Which flag admits the GPUs a default left out (too busy, throttled, not idle), as a user may not
+        know those defaults: '--allow-throttled admits the throttled'; None when no GPU was left out so."""
+        limit = f"{self.request.max_utilization_percent:g}"
+        flags = {Exclusion.THROTTLED: "--allow-throttled",
+                 Exclusion.BUSY: f"--max-utilization above {limit}",
+                 Exclusion.NOT_IDLE: "--max-utilization instead of --idle"}
+        named = [f"{flag} admits the {reason}" for reason, flag in flags.items() if self.excluded[reason]]
+        return ", ".join(named) if named else None
 
 
 _UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"

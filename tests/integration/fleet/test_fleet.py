@@ -109,6 +109,7 @@ def test_select_leaves_out_gpus_busier_than_max_utilization(cluster: Cluster) ->
     """node-a's two free H100s are 10 % and 60 % busy: not two on one node at the default 50 %."""
     busy = cluster.fleet("select", "--gpus", "2", "--same-node", "--model", "h100")
     assert busy.returncode == 1 and "1 too busy" in busy.stderr, busy.stderr
+    assert "--max-utilization above 50 admits the too busy" in busy.stderr  # the flag that admits it
     idle = cluster.fleet("select", "--gpus", "3", "--idle", "-o", "json")
     assert idle.returncode == 1  # the L4s at exactly 30 % are not idle (below 30 %), nor a-1 at 60 %
     assert json.loads(idle.stdout)["excluded"]["not idle"] == 3

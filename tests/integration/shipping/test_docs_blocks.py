@@ -2,10 +2,17 @@
 bash, as a reader runs them in one terminal.
 
 Each page runs in a network namespace of its own (`unshare --net`, loopback only), so the ports the docs name
-(9090, 9400) are free whatever else the machine runs, and nothing can reach past this machine. The working
-directory is a scratch copy of the repository's top level (links to its folders), so files a block writes
-(`decisions.csv`, `report/`) land there, and the page's commands find `.venv/`, `examples/` and `rules/` where
-the docs say. Every process a page leaves behind is ended with its process group.
+(9090, 9400) are free whatever else the machine runs, and nothing can reach past this machine. The pages that
+take their ports from `PROMETHEUS_PORT` and `EXPORTER_PORT` are given others (PORTS), so a command that still
+names 9090 or 9400 fails here. The working directory is a scratch copy of the repository's top level (links to
+its folders), where the page's commands find `.venv/`, `examples/` and `rules/` where the docs say. Every
+process a page leaves behind is ended with its process group.
+
+A page leaves nothing behind: the top level it ran in lists the same names after it as before, and its
+temporary directory (`TMPDIR`, where `mktemp -d` makes the scratch directory a page writes Prometheus' data
+and its files into) is empty again. Both are the page's own, so what other tests create meanwhile (xdist
+runs them side by side, in the same /tmp) is never counted; test_doc_blocks.py checks that no block names
+/tmp itself.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ pytestmark = pytest.mark.integration
 
 PAGE_TIMEOUT = 180.0
 """A hang guard for one page (Prometheus' first scrape takes 5 s; a page runs in under 30 s)."""
+PORTS = {"PROMETHEUS_PORT": "19090", "EXPORTER_PORT": "19400"}
+"""Not the docs' defaults: what a reader whose 9090 and 9400 are taken sets, as the docs say."""
 
 
 def namespace_command() -> list[str] | None:
@@ -62,7 +71,11 @@ def test_the_page_runs_as_written(page: Path, workspace: Path, tmp_path: Path) -
     # runs the docs on its own venv); no Prometheus URL or kubeconfig from the developer's shell.
     env = {key: value for key, value in os.environ.items()
            if key not in ("PROMETHEUS_URL", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "VIRTUAL_ENV")}
-    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", HOME=str(tmp_path))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env.update(PORTS, PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+               HOME=str(tmp_path), TMPDIR=str(scratch))
+    before = sorted(entry.name for entry in workspace.iterdir())
     bash = shutil.which("bash") or "/bin/bash"
     log = tmp_path / "output.log"
     # Output to a file, not a pipe: a process a page leaves in the background keeps a pipe open.
@@ -84,3 +97,5 @@ def test_the_page_runs_as_written(page: Path, workspace: Path, tmp_path: Path) -
                                      f"(exit {process.returncode}):\n{output[-3000:]}")
     expected = page_script(page).count("echo '::block ")
     assert len(announced) == expected, output[-3000:]
+    assert sorted(entry.name for entry in workspace.iterdir()) == before, "left in the repository's top level"
+    assert not list(scratch.iterdir()), "left in the temporary directory"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fleet.placing.inventory import Gpu, Holder
@@ -40,6 +42,32 @@ def test_held_critical_and_down_gpus_are_left_out_and_counted() -> None:
     assert not selection.ok and selection.eligible == 5
     assert selection.excluded == {Exclusion.HELD: 1, Exclusion.CRITICAL: 1, Exclusion.DOWN: 1}
     assert "not enough GPUs: 6 requested, 5 eligible" in selection.summary()
+
+
+def test_no_gpu_at_all_asks_whether_the_exporter_is_scraped() -> None:
+    """What `status` says: an empty Prometheus is a scrape problem, not a shortage."""
+    assert select([], Request(2)).summary() == "no GPU found (is the exporter scraped by this Prometheus?)"
+    assert "no GPU found" not in select([FLEET[2]], Request(2)).summary()  # one GPU, held: not empty
+
+
+@pytest.mark.parametrize(("fleet", "request_", "hint"), [
+    pytest.param([gpu("a", 0, 0.9, health="throttled")], Request(1),
+                 "--allow-throttled admits the throttled", id="throttled"),
+    pytest.param([replace(gpu("a", 0, 0.9), utilization=0.75)], Request(1, max_utilization_percent=60),
+                 "--max-utilization above 60 admits the too busy", id="busy"),
+    pytest.param([replace(gpu("a", 0, 0.9), utilization=0.4)], Request(1, idle=True),
+                 "--max-utilization instead of --idle admits the not idle", id="not-idle"),
+])
+def test_a_shortfall_names_the_flag_that_admits_what_a_default_left_out(
+        fleet: list[Gpu], request_: Request, hint: str) -> None:
+    summary = select(fleet, request_).summary()
+    assert summary.endswith(f"; {hint})"), summary
+
+
+def test_no_flag_is_named_for_what_the_user_asked_to_leave_out() -> None:
+    """Held, critical and down GPUs are never eligible; another model or too little memory is the request."""
+    summary = select(FLEET, Request(9, model="H100")).summary()
+    assert summary.endswith("(left out: 2 another model, 1 critical, 1 down, 1 held by a pod)"), summary
 
 
 def test_model_and_free_memory() -> None:

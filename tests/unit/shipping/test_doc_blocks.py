@@ -41,3 +41,10 @@ def test_the_reader_finds_fences_and_markers(tmp_path: Path) -> None:
 @pytest.mark.parametrize("block", [b for b in every_block() if b.not_run], ids=lambda b: b.place)
 def test_a_block_not_run_says_why(block: object) -> None:
     assert len(getattr(block, "not_run", "")) >= 10
+
+
+def test_no_block_writes_into_tmp_by_name() -> None:
+    """Scratch files go under `mktemp -d`, which honours TMPDIR (the runner's own directory, checked empty
+    after the page); a block naming /tmp would leave them where the runner cannot see them."""
+    named = [block.place for block in every_block() if block.runs and "/tmp" in block.text]
+    assert not named, named
