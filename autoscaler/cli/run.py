@@ -27,11 +27,11 @@ from autoscaler.cli.assumed import (
     refusal,
 )
 from autoscaler.config.rules import RuleSet, load_rules
+from autoscaler.controller.http_endpoint import MetricsServer
 from autoscaler.controller.logfmt import configure_logging
 from autoscaler.controller.loop import Controller, ControllerSettings, Health, SyncReport
-from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.reload import RulesWatcher
-from autoscaler.controller.server import MetricsServer
+from autoscaler.controller.self_metrics import ControllerMetrics
 from autoscaler.controller.wiring import wire
 from autoscaler.errors import AutoscalerError, KubeConfigError, Problem, RulesError
 from autoscaler.kube.backend import NamespaceScope, ScaleBackend

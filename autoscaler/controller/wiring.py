@@ -14,7 +14,7 @@ from types import TracebackType
 
 from autoscaler.config.rules import RuleSet
 from autoscaler.controller.loop import Controller, ControllerSettings
-from autoscaler.controller.metrics import ControllerMetrics
+from autoscaler.controller.self_metrics import ControllerMetrics
 from autoscaler.kube.backend import ScaleBackend
 from plumbing.prometheus.config import PrometheusConfig
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings, runners

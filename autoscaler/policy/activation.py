@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.ages import younger_than
-from autoscaler.policy.types import MetricObservation, Reason, RuleHistory, Stage
+from autoscaler.policy.decision import MetricObservation, Reason, RuleHistory, Stage
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import MetricSpec, Rule

@@ -14,12 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.bounds import clamp_to_bounds, correct_out_of_bounds
-from autoscaler.policy.history import first_sight, prune
-from autoscaler.policy.panic import PanicStep, panic_proposals, panic_step, with_peak
-from autoscaler.policy.proposal import combine, propose_all
-from autoscaler.policy.rate import limit_rate
-from autoscaler.policy.stabilization import stabilize
-from autoscaler.policy.types import (
+from autoscaler.policy.decision import (
     MAX_REPLICAS,
     Decision,
     MetricObservation,
@@ -30,6 +25,11 @@ from autoscaler.policy.types import (
     RuleHistory,
     Stage,
 )
+from autoscaler.policy.history import first_sight, prune
+from autoscaler.policy.panic import PanicStep, panic_proposals, panic_step, with_peak
+from autoscaler.policy.proposal import combine, propose_all
+from autoscaler.policy.rate import limit_rate
+from autoscaler.policy.stabilization import stabilize
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import Panic, Rule

@@ -17,7 +17,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.ages import younger_than
-from autoscaler.policy.types import Recommendation, RuleHistory
+from autoscaler.policy.decision import Recommendation, RuleHistory
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import Behavior

@@ -47,7 +47,7 @@ def rules_st(draw: st.DrawFn) -> Rule:
 
 @st.composite
 def history_st(draw: st.DrawFn) -> RuleHistory:
-    from autoscaler.policy.types import Recommendation, ScaleEvent
+    from autoscaler.policy.decision import Recommendation, ScaleEvent
 
     ages = st.floats(0, 2000)
     recs = draw(
