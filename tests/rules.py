@@ -1,13 +1,16 @@
 """Rules files in a few lines: one rule per call of `rule()` (a Deployment in namespace `ml` scaled on one
 Average metric unless told otherwise), `rules_yaml()` to join them into a file's text, `ruleset()` to parse
-them, `ref()` for the target a rule names, and the two-metric rule the CLI tests share (VALID_RULES)."""
+them (`parsed_rule()`: the one rule of a `rule()`), `ref()` for the target a rule names, `rule_with()` for the
+smallest valid file changed in one place (the validation tests, whose messages name its lines), and the
+two-metric rule the CLI tests share (VALID_RULES)."""
 
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 from autoscaler.config.rules import RuleSet, parse_rules
-from autoscaler.policy import TargetRef
+from autoscaler.policy import Rule, TargetRef
 from benchmarks.example_rules import GPU_UTILIZATION_METRIC, embedding_service_rules
 
 
@@ -25,7 +28,11 @@ def rule(
     extra: str = "",
     metrics: str | None = None,
     kind: str = "Deployment",
+    workload: str | None = None,
 ) -> str:
+    """One rule's text. `metrics`: the whole `metrics:` entry instead of the one on `query`; `workload`: the
+    whole target mapping instead of the `kind` named as the rule, e.g. '{kind: Rollout, apiVersion:
+    argoproj.io/v1alpha1, namespace: ml, name: w}'; `extra`: more fields of the rule."""
     metrics_block = (
         metrics
         or f"""
@@ -34,15 +41,38 @@ def rule(
     )
     return f"""
 - name: {name}
-  target: {{kind: {kind}, namespace: ml, name: {name}}}
+  target: {workload or f"{{kind: {kind}, namespace: ml, name: {name}}}"}
   minReplicas: {min_replicas}
-  maxReplicas: {max_replicas}{textwrap.indent(textwrap.dedent(metrics_block), "  ")}
+  maxReplicas: {max_replicas}
+{textwrap.indent(textwrap.dedent(metrics_block).strip(), "  ")}
 {textwrap.indent(textwrap.dedent(extra).strip(), "  ")}
 """
 
 
 def ruleset(*rules: str) -> RuleSet:
     return parse_rules(rules_yaml(*rules), "rules.yaml")
+
+
+def parsed_rule(*args: Any, **kwargs: Any) -> Rule:
+    """The rule `rule(*args, **kwargs)` writes, parsed."""
+    return ruleset(rule(*args, **kwargs)).rules[0]
+
+
+MINIMAL = """\
+rules:
+  - name: r
+    target: {kind: Deployment, namespace: ml, name: svc}
+    maxReplicas: 5
+    metrics:
+      - {name: util, query: 'avg(x)', type: Average, target: 80}
+"""
+"""The smallest valid rules file; its lines are those the validation messages name."""
+
+
+def rule_with(extra: str = "", replace: tuple[str, str] | None = None) -> str:
+    """MINIMAL with `replace` (old, new) applied and `extra` lines (rule fields, indented 4) appended."""
+    text = MINIMAL if replace is None else MINIMAL.replace(*replace)
+    return text + extra
 
 
 def ref(name: str = "svc", kind: str = "Deployment") -> TargetRef:
