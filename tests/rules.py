@@ -1,16 +1,19 @@
 """Rules files in a few lines: one rule per call of `rule()` (a Deployment in namespace `ml` scaled on one
 Average metric unless told otherwise), `rules_yaml()` to join them into a file's text, `ruleset()` to parse
 them (`parsed_rule()`: the one rule of a `rule()`), `ref()` for the target a rule names, `rule_with()` for the
-smallest valid file changed in one place (the validation tests, whose messages name its lines), and the
-two-metric rule the CLI tests share (VALID_RULES)."""
+smallest valid file changed in one place (the validation tests, whose messages name its lines), the
+two-metric rule the CLI tests share (VALID_RULES); and random rules for the property tests (`rule_st()` over a
+`RuleSpace`)."""
 
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import Any, NamedTuple
+
+from hypothesis import strategies as st
 
 from autoscaler.config.rules import RuleSet, parse_rules
-from autoscaler.policy import Rule, TargetRef
+from autoscaler.policy import Behavior, Fallback, MetricSpec, Rule, ScalingPolicy, ScalingRules, TargetRef
 from benchmarks.example_rules import GPU_UTILIZATION_METRIC, embedding_service_rules
 
 
@@ -107,3 +110,54 @@ SECOND_RULE = """\
       - {name: util, query: 'avg(gpu_utilization_ratio{pod=~"reranker-.*"})', type: Average, target: 0.8}
 """
 """A second rule to append to VALID_RULES (a list item at the rules' indentation)."""
+
+
+# --- random rules (hypothesis) ----------------------------------------------------------------------------
+
+RANDOM_TARGET = TargetRef("Deployment", "ml", "embedding")
+
+
+class RuleSpace(NamedTuple):
+    """What `rule_st` draws each part of a rule from (immutable strategies, so a NamedTuple; `_replace` for a
+    variant). The defaults: windows and periods short enough to expire within a trace of a few minutes,
+    minReplicas >= 1 (a rule with minReplicas 0 scales to zero as KEDA does, not as the HPA's alpha
+    HPAScaleToZero, which the HPA reference ports), a metric with no series failing, no fallback."""
+
+    policy_values: st.SearchStrategy[int] = st.sampled_from([1, 2, 3, 4, 10, 25, 50, 100, 150, 200])
+    periods: st.SearchStrategy[int] = st.sampled_from([5, 15, 30, 60, 120])
+    windows: st.SearchStrategy[int] = st.sampled_from([0, 0, 15, 30, 60, 120, 300])
+    selects: st.SearchStrategy[str] = st.sampled_from(["Max", "Max", "Min", "Disabled"])
+    tolerances: st.SearchStrategy[float] = st.sampled_from([0.0, 0.1, 0.2])
+    min_replicas: st.SearchStrategy[int] = st.integers(1, 4)
+    max_replicas: int = 30
+    """The largest maxReplicas drawn (it is at least minReplicas, and at least 1)."""
+    targets: st.SearchStrategy[float] = st.sampled_from([1.0, 10.0, 80.0])
+    when_empty: st.SearchStrategy[str] = st.just("fail")
+    fallbacks: st.SearchStrategy[Fallback | None] = st.none()
+
+
+SHORT = RuleSpace()
+"""The default space (what the HPA parity tests draw from)."""
+
+
+def scaling_st(space: RuleSpace = SHORT) -> st.SearchStrategy[ScalingRules]:
+    """One direction of a random `behavior`: 1 to 3 policies."""
+    policy = st.builds(ScalingPolicy, st.sampled_from(["Pods", "Percent"]), space.policy_values,
+                       space.periods)
+    return st.builds(ScalingRules, space.windows, space.selects, space.tolerances,
+                     st.lists(policy, min_size=1, max_size=3).map(tuple))
+
+
+@st.composite
+def rule_st(draw: st.DrawFn, space: RuleSpace = SHORT) -> Rule:
+    """A random rule of 1 to 3 metrics (m0, m1, ...; Average or Total) on RANDOM_TARGET."""
+    low = draw(space.min_replicas)
+    high = draw(st.integers(max(low, 1), space.max_replicas))
+    metrics = tuple(
+        MetricSpec(f"m{i}", "q", draw(st.sampled_from(["Average", "Total"])), draw(space.targets),
+                   when_empty=draw(space.when_empty))  # type: ignore[arg-type]
+        for i in range(draw(st.integers(1, 3)))
+    )
+    fallback = draw(space.fallbacks)
+    behavior = Behavior(draw(scaling_st(space)), draw(scaling_st(space)))
+    return Rule("r", RANDOM_TARGET, low, high, metrics, behavior, fallback, 1)
