@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autoscaler.config.rules import RuleSet, load_rules
+from autoscaler.controller.http_endpoint import MetricsServer
 from autoscaler.controller.loop import Controller
-from autoscaler.controller.metrics import ControllerMetrics
-from autoscaler.controller.server import MetricsServer
+from autoscaler.controller.self_metrics import ControllerMetrics
 from autoscaler.controller.wiring import wire
 from autoscaler.errors import RulesError
 from autoscaler.policy import Reason, Rule

@@ -26,13 +26,12 @@ from autoscaler.cli.assumed import (
     decision_printer,
     refusal,
 )
-from autoscaler.config.rules import RuleSet, load_rules
+from autoscaler.config.rules import RuleSet
 from autoscaler.controller.logfmt import configure_logging
-from autoscaler.controller.loop import Controller, ControllerSettings, Health, SyncReport
-from autoscaler.controller.metrics import ControllerMetrics
-from autoscaler.controller.reload import RulesWatcher
-from autoscaler.controller.server import MetricsServer
-from autoscaler.controller.wiring import wire
+from autoscaler.controller.loop import Controller, ControllerSettings, SyncReport
+from autoscaler.controller.reload import RulesWatcher, WatchedRules, load_watched
+from autoscaler.controller.self_metrics import ControllerMetrics
+from autoscaler.controller.wiring import Endpoint, wire
 from autoscaler.errors import AutoscalerError, KubeConfigError, Problem, RulesError
 from autoscaler.kube.backend import NamespaceScope, ScaleBackend
 from autoscaler.reasons import DECISION_REASONS
@@ -188,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
     if refused is not None:
         return fail(PROG, refused)
     try:
-        load_rules(options.rules)  # a bad rules file is reported before anything else is tried
+        loaded = load_watched(options.rules)  # a bad rules file is reported before anything else is tried
         options.endpoints()
         api_client = None if options.assume_replicas else _api_client(args.kubeconfig)
     except RulesError as e:
@@ -201,7 +200,8 @@ def main(args: argparse.Namespace) -> int:
         return fail(PROG, str(e))
     stop = threading.Event()
     install_stop_handlers(stop, _stopping)
-    return serve(options, api_client, stop, decision_printer() if options.assume_replicas else None)
+    return serve(options, api_client, stop, decision_printer() if options.assume_replicas else None,
+                 loaded=loaded)
 
 
 # The Kubernetes client takes 0.35 s to import: it is loaded where a cluster is used (the functions below),
@@ -227,12 +227,17 @@ def serve(
     api_client: ApiClient | None,
     stop: threading.Event,
     on_sync: Callable[[SyncReport], None] | None = None,
+    *,
+    loaded: WatchedRules | None = None,
 ) -> int:
-    """Run the controller until `stop` is set (or once); returns the process exit code."""
-    try:
-        rules = load_rules(options.rules)
-    except RulesError as e:
-        return fail(PROG, f"invalid rules file, not starting:\n{e}")
+    """Run the controller until `stop` is set (or once); returns the process exit code. `loaded`: the rules
+    file as `main` read it (None: read here), so the file is read once."""
+    if loaded is None:
+        try:
+            loaded = load_watched(options.rules)
+        except RulesError as e:
+            return fail(PROG, f"invalid rules file, not starting:\n{e}")
+    rules = loaded.rules
     web_config: WebConfig | None = None
     if options.web_config_file is not None and options.metrics_port is not None:
         try:
@@ -257,38 +262,29 @@ def serve(
         endpoints = options.endpoints()
     except PrometheusConfigError as e:
         return fail(PROG, f"invalid Prometheus connections, not starting:\n{e}")
-    wiring = wire(
-        rules=rules,
-        backend=backend,
-        prometheus=endpoints,
-        queries=PromQLSettings(options.prometheus, query_timeout=min(5.0, options.query_budget),
-                       budget=options.query_budget, batch_size=options.prometheus_batch_size),
-        settings=ControllerSettings(dry_run=options.dry_run),
-        metrics=metrics,
-        is_leader=elector.is_leader if elector is not None else (lambda: True),
-    )
+    try:
+        wiring = wire(
+            rules=rules,
+            backend=backend,
+            prometheus=endpoints,
+            queries=PromQLSettings(options.prometheus, query_timeout=min(5.0, options.query_budget),
+                                   budget=options.query_budget, batch_size=options.prometheus_batch_size),
+            settings=ControllerSettings(dry_run=options.dry_run),
+            metrics=metrics,
+            is_leader=elector.is_leader if elector is not None else (lambda: True),
+            endpoint=None if options.metrics_port is None else Endpoint(
+                options.metrics_port, options.interval, options.metrics_host, web_config),
+        )
+    except ListenError as e:  # busy port, or a privileged one without the capability
+        return fail(PROG, f"cannot serve /metrics on --metrics-port {options.metrics_port} "
+                          f"({options.metrics_host}:{options.metrics_port}): {e.reason}")
     controller = wiring.controller
     watcher = RulesWatcher(
         options.rules,
         _rules_listener(controller, backend),
         lambda valid: setattr(metrics, "rules_valid", valid),
-        loaded=rules,
+        loaded=loaded,
     )
-    server = None
-    if options.metrics_port is not None:
-        try:
-            server = MetricsServer(
-                metrics.exposition,
-                lambda: _liveness(controller.health(options.interval)),
-                options.metrics_port,
-                options.metrics_host,
-                readiness=lambda: _readiness(controller.health(options.interval)),
-                web_config=web_config,
-            ).start()
-        except ListenError as e:  # busy port, or a privileged one without the capability
-            wiring.close()
-            return fail(PROG, f"cannot serve /metrics on --metrics-port {options.metrics_port} "
-                              f"({options.metrics_host}:{options.metrics_port}): {e.reason}")
     election = elector.start(stop) if elector is not None else None
     log.info(
         "gpu-autoscaler running %d rule(s) from %s every %gs against %s%s%s",
@@ -324,8 +320,6 @@ def serve(
         wiring.close()
         if election is not None:
             election.join(timeout=5.0)  # it releases the Lease so a standby takes over at once
-        if server is not None:
-            server.stop()
         log.info("gpu-autoscaler stopped")
     if options.once and report is not None:
         if not report.acted and elector is not None:
@@ -366,14 +360,6 @@ def _rules_listener(controller: Controller, backend: ScaleBackend) -> Callable[[
         controller.set_rules(rules)
 
     return set_rules
-
-
-def _liveness(health: Health) -> tuple[bool, str]:
-    return health.alive, health.message
-
-
-def _readiness(health: Health) -> tuple[bool, str]:
-    return health.ready, health.message
 
 
 def _propagate(stop: threading.Event, stopping: threading.Event) -> None:

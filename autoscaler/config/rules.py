@@ -44,7 +44,8 @@ from plumbing import yamlsafe
 from plumbing.prometheus.syntax import normal_form
 from plumbing.yamlnodes import NodeReader, describe, line_of
 
-__all__ = ["Problem", "RuleSet", "RulesError", "load_rules", "parse_rules", "parse_rules_bytes"]
+__all__ = ["Problem", "RuleSet", "RulesError", "load_rules", "parse_rules", "parse_rules_bytes",
+           "read_rules_bytes"]
 
 MAX_WINDOW_SECONDS = 3600  # HPA API: stabilizationWindowSeconds in [0, 3600]
 MAX_PERIOD_SECONDS = 1800  # HPA API: periodSeconds in (0, 1800]
@@ -79,11 +80,16 @@ class RuleSet:
 
 def load_rules(path: str | Path) -> RuleSet:
     """Read and parse a rules file; an unreadable, too large or non-UTF-8 file is a RulesError too."""
+    return parse_rules_bytes(read_rules_bytes(path), str(path))
+
+
+def read_rules_bytes(path: str | Path) -> bytes:
+    """A rules file's bytes, read no further than the size limit (a 50 GB file costs one bounded read); an
+    unreadable or too large file is a RulesError."""
     try:
-        raw = yamlsafe.read_bytes(path, RULES_LIMITS, "rules file")
+        return yamlsafe.read_bytes(path, RULES_LIMITS, "rules file")
     except yamlsafe.YamlFileError as exc:
         raise _file_error(exc, "file") from exc
-    return parse_rules_bytes(raw, str(path))
 
 
 def parse_rules_bytes(raw: bytes, path: str) -> RuleSet:

@@ -21,8 +21,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from croniter import CroniterBadDateError, CroniterError, croniter
 from yaml.nodes import Node
 
+from autoscaler.policy.decision import MAX_REPLICAS
 from autoscaler.policy.spec import Rule, Schedule
-from autoscaler.policy.types import MAX_REPLICAS
 from plumbing.yamlnodes import NodeReader, line_of
 
 __all__ = ["ScheduleBounds", "apply_schedules", "cron_problem", "open_bounds", "parse_schedules",

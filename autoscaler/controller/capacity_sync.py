@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from autoscaler.controller.capacity_ledger import PoolLedger, PoolShare
 from autoscaler.controller.decision_log import ref_text
-from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.observe import CAPACITY_METRIC, capacity_seen
-from autoscaler.controller.pool import PoolLedger, PoolShare
+from autoscaler.controller.self_metrics import ControllerMetrics
 from autoscaler.controller.sources import QueryKey
 from autoscaler.errors import KubeError
 from autoscaler.policy import Rule

@@ -2,7 +2,7 @@
 
 It owns the clock, the sleeping and the retries; the engine stays pure. One `now` per sync. Per rule it keeps
 the engine's history and the count of consecutive syncs in which every metric failed (for the fallback). The
-worker pool makes the Kubernetes calls and this thread decides (`kube_pool`); one rule's sync, and the broad
+worker pool makes the Kubernetes calls and this thread decides (`api_workers`); one rule's sync, and the broad
 `except` around it, so one bad rule never stops the others, live in `rule_sync`.
 
 A sync is *successful* (the last-successful-sync gauges and alerts) when it completed and the Kubernetes side
@@ -23,14 +23,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from autoscaler.config.rules import RuleSet
+from autoscaler.controller.api_workers import Gathered, gather, runs
+from autoscaler.controller.capacity_ledger import PoolLedger
 from autoscaler.controller.decision_log import scale_message
 from autoscaler.controller.events import EventPoster
-from autoscaler.controller.kube_pool import Gathered, gather, runs
-from autoscaler.controller.metrics import ControllerMetrics
 from autoscaler.controller.outcome import Health, LoopProgress, RuleOutcome, ShuttingDown, SyncReport
 from autoscaler.controller.past import PastRead, needs_past, try_read_past
-from autoscaler.controller.pool import PoolLedger
 from autoscaler.controller.rule_sync import Patch, RuleState, RuleSync
+from autoscaler.controller.self_metrics import ControllerMetrics
 from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.kube.backend import ScaleBackend
 from autoscaler.policy import Rule, RuleHistory
@@ -150,7 +150,8 @@ class Controller:
         """Gather, decide and act for every rule, once. Never raises for a rule's failure.
 
         The pool reads the scales while the queries run; each run of rules is then decided here, on this
-        thread, as soon as its reads are in, and goes back to the pool for its Events and patches (kube_pool).
+        thread, as soon as its reads are in, and goes back to the pool for its Events and patches
+        (api_workers).
         """
         started = self._monotonic()
         now = self.clock()
@@ -198,7 +199,8 @@ class Controller:
                       reads: Sequence[Future[list[Gathered]]], results: Mapping[QueryKey, QueryResult],
                       now: float) -> dict[int, RuleOutcome | Patch]:
         """The rules whose capacity guards read a pool with other rules, decided first, once every scale is
-        read, in the pool's order (controller.pool); the others are decided as their reads come in."""
+        read, in the ledger's order (controller.capacity_ledger); the others are decided as their reads come
+        in."""
         ledger = PoolLedger((s.rule for s in states), turn=self._syncs)
         self._syncs += 1
         if not ledger:

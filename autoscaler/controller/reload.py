@@ -5,6 +5,9 @@ touch or a swap to identical content reloads nothing (but a file restored to the
 invalid version makes gpu_autoscaler_rules_valid 1 again). A valid new file replaces the rules (the controller
 keeps the history of rules that did not change); an invalid one keeps the previous rules running, logs why
 once per distinct content, and sets gpu_autoscaler_rules_valid to 0 until a valid file comes.
+
+`load_watched` is the first read: `run` checks the file with it before anything else and starts from what it
+read, so the file is read once and the watcher compares later reads with those very bytes.
 """
 
 from __future__ import annotations
@@ -15,9 +18,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autoscaler.config.rules import RULES_LIMITS, RuleSet, parse_rules_bytes
+from autoscaler.config.rules import RuleSet, parse_rules_bytes, read_rules_bytes
 from autoscaler.errors import Problem, RulesError
-from plumbing import yamlsafe
 
 log = logging.getLogger(__name__)
 
@@ -41,36 +43,53 @@ def _fingerprint(path: str) -> _Fingerprint | None:
     return _Fingerprint(real, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+@dataclass(frozen=True)
+class WatchedRules:
+    """A rules file as first read: its rules, and the look and bytes its watcher compares later reads with."""
+
+    rules: RuleSet
+    fingerprint: _Fingerprint | None
+    digest: str
+
+
+def load_watched(path: str) -> WatchedRules:
+    """Read and parse the rules file once; RulesError when it is unreadable or invalid.
+
+    The file is looked at before it is read: a change made during or after the read differs from that look,
+    so the watcher's first check reads it again instead of taking the new file for the one running."""
+    fingerprint = _fingerprint(path)
+    raw = read_rules_bytes(path)
+    return WatchedRules(parse_rules_bytes(raw, path), fingerprint, _digest(raw))
+
+
 class RulesWatcher:
-    """Reloads `path` when it changes and hands valid rule sets to `apply`."""
+    """Reloads `path` when it changes and hands valid rule sets to `apply`; `loaded`: the running rules as
+    `load_watched` read them (None: nothing known, the first change found is applied)."""
 
     def __init__(
         self,
         path: str,
         apply: Callable[[RuleSet], None],
         set_valid: Callable[[bool], None] = lambda valid: None,
-        loaded: RuleSet | None = None,
+        loaded: WatchedRules | None = None,
     ) -> None:
         self.path = path
         self._apply = apply
         self._set_valid = set_valid
-        self._fingerprint = _fingerprint(path)
-        self._digest: str | None = None
+        self._fingerprint = loaded.fingerprint if loaded is not None else _fingerprint(path)
+        self._digest: str | None = loaded.digest if loaded is not None else None
         self._reported: object = _NOTHING
         self.last_error: RulesError | None = None
-        if loaded is not None:
-            self._digest = self._read_digest()
 
     def _read(self) -> tuple[bytes | None, RulesError | None]:
-        """The file's bytes, read no further than the size limit (a 50 GB file costs one bounded read)."""
         try:
-            return yamlsafe.read_bytes(self.path, RULES_LIMITS, "rules file"), None
-        except yamlsafe.YamlFileError as exc:
-            return None, RulesError([Problem(exc.path, exc.line, "file", exc.message)])
-
-    def _read_digest(self) -> str | None:
-        raw, _ = self._read()
-        return None if raw is None else hashlib.sha256(raw).hexdigest()
+            return read_rules_bytes(self.path), None
+        except RulesError as e:
+            return None, e
 
     def check(self) -> bool:
         """Reload if the file changed; True when new rules were applied.
@@ -83,7 +102,7 @@ class RulesWatcher:
             return False
         self._fingerprint = fingerprint
         raw, error = self._read()
-        digest = hashlib.sha256(raw).hexdigest() if raw is not None else None
+        digest = _digest(raw) if raw is not None else None
         if digest is not None and digest == self._digest:
             if self.last_error is not None:  # garbage reverted to the running rules: valid again
                 self._restored()

@@ -1,7 +1,7 @@
 """One rule's sync: decided on the controller's own thread, acted on by its pool, and told however it ends.
 
 `decide` observes the metrics, plans (the engine, pause annotations, schedules, capacity) and reports the
-decision; it touches no API: the scale and the Pending pods were read by the pool (`kube_pool.gather`), and
+decision; it touches no API: the scale and the Pending pods were read by the pool (`api_workers.gather`), and
 the rule's Events are held. `act`, on the pool, posts the held Events and patches, re-reading and re-planning
 after a 409 Conflict. Every ending (decided, abandoned, a failed read or patch, an unknown endpoint, a sync
 that raised) is told alike: a metric, an Event where this replica may still write, a log line
@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from autoscaler.controller.api_workers import Gathered
+from autoscaler.controller.capacity_ledger import PoolLedger
 from autoscaler.controller.capacity_sync import GatheredCapacity, gather_capacity, shared
 from autoscaler.controller.decision_log import (
     log_abandoned,
@@ -27,12 +29,10 @@ from autoscaler.controller.decision_log import (
     scale_message,
 )
 from autoscaler.controller.events import EventPoster, HeldEvents, WarningMemory
-from autoscaler.controller.kube_pool import Gathered
-from autoscaler.controller.metrics import ControllerMetrics, Guards
 from autoscaler.controller.observe import observe
 from autoscaler.controller.outcome import RuleOutcome, ShuttingDown
 from autoscaler.controller.past import PastRead
-from autoscaler.controller.pool import PoolLedger
+from autoscaler.controller.self_metrics import ControllerMetrics, Guards
 from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.errors import ConflictError, KubeError
 from autoscaler.kube.backend import ScaleBackend, ScaleState

@@ -6,7 +6,7 @@ sync. The public surface is what those callers use:
 
 - inputs (`spec`): `Rule` with its `TargetRef`, `MetricSpec`, `Behavior` (`ScalingRules`, `ScalingPolicy`),
   `Fallback`, and the HPA's `DEFAULT_BEHAVIOR`; `autoscaler.config.rules` builds them from YAML.
-- per sync (`types`): `MetricObservation` in; `Decision` (with its `Reason`) and the next `RuleHistory`
+- per sync (`decision`): `MetricObservation` in; `Decision` (with its `Reason`) and the next `RuleHistory`
   (`Recommendation`s and scale events) out; `MAX_REPLICAS`, the int32 cap of every count.
 - `decide()` (metrics to a count), `decide_desired()` (a given desired count through the same behavior, the
   fallback's path) and `first_sight()` (what the HPA records before a target at zero is held).
@@ -15,6 +15,14 @@ The stages (`proposal`, `stabilization`, `rate`, `bounds`, `history`) are import
 tests that check one stage against the HPA's vectors.
 """
 
+from autoscaler.policy.decision import (
+    MAX_REPLICAS,
+    Decision,
+    MetricObservation,
+    Reason,
+    Recommendation,
+    RuleHistory,
+)
 from autoscaler.policy.engine import decide, decide_desired
 from autoscaler.policy.history import first_sight
 from autoscaler.policy.spec import (
@@ -26,14 +34,6 @@ from autoscaler.policy.spec import (
     ScalingPolicy,
     ScalingRules,
     TargetRef,
-)
-from autoscaler.policy.types import (
-    MAX_REPLICAS,
-    Decision,
-    MetricObservation,
-    Reason,
-    Recommendation,
-    RuleHistory,
 )
 
 __all__ = [

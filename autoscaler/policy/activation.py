@@ -13,12 +13,13 @@ the rule's first sync, so a controller restarted on an idle service waits a full
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.ages import younger_than
-from autoscaler.policy.types import MetricObservation, Reason, RuleHistory, Stage
+from autoscaler.policy.decision import MetricObservation, Reason, RuleHistory, Stage
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import MetricSpec, Rule
@@ -66,17 +67,7 @@ def scale_to_zero(rule: Rule, current: int, observations: Sequence[MetricObserva
     if seen.active or last_active is None:
         last_active = now
     if last_active != history.last_active:
-        history = RuleHistory(
-            recommendations=history.recommendations,
-            scale_up_events=history.scale_up_events,
-            scale_down_events=history.scale_down_events,
-            longest_up_period=history.longest_up_period,
-            longest_down_period=history.longest_down_period,
-            last_active=last_active,
-            panic=history.panic,
-            budget=history.budget,
-            forecast=history.forecast,
-        )
+        history = dataclasses.replace(history, last_active=last_active)
     return _stage(rule, current, seen, now - last_active), history
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoscaler.policy.types import Reason, Stage
+from autoscaler.policy.decision import Reason, Stage
 
 
 def correct_out_of_bounds(current: int, min_replicas: int, max_replicas: int) -> Stage | None:

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from autoscaler.policy.decision import MetricObservation, MinuteLoads, RuleHistory
 from autoscaler.policy.minutes import Derive, recorded
-from autoscaler.policy.types import MetricObservation, MinuteLoads, RuleHistory
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import OverloadBudget, Rule

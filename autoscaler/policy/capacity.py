@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.ages import older_than
-from autoscaler.policy.types import Reason, Stage
+from autoscaler.policy.decision import Reason, Stage
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import Capacity

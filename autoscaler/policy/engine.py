@@ -14,12 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.bounds import clamp_to_bounds, correct_out_of_bounds
-from autoscaler.policy.history import first_sight, prune
-from autoscaler.policy.panic import PanicStep, panic_proposals, panic_step, with_peak
-from autoscaler.policy.proposal import combine, propose_all
-from autoscaler.policy.rate import limit_rate
-from autoscaler.policy.stabilization import stabilize
-from autoscaler.policy.types import (
+from autoscaler.policy.decision import (
     MAX_REPLICAS,
     Decision,
     MetricObservation,
@@ -30,6 +25,11 @@ from autoscaler.policy.types import (
     RuleHistory,
     Stage,
 )
+from autoscaler.policy.history import first_sight, prune
+from autoscaler.policy.panic import PanicStep, panic_proposals, panic_step, with_peak
+from autoscaler.policy.proposal import combine, propose_all
+from autoscaler.policy.rate import limit_rate
+from autoscaler.policy.stabilization import stabilize
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import Panic, Rule
@@ -42,18 +42,9 @@ def decide(rule: Rule, current: int, observations: Sequence[MetricObservation], 
     """The replica count for `rule` at `now`, why, and the history to pass to the next sync."""
     behavior = rule.behavior
     history = first_sight(history, current, now)
-
-    correction = correct_out_of_bounds(current, rule.min_replicas, rule.max_replicas)
-    if correction is not None:
-        return Decision(
-            current=current,
-            desired_raw=None,
-            replicas=correction.replicas,
-            reason=correction.reason,
-            message=correction.message,
-            proposals=(),
-            history=prune(history, behavior, now),
-        )
+    corrected = _corrected(rule, current, history, now)
+    if corrected is not None:
+        return corrected
 
     proposals = propose_all(rule.metrics, observations, current, behavior.scale_up.tolerance,
                             behavior.scale_down.tolerance)
@@ -79,6 +70,23 @@ def decide(rule: Rule, current: int, observations: Sequence[MetricObservation], 
         if history.panic is not None:
             history = dataclasses.replace(history, panic=None)
     return _normalize(rule, current, proposed, proposals, history, now)
+
+
+def _corrected(rule: Rule, current: int, history: RuleHistory, now: float) -> Decision | None:
+    """A count outside [min, max] goes to the bound before anything else (the HPA's out-of-bounds correction:
+    no metrics, no stabilization, no policies); None when it is inside."""
+    correction = correct_out_of_bounds(current, rule.min_replicas, rule.max_replicas)
+    if correction is None:
+        return None
+    return Decision(
+        current=current,
+        desired_raw=None,
+        replicas=correction.replicas,
+        reason=correction.reason,
+        message=correction.message,
+        proposals=(),
+        history=prune(history, rule.behavior, now),
+    )
 
 
 def _panicking(rule: Rule, panic: Panic, state: PanicState, *, current: int, proposed: Stage,
@@ -124,17 +132,9 @@ def decide_desired(rule: Rule, current: int, desired: int, message: str, history
     As KEDA's fallback, which feeds the HPA a synthetic metric so that its behavior still applies.
     """
     history = first_sight(history, current, now)
-    correction = correct_out_of_bounds(current, rule.min_replicas, rule.max_replicas)
-    if correction is not None:
-        return Decision(
-            current=current,
-            desired_raw=None,
-            replicas=correction.replicas,
-            reason=correction.reason,
-            message=correction.message,
-            proposals=(),
-            history=prune(history, rule.behavior, now),
-        )
+    corrected = _corrected(rule, current, history, now)
+    if corrected is not None:
+        return corrected
     proposed = Stage(min(max(desired, 0), MAX_REPLICAS), Reason.DesiredWithinRange, message)
     return _normalize(rule, current, proposed, (), history, now)
 
@@ -147,17 +147,8 @@ def _normalize(rule: Rule, current: int, proposed: Stage, proposals: tuple[Metri
     stable = stabilize(current, desired, history.recommendations,
                        behavior.scale_up.stabilization_window_seconds,
                        behavior.scale_down.stabilization_window_seconds, now)
-    history = RuleHistory(
-        recommendations=(*history.recommendations, Recommendation(now, desired)),
-        scale_up_events=history.scale_up_events,
-        scale_down_events=history.scale_down_events,
-        longest_up_period=history.longest_up_period,
-        longest_down_period=history.longest_down_period,
-        last_active=history.last_active,
-        panic=history.panic,
-        budget=history.budget,
-        forecast=history.forecast,
-    )
+    history = dataclasses.replace(
+        history, recommendations=(*history.recommendations, Recommendation(now, desired)))
 
     outcome = proposed
     if stable.replicas != desired:

@@ -15,10 +15,11 @@ event past its own direction's longest period can still be inside a longer perio
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.ages import younger_than
-from autoscaler.policy.types import Recommendation, RuleHistory
+from autoscaler.policy.decision import Recommendation, RuleHistory
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import Behavior
@@ -31,17 +32,7 @@ def first_sight(history: RuleHistory, current: int, now: float) -> RuleHistory:
     """
     if history.recommendations:
         return history
-    return RuleHistory(
-        recommendations=(Recommendation(now, current),),
-        scale_up_events=history.scale_up_events,
-        scale_down_events=history.scale_down_events,
-        longest_up_period=history.longest_up_period,
-        longest_down_period=history.longest_down_period,
-        last_active=history.last_active,
-        panic=history.panic,
-        budget=history.budget,
-        forecast=history.forecast,
-    )
+    return dataclasses.replace(history, recommendations=(Recommendation(now, current),))
 
 
 def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
@@ -54,17 +45,7 @@ def prune(history: RuleHistory, behavior: Behavior, now: float) -> RuleHistory:
     down = behavior.scale_down.longest_period_seconds
     if len(kept) == len(entries) and history.longest_up_period == up and history.longest_down_period == down:
         return history
-    return RuleHistory(
-        recommendations=kept,
-        scale_up_events=history.scale_up_events,
-        scale_down_events=history.scale_down_events,
-        longest_up_period=up,
-        longest_down_period=down,
-        last_active=history.last_active,
-        panic=history.panic,
-        budget=history.budget,
-        forecast=history.forecast,
-    )
+    return dataclasses.replace(history, recommendations=kept, longest_up_period=up, longest_down_period=down)
 
 
 def deciding(entries: tuple[Recommendation, ...], now: float, up_window_seconds: float,

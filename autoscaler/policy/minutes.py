@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from autoscaler.policy.types import MetricObservation, MinuteLoads
+from autoscaler.policy.decision import MetricObservation, MinuteLoads
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import MetricSpec

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from autoscaler.policy.decision import MetricObservation, MetricProposal, PanicState
 from autoscaler.policy.proposal import propose
-from autoscaler.policy.types import MetricObservation, MetricProposal, PanicState
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import MetricSpec, Panic

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from autoscaler.policy.types import MAX_REPLICAS, MetricObservation, MetricProposal, Reason, Stage
+from autoscaler.policy.decision import MAX_REPLICAS, MetricObservation, MetricProposal, Reason, Stage
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import MetricSpec

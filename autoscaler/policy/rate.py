@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from autoscaler.policy.ages import younger_than
-from autoscaler.policy.types import Reason, RuleHistory, ScaleEvent, Stage
+from autoscaler.policy.decision import Reason, RuleHistory, ScaleEvent, Stage
 
 if TYPE_CHECKING:
     from autoscaler.policy.spec import ScalingPolicy, ScalingRules

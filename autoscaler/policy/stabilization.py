@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from autoscaler.policy.ages import younger_than
-from autoscaler.policy.types import Reason, Recommendation, Stage
+from autoscaler.policy.decision import Reason, Recommendation, Stage
 
 
 def stabilize(current: int, desired: int, recommendations: Iterable[Recommendation],

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from autoscaler.config.rules import parse_rules
 from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory
 from autoscaler.policy.capacity import CapacityObservation
 from demo.cluster import ClusterSettings, SimulatedDeployment
@@ -23,19 +22,15 @@ from demo.replay import (
     score,
 )
 from demo.traces import Trace, sudden_burst
+from tests.rules import parsed_rule
+
+SVC = "{kind: Deployment, namespace: ns, name: svc}"
 
 
-def rule_with(metrics: str, behavior: str = "", min_replicas: int = 1, max_replicas: int = 10) -> Rule:
-    text = f"""
-rules:
-  - name: r
-    target: {{kind: Deployment, namespace: ns, name: svc}}
-    minReplicas: {min_replicas}
-    maxReplicas: {max_replicas}
-    metrics: {metrics}
-{behavior}
-"""
-    return parse_rules(text, "r.yaml").rules[0]
+def scaled_on(metrics: str, min_replicas: int = 1, extra: str = "") -> Rule:
+    """A rule of Deployment ns/svc (the simulated deployment) on `metrics`, a YAML flow list."""
+    return parsed_rule("r", workload=SVC, metrics=f"metrics: {metrics}", min_replicas=min_replicas,
+                       extra=extra)
 
 
 UTIL = "[{name: gpu_utilization, query: q, type: Average, target: 50}]"
@@ -50,14 +45,14 @@ def test_gpu_utilization_counts_loading_replicas_at_their_idle_utilization() -> 
     clock = lambda: 0.0  # noqa: E731
     deployment = SimulatedDeployment("ns", "svc", 2, clock, ClusterSettings(startup_delay_seconds=60))
     deployment.scale_to(4)
-    [obs] = observations(rule_with(UTIL), deployment.snapshot(1.0), ReplaySettings())
+    [obs] = observations(scaled_on(UTIL), deployment.snapshot(1.0), ReplaySettings())
     assert obs == MetricObservation("gpu_utilization", 25.0)  # (50 + 50 + 0 + 0) / 4
 
 
 def test_requests_per_second_is_demand_and_does_not_saturate() -> None:
     deployment = SimulatedDeployment("ns", "svc", 2, lambda: 0.0)
     settings = ReplaySettings(requests_per_gpu_second=10.0)
-    [obs] = observations(rule_with(REQUESTS), deployment.snapshot(7.0), settings)
+    [obs] = observations(scaled_on(REQUESTS), deployment.snapshot(7.0), settings)
     assert obs == MetricObservation("requests_per_second", 70.0)
 
 
@@ -74,7 +69,7 @@ def test_the_range_window_of_a_query_is_its_largest_range_selector(query: str, s
 
 def test_a_rate_over_a_window_reads_the_mean_demand_of_that_window_not_the_instant() -> None:
     deployment = SimulatedDeployment("ns", "svc", 2, lambda: 0.0)
-    windowed = rule_with("[{name: requests_per_second, query: 'sum(rate(r[2m]))', type: Total, target: 5}]")
+    windowed = scaled_on("[{name: requests_per_second, query: 'sum(rate(r[2m]))', type: Total, target: 5}]")
     asked: list[float] = []
 
     def mean_load(window: float) -> float:
@@ -83,13 +78,13 @@ def test_a_rate_over_a_window_reads_the_mean_demand_of_that_window_not_the_insta
 
     [obs] = observations(windowed, deployment.snapshot(7.0), ReplaySettings(), mean_load)
     assert (obs.value, asked) == (30.0, [120.0])
-    [instant] = observations(rule_with(REQUESTS), deployment.snapshot(7.0), ReplaySettings(), mean_load)
+    [instant] = observations(scaled_on(REQUESTS), deployment.snapshot(7.0), ReplaySettings(), mean_load)
     assert instant.value == 70.0 and asked == [120.0]  # no range: the rate of the instant
 
 
 def test_after_a_step_in_demand_a_one_minute_rate_catches_up_over_one_minute() -> None:
     step_up = Trace("step", "2 -> 6 at t=600", 1_200.0, lambda t: 6.0 if t >= 600.0 else 2.0)
-    rule = rule_with("[{name: requests_per_second, query: 'sum(rate(r[1m]))', type: Total, target: 1000}]")
+    rule = scaled_on("[{name: requests_per_second, query: 'sum(rate(r[1m]))', type: Total, target: 1000}]")
     seen: dict[float, float] = {}
 
     def spy(rule: Rule, current: int, obs: Sequence[MetricObservation], history: RuleHistory,
@@ -113,14 +108,14 @@ def test_after_a_step_in_demand_a_one_minute_rate_catches_up_over_one_minute() -
 
 def test_an_unknown_metric_name_is_refused_naming_the_known_ones() -> None:
     deployment = SimulatedDeployment("ns", "svc", 2, lambda: 0.0)
-    rule = rule_with("[{name: queue_depth, query: q, type: Total, target: 5}]")
+    rule = scaled_on("[{name: queue_depth, query: q, type: Total, target: 5}]")
     with pytest.raises(ValueError, match=r"queue_depth.*gpu_utilization, requests_per_second"):
         observations(rule, deployment.snapshot(1.0), ReplaySettings())
 
 
 def test_with_no_replica_the_utilization_metric_fails() -> None:
     deployment = SimulatedDeployment("ns", "svc", 0, lambda: 0.0)
-    [obs] = observations(rule_with(UTIL, min_replicas=0), deployment.snapshot(1.0), ReplaySettings())
+    [obs] = observations(scaled_on(UTIL, min_replicas=0), deployment.snapshot(1.0), ReplaySettings())
     assert obs.value is None and obs.error
 
 
@@ -141,14 +136,14 @@ def test_the_engine_is_asked_every_sync_period_with_the_virtual_time() -> None:
         )
 
     settings = ReplaySettings(warmup_seconds=60.0)
-    result = replay(rule_with(UTIL), constant(1.0, 300.0), settings, decide_fn=fake_decide)
+    result = replay(scaled_on(UTIL), constant(1.0, 300.0), settings, decide_fn=fake_decide)
     assert [now for _, now in calls] == [float(t) for t in range(-60, 301, 15)]
     assert len(result.syncs) == 21  # scored syncs: t = 0 .. 300
     assert result.samples[0].t == 0.0 and result.samples[-1].t == 300.0
 
 
 def test_a_constant_load_settles_where_the_engine_puts_it() -> None:
-    result = replay(rule_with(UTIL), constant(3.0))  # 3 GPUs of work at a 50 % target: 6 replicas
+    result = replay(scaled_on(UTIL), constant(3.0))  # 3 GPUs of work at a 50 % target: 6 replicas
     assert {s.replicas for s in result.samples} == {6}
     assert result.figures.gpu_hours == pytest.approx(6.0, rel=0.01)
     assert result.figures.overloaded_minutes == 0.0
@@ -158,9 +153,9 @@ def test_a_constant_load_settles_where_the_engine_puts_it() -> None:
 def test_a_burst_is_overloaded_until_the_new_replicas_have_loaded() -> None:
     trace = sudden_burst(base=1.0, peak=4.0, start_seconds=600.0, length_seconds=1_200.0,
                          duration_seconds=3_600.0)
-    fast = replay(rule_with(REQUESTS), trace,
+    fast = replay(scaled_on(REQUESTS), trace,
                   ReplaySettings(cluster=ClusterSettings(startup_delay_seconds=0)))
-    slow = replay(rule_with(REQUESTS), trace,
+    slow = replay(scaled_on(REQUESTS), trace,
                   ReplaySettings(cluster=ClusterSettings(startup_delay_seconds=300)))
     assert max(s.replicas for s in slow.samples) == 8  # 40 req/s at 5 per replica
     assert slow.figures.overloaded_minutes >= 5.0  # at least the start-up delay
@@ -191,18 +186,10 @@ def test_bad_settings_are_refused(changes: dict[str, float]) -> None:
         dataclasses.replace(ReplaySettings(), **changes)
 
 
-def guarded_rule(grace: int = 300, min_replicas: int = 1, max_replicas: int = 10) -> Rule:
-    text = f"""
-rules:
-  - name: r
-    target: {{kind: Deployment, namespace: ns, name: svc}}
-    minReplicas: {min_replicas}
-    maxReplicas: {max_replicas}
-    metrics: {REQUESTS}
-    capacity: {{query: 'cluster:gpus_unallocated:sum', gpusPerReplica: 1,
-                pendingGraceSeconds: {grace}}}
-"""
-    return parse_rules(text, "r.yaml").rules[0]
+def guarded_rule(grace: int = 300, min_replicas: int = 1) -> Rule:
+    return scaled_on(REQUESTS, min_replicas, extra=f"""\
+capacity: {{query: 'cluster:gpus_unallocated:sum', gpusPerReplica: 1,
+            pendingGraceSeconds: {grace}}}""")
 
 
 def shared_pool(load: float, others: int, duration: float = 3_600.0) -> Trace:
@@ -227,7 +214,7 @@ def test_capacity_seen_is_the_free_gpus_and_the_pending_replicas_since_times() -
 def test_without_the_guard_the_replicas_the_pool_cannot_hold_sit_pending() -> None:
     """40 req/s at 5 per replica asks for 8 replicas; the tenant leaves 6 of 8 GPUs: 2 sit Pending for the
     whole hour, holding nothing."""
-    result = replay(rule_with(REQUESTS), shared_pool(4.0, others=2), pool_of(8))
+    result = replay(scaled_on(REQUESTS), shared_pool(4.0, others=2), pool_of(8))
     assert max(s.replicas for s in result.samples) == 8
     assert result.figures.peak_pending == 2
     assert result.figures.pending_replica_minutes == pytest.approx(2 * 60.0, abs=1.0)
@@ -259,7 +246,7 @@ def test_the_guard_reads_the_pending_replicas_since_times_from_the_pool() -> Non
 
 def test_the_other_tenant_waits_when_the_pool_is_full() -> None:
     trace = Trace("late tenant", "", 600.0, lambda t: 2.0, lambda t: 3 if t >= 300 else 0)
-    result = replay(rule_with(REQUESTS, min_replicas=4), trace, pool_of(6))
+    result = replay(scaled_on(REQUESTS, min_replicas=4), trace, pool_of(6))
     assert result.figures.others_waiting_gpu_minutes == pytest.approx(1 * 5.0, abs=0.1)  # 1 of 3, 5 min
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-import autoscaler.controller.metrics
+import autoscaler.controller.self_metrics
 import exporter.metrics
 from tests import REPO_ROOT
 
@@ -89,7 +89,8 @@ def exporter_names() -> set[str]:
 
 
 def autoscaler_names() -> set[str]:
-    names = {autoscaler.controller.metrics.name(short) for short in autoscaler.controller.metrics.HELP}
+    self_metrics = autoscaler.controller.self_metrics
+    names = {self_metrics.name(short) for short in self_metrics.HELP}
     histograms = {n for n in names if n.endswith("_seconds") and "duration" in n}
     return names | {f"{n}{suffix}" for n in histograms for suffix in ("_bucket", "_sum", "_count")}
 

@@ -66,6 +66,29 @@ def test_once_prints_one_line_per_rule(tmp_path: Path, prom: Prom, rules: Path) 
     assert "Traceback" not in done.stderr
 
 
+COUNTING_OPENS = """\
+import atexit, os, sys
+from autoscaler.cli.main import main
+watched, opened = os.path.realpath(sys.argv[1]), []
+sys.addaudithook(lambda event, args: opened.append(args[0]) if event == "open" and isinstance(args[0], str)
+                 and os.path.realpath(args[0]) == watched else None)
+atexit.register(lambda: print(f"rules file opened {len(opened)} time(s)", file=sys.stderr))
+sys.exit(main(["run", "--rules", *sys.argv[1:]]))
+"""
+
+
+def test_the_rules_file_is_read_once(tmp_path: Path, prom: Prom, rules: Path) -> None:
+    """Checked before anything starts, then run from those bytes: an audit hook counts the opens."""
+    done = subprocess.run(
+        [sys.executable, "-c", COUNTING_OPENS, str(rules), "--prometheus", prom.url, "--dry-run", "--once",
+         "--metrics-port", "0", "--assume-replicas", "2"],
+        capture_output=True, text=True, timeout=60, env=no_cluster_env(tmp_path), check=False, cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 2, done.stdout  # it ran: one decision line per rule
+    assert "rules file opened 1 time(s)" in done.stderr
+
+
 def test_interval_runs_until_sigterm_with_fixed_counts(tmp_path: Path, prom: Prom, rules: Path) -> None:
     process = subprocess.Popen(
         [*CLI, "--rules", str(rules), "--prometheus", prom.url, "--dry-run", "--interval", "200ms",

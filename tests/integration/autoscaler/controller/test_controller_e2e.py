@@ -6,7 +6,6 @@ After each fault: the right replica count, nothing patched twice, the reason vis
 from __future__ import annotations
 
 import json
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 
@@ -19,19 +18,9 @@ from demo.processes import free_port
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from tests.fake_kube.apiserver import FakeApiServer, Workload
 from tests.prom import Prom
+from tests.rules import rule, rules_yaml
 
 pytestmark = pytest.mark.integration
-
-
-def rule(name: str, query: str, target: float = 80, extra: str = "") -> str:
-    return textwrap.dedent(f"""
-      - name: {name}
-        target: {{kind: Deployment, namespace: ml, name: {name}}}
-        minReplicas: 1
-        maxReplicas: 20
-        metrics:
-          - {{name: util, query: '{query}', type: Average, target: {target}}}
-    """) + textwrap.indent(extra, "  ")
 
 
 def exposition_value(c: Controller, name: str, **labels: str) -> float | None:
@@ -46,8 +35,8 @@ def exposition_value(c: Controller, name: str, **labels: str) -> float | None:
 def make(apiserver: FakeApiServer, prom: Prom) -> Iterator[Callable[..., Controller]]:
     made: list[tuple[Controller, PromQLRunner]] = []
 
-    def build(*rules: str, prometheus: str | None = None, request_timeout: float = 1.0) -> Controller:
-        ruleset = parse_rules("rules:" + "".join(rules), "rules.yaml")
+    def build(*texts: str, prometheus: str | None = None, request_timeout: float = 1.0) -> Controller:
+        ruleset = parse_rules(rules_yaml(*texts), "rules.yaml")
         runner = PromQLRunner(
             PromQLSettings(prometheus or prom.url, query_timeout=1.0, budget=2.0, backoff_initial=0.05)
         )
@@ -143,7 +132,7 @@ def test_bad_query_among_good_ones(
     prom.target.set("e2e-good", 160)
     query = 'test_load{series="e2e-good"}'
     prom.wait_value(query, 160)
-    c = make(rule("bad", "sum(test_load"), rule("good", query))
+    c = make(rule("bad", "sum(test_load"), rule("good", query, max_replicas=20))
     c.sync_once()
     assert (apiserver.replicas("good"), apiserver.replicas("bad")) == (4, 2)
     assert apiserver.event_reasons("bad") == ["FailedGetMetrics"]
@@ -223,7 +212,7 @@ def test_api_outage_on_reads_and_slow_answers(
     prom.wait_value(query, 160)
     apiserver.fail("GET", "/down/scale$", 503, times=None)
     apiserver.delay("GET", "/slow/scale$", 1.5, times=1)
-    c = make(rule("down", query), rule("slow", query), request_timeout=0.3)
+    c = make(rule("down", query), rule("slow", query, max_replicas=20), request_timeout=0.3)
     report = c.sync_once()
     assert [o.reason for o in report.outcomes] == ["FailedGetScale", "FailedGetScale"]
     assert apiserver.patches() == []
@@ -239,7 +228,7 @@ def test_slow_prometheus_fails_metrics_within_the_budget(
     apiserver: FakeApiServer, silent_server: int
 ) -> None:
     apiserver.add("web", 3)
-    rules = parse_rules("rules:" + rule("web", "up"), "rules.yaml")
+    rules = parse_rules(rules_yaml(rule("web", "up")), "rules.yaml")
     runner = PromQLRunner(PromQLSettings(f"http://127.0.0.1:{silent_server}", query_timeout=30.0, budget=0.8))
     backend = KubernetesScaleBackend(apiserver.api_client(), request_timeout=1.0)
     c = Controller(backend, runner, rules, time.time)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from autoscaler.config.rules import parse_rules
+from autoscaler.config.rules import RuleSet
 from autoscaler.controller.loop import Controller, ControllerSettings
 from autoscaler.errors import (
     ConflictError,
@@ -34,6 +34,7 @@ from tests.fake_kube.resources import (
     Resource,
     resource_list,
 )
+from tests.rules import rule, ruleset
 from tests.unit.autoscaler.controller.fakes import FakeMetrics
 from tests.unit.shipping.kustomize import render
 from tests.unit.shipping.promql_names import ROOT
@@ -293,12 +294,11 @@ def test_events_name_the_targets_api_version(apiserver: FakeApiServer) -> None:
     ]
 
 
-def rules_yaml(*targets: str) -> str:
-    return "rules:\n" + "".join(
-        f"  - name: r{i}\n    target: {target}\n    maxReplicas: 20\n"
-        "    metrics: [{name: load, query: 'sum(load)', type: Total, target: 10}]\n"
-        for i, target in enumerate(targets)
-    )
+def rules_for(*workloads: str) -> RuleSet:
+    """One rule per workload (r0, r1, ...), each scaled on sum(load) at 10 per replica."""
+    return ruleset(*(rule(f"r{i}", max_replicas=20, workload=workload,
+                          metrics="metrics: [{name: load, query: 'sum(load)', type: Total, target: 10}]")
+                     for i, workload in enumerate(workloads)))
 
 
 def test_the_controller_scales_a_crd_and_reports_an_uninstalled_one_on_its_rule_only(
@@ -315,11 +315,11 @@ def test_the_controller_scales_a_crd_and_reports_an_uninstalled_one_on_its_rule_
         w.replicas, w.version = 3, w.version + 1
 
     apiserver.before_patch = kubectl_scale
-    rules = parse_rules(rules_yaml(
+    rules = rules_for(
         "{apiVersion: example.com/v1, kind: InferenceService, namespace: ml, name: llm}",
         "{apiVersion: argoproj.io/v1alpha1, kind: Rollout, namespace: ml, name: gone}",
         "{kind: Deployment, namespace: ml, name: web}",
-    ), "rules.yaml")
+    )
     controller = Controller(backend(apiserver), FakeMetrics({"sum(load)": 60.0}), rules, time.time,
                             settings=ControllerSettings())
     try:

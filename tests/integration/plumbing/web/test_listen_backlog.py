@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from autoscaler.controller.server import MetricsServer
+from autoscaler.controller.http_endpoint import MetricsServer
 from exporter.serving.server import ExporterServer
 from plumbing.web.server import Answer, HttpServer, Route
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from autoscaler.controller.server import MetricsServer
+from autoscaler.controller.http_endpoint import MetricsServer
 from demo.processes import running, start_prometheus
 from exporter.app import ExporterApp
 from exporter.simulator.config import default_config

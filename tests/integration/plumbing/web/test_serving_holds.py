@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from autoscaler.controller.server import MetricsServer
+from autoscaler.controller.http_endpoint import MetricsServer
 from exporter.app import ExporterApp
 from exporter.simulator.config import default_config
 from exporter.simulator.nvml import SimulatedNvml

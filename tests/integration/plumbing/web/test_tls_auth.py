@@ -16,7 +16,7 @@ import pytest
 import requests
 from prometheus_client import CollectorRegistry
 
-from autoscaler.controller.server import MetricsServer
+from autoscaler.controller.http_endpoint import MetricsServer
 from exporter.serving.server import ExporterServer
 from plumbing.web import load_web_config
 from tests.integration.plumbing.web.conftest import PASSWORD, Pki

@@ -17,16 +17,7 @@ from autoscaler.policy import (
     ScalingRules,
     TargetRef,
 )
-from tests.rules import SECOND_RULE, VALID_RULES
-
-MINIMAL = """\
-rules:
-  - name: r
-    target: {kind: Deployment, namespace: ml, name: svc}
-    maxReplicas: 5
-    metrics:
-      - {name: util, query: 'avg(x)', type: Average, target: 80}
-"""
+from tests.rules import MINIMAL, SECOND_RULE, VALID_RULES, rule_with
 
 
 def problems_of(text: str) -> list[str]:
@@ -83,11 +74,6 @@ def test_scalars_keep_their_meaning() -> None:
     text = MINIMAL.replace("query: 'avg(x)'", "query: 1").replace("target: 80", "target: 1e3")
     metric = parse_rules(text, "r.yaml").rules[0].metrics[0]
     assert (metric.query, metric.target) == ("1", 1000.0)
-
-
-def rule_with(extra: str = "", replace: tuple[str, str] | None = None) -> str:
-    text = MINIMAL if replace is None else MINIMAL.replace(*replace)
-    return text + extra
 
 
 INVALID = [

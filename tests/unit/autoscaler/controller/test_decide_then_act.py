@@ -11,7 +11,7 @@ from typing import Literal
 import pytest
 
 from autoscaler.controller.loop import Controller, ControllerSettings
-from autoscaler.controller.metrics import ControllerMetrics, Guards
+from autoscaler.controller.self_metrics import ControllerMetrics, Guards
 from autoscaler.policy import Rule, TargetRef
 from autoscaler.reasons import DECISION_REASONS
 from tests.clock import ManualClock

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from autoscaler.cli.main import main
-from autoscaler.config.rules import RuleSet, load_rules, parse_rules
-from autoscaler.controller.reload import RulesWatcher
+from autoscaler.config.rules import RuleSet, parse_rules
+from autoscaler.controller.reload import RulesWatcher, load_watched
 from autoscaler.errors import RulesError
 from tests.rules import rule, rules_yaml
 
@@ -81,7 +81,7 @@ def test_hot_reload_keeps_the_running_rules(tmp_path: Path, caplog: pytest.LogCa
     path.write_text(rules_yaml(rule("embed-util")))
     applied: list[RuleSet] = []
     valid: list[bool] = []
-    watcher = RulesWatcher(str(path), applied.append, valid.append, loaded=load_rules(path))
+    watcher = RulesWatcher(str(path), applied.append, valid.append, loaded=load_watched(str(path)))
     path.write_text(rules_yaml(rule("embed-util"), rule("b").replace("name: b}", "name: embed-util}")))
     with caplog.at_level(logging.ERROR, logger="autoscaler.controller.reload"):
         assert not watcher.check()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.config.rules import RuleSet, load_rules
-from autoscaler.controller.reload import RulesWatcher
+from autoscaler.config.rules import RuleSet
+from autoscaler.controller.reload import RulesWatcher, load_watched
 from tests.rules import rule, rules_yaml
 
 
@@ -20,7 +20,7 @@ class Sink:
 
 
 def watcher(path: Path, sink: Sink) -> RulesWatcher:
-    return RulesWatcher(str(path), sink.applied.append, sink.valid.append, loaded=load_rules(path))
+    return RulesWatcher(str(path), sink.applied.append, sink.valid.append, loaded=load_watched(str(path)))
 
 
 def test_unchanged_file_reloads_nothing(tmp_path: Path) -> None:
@@ -32,6 +32,20 @@ def test_unchanged_file_reloads_nothing(tmp_path: Path) -> None:
     os.utime(path, ns=(1, 1))  # touched, same content
     assert not w.check()
     assert sink.applied == []
+
+
+def test_a_change_after_the_first_read_is_applied_at_the_first_check(tmp_path: Path) -> None:
+    """The watcher compares with the bytes `run` started from, never with a second read: a file rewritten
+    between `run`'s read and the watcher's start is the change it reloads."""
+    path = tmp_path / "rules.yaml"
+    path.write_text(rules_yaml(rule("a")))
+    loaded = load_watched(str(path))
+    path.write_text(rules_yaml(rule("a"), rule("b")))
+    sink = Sink()
+    w = RulesWatcher(str(path), sink.applied.append, sink.valid.append, loaded=loaded)
+    assert loaded.rules.names == ("a",)
+    assert w.check()
+    assert sink.applied[-1].names == ("a", "b") and sink.valid == [True]
 
 
 def test_rewrite_is_applied(tmp_path: Path) -> None:

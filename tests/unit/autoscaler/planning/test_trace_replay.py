@@ -17,41 +17,21 @@ from autoscaler.errors import TraceError
 from autoscaler.planning.trace_csv import Trace, _data_columns, _parse_columns, _parse_rows, parse_trace
 from autoscaler.planning.trace_replay import covers, replay_columns
 from autoscaler.policy import MetricSpec, Reason, Rule
-from autoscaler.policy.spec import Behavior, Fallback, ScalingPolicy, ScalingRules, Schedule, TargetRef
+from autoscaler.policy.spec import Behavior, Fallback, ScalingPolicy, ScalingRules, Schedule
+from tests.rules import RANDOM_TARGET, SHORT, rule_st
 
-TARGET = TargetRef("Deployment", "ml", "embedding")
+TARGET = RANDOM_TARGET
 
-policy_st = st.builds(
-    ScalingPolicy,
-    st.sampled_from(["Pods", "Percent"]),
-    st.sampled_from([1, 2, 4, 10, 50, 100, 200]),
-    st.sampled_from([5, 15, 30, 60, 120]),
+REPLAYED = SHORT._replace(
+    policy_values=st.sampled_from([1, 2, 4, 10, 50, 100, 200]),
+    windows=st.sampled_from([0, 0, 15, 30, 60, 300]),
+    tolerances=st.sampled_from([0.0, 0.1, 0.25]),
+    max_replicas=25,
+    targets=st.sampled_from([0.5, 1.0, 3.0, 80.0]),
+    when_empty=st.sampled_from(["fail", "zero"]),
+    fallbacks=st.none() | st.builds(Fallback, st.integers(0, 3), st.integers(0, 30)),
 )
-
-
-def scaling_st() -> st.SearchStrategy[ScalingRules]:
-    return st.builds(
-        ScalingRules,
-        st.sampled_from([0, 0, 15, 30, 60, 300]),
-        st.sampled_from(["Max", "Max", "Min", "Disabled"]),
-        st.sampled_from([0.0, 0.1, 0.25]),
-        st.lists(policy_st, min_size=1, max_size=3).map(tuple),
-    )
-
-
-@st.composite
-def rule_st(draw: st.DrawFn) -> Rule:
-    low = draw(st.integers(1, 4))
-    high = draw(st.integers(low, 25))
-    metrics = tuple(
-        MetricSpec(f"m{i}", "q", draw(st.sampled_from(["Average", "Total"])),
-                   draw(st.sampled_from([0.5, 1.0, 3.0, 80.0])),
-                   when_empty=draw(st.sampled_from(["fail", "zero"])))
-        for i in range(draw(st.integers(1, 3)))
-    )
-    fallback = draw(st.none() | st.builds(Fallback, st.integers(0, 3), st.integers(0, 30)))
-    behavior = Behavior(draw(scaling_st()), draw(scaling_st()))
-    return Rule("r", TARGET, low, high, metrics, behavior, fallback, 1)
+"""Rules whose metrics may count an empty answer as 0, with or without a fallback."""
 
 
 @st.composite
@@ -87,7 +67,7 @@ def row_by_row(rule: Rule, times: list[float], values: Sequence[list[float | Non
 @settings(max_examples=125, deadline=None)
 @given(st.data())
 def test_incremental_replay_equals_the_controllers_plan_row_by_row(data: st.DataObject) -> None:
-    rule = data.draw(rule_st())
+    rule = data.draw(rule_st(REPLAYED))
     times, values = data.draw(columns_st(rule))
     replicas = data.draw(st.integers(0, 30))
     assert covers(rule)

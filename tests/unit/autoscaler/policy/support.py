@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autoscaler.policy import Recommendation, RuleHistory
+from autoscaler.policy.decision import ScaleEvent
 from autoscaler.policy.spec import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
@@ -15,7 +16,6 @@ from autoscaler.policy.spec import (
     ScalingRules,
     TargetRef,
 )
-from autoscaler.policy.types import ScaleEvent
 
 T0 = 1_700_000_000.0  # the fake clock's "now" (a realistic Unix time, so float resolution is exercised)
 TARGET = TargetRef("Deployment", "ml", "embedding")

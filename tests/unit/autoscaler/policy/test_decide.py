@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.policy import MetricObservation, Reason, Recommendation, RuleHistory, decide
+from autoscaler.policy.decision import ScaleEvent
 from autoscaler.policy.proposal import propose
 from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, MetricSpec
-from autoscaler.policy.types import ScaleEvent
 
 from .support import T0, history, make_rule, recs, rules
 

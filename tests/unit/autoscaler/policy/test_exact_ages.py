@@ -11,8 +11,8 @@ import pytest
 
 from autoscaler.policy import MetricObservation, Reason, Recommendation, RuleHistory, decide
 from autoscaler.policy.ages import older_than, younger_than
+from autoscaler.policy.decision import ScaleEvent
 from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
-from autoscaler.policy.types import ScaleEvent
 
 from .support import T0, make_rule, rules
 

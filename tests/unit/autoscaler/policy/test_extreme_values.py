@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from autoscaler.planning.plan import plan_replicas
 from autoscaler.policy import (
     MAX_REPLICAS,
-    Behavior,
     Fallback,
     MetricObservation,
     MetricSpec,
@@ -32,6 +31,7 @@ from autoscaler.policy import (
 )
 from autoscaler.policy.proposal import propose
 from autoscaler.policy.rate import scale_down_limit, scale_up_limit
+from tests.rules import RuleSpace, rule_st
 
 from .support import T0, TARGET, at_age, make_rule, rules
 
@@ -135,32 +135,21 @@ extreme_targets = st.one_of(
     st.floats(min_value=5e-324, allow_nan=False, allow_infinity=False, exclude_min=False),
     st.sampled_from([5e-324, 1e-300, FLOAT_MAX]),
 )
-policy_values = st.one_of(st.integers(1, 400), st.integers(1, 10**12), st.sampled_from([10**308, 10**400]))
-extreme_policy = st.builds(
-    ScalingPolicy, st.sampled_from(["Pods", "Percent"]), policy_values, st.integers(1, 1800)
+EXTREME = RuleSpace(
+    policy_values=st.one_of(st.integers(1, 400), st.integers(1, 10**12), st.sampled_from([10**308, 10**400])),
+    periods=st.integers(1, 1800),
+    windows=st.integers(0, 3600),
+    selects=st.sampled_from(["Max", "Min", "Disabled"]),
+    tolerances=st.sampled_from([0.0, 0.1, 1e308]),
+    min_replicas=st.integers(0, MAX_REPLICAS),
+    max_replicas=MAX_REPLICAS,
+    targets=extreme_targets,
 )
-extreme_scaling = st.builds(
-    ScalingRules,
-    st.integers(0, 3600),
-    st.sampled_from(["Max", "Min", "Disabled"]),
-    st.sampled_from([0.0, 0.1, 1e308]),
-    st.lists(extreme_policy, min_size=1, max_size=3).map(tuple),
-)
-
-
-@st.composite
-def extreme_rule(draw: st.DrawFn) -> Rule:
-    low = draw(st.integers(0, MAX_REPLICAS))
-    high = draw(st.integers(max(low, 1), MAX_REPLICAS))
-    types = draw(st.lists(st.sampled_from(["Average", "Total"]), min_size=1, max_size=3))
-    metrics = tuple(MetricSpec(f"m{i}", "q", t, draw(extreme_targets)) for i, t in enumerate(types))  # type: ignore[arg-type]
-    behavior = Behavior(draw(extreme_scaling), draw(extreme_scaling))
-    return Rule("r", TARGET, low, high, metrics, behavior, None, 1)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    extreme_rule(),
+    rule_st(EXTREME),
     st.integers(0, MAX_REPLICAS),
     st.lists(st.one_of(st.none(), extreme_values), min_size=3, max_size=3),
     st.lists(st.tuples(st.floats(0, 4000), st.integers(-MAX_REPLICAS, MAX_REPLICAS)), max_size=4),

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.policy import Recommendation
+from autoscaler.policy.decision import Stage
 from autoscaler.policy.history import deciding
 from autoscaler.policy.stabilization import stabilize
-from autoscaler.policy.types import Stage
 
 from .support import T0
 

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from autoscaler.policy import MetricObservation, Reason, RuleHistory, decide
+from autoscaler.policy.decision import Decision
 from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, MetricSpec, Panic, Rule, ScalingRules
-from autoscaler.policy.types import Decision
 
 from .support import T0, history, make_rule, recs, rules
 

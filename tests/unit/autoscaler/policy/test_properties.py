@@ -16,38 +16,28 @@ from autoscaler.policy import (
     ScalingRules,
     decide,
 )
+from tests.rules import RuleSpace, rule_st
 
 from .support import T0, TARGET
 
 CORRECTIONS = (Reason.AboveMaxReplicas, Reason.BelowMinReplicas)
 
-policy_st = st.builds(
-    ScalingPolicy, st.sampled_from(["Pods", "Percent"]), st.integers(1, 300), st.integers(1, 1800)
+WIDE = RuleSpace(
+    policy_values=st.integers(1, 300),
+    periods=st.integers(1, 1800),
+    windows=st.integers(0, 600),
+    selects=st.sampled_from(["Max", "Min", "Disabled"]),
+    tolerances=st.sampled_from([0.0, 0.05, 0.1, 0.5]),
+    min_replicas=st.integers(0, 20),
+    max_replicas=60,
+    targets=st.floats(0.5, 500),
 )
-scaling_st = st.builds(
-    ScalingRules,
-    st.integers(0, 600),
-    st.sampled_from(["Max", "Min", "Disabled"]),
-    st.sampled_from([0.0, 0.05, 0.1, 0.5]),
-    st.lists(policy_st, min_size=1, max_size=3).map(tuple),
-)
-metric_st = st.builds(
-    MetricSpec, st.just("m"), st.just("q"), st.sampled_from(["Average", "Total"]), st.floats(0.5, 500)
-)
-
-
-@st.composite
-def rules_st(draw: st.DrawFn) -> Rule:
-    low = draw(st.integers(0, 20))
-    high = draw(st.integers(max(low, 1), 60))
-    metrics = draw(st.lists(metric_st, min_size=1, max_size=3))
-    metrics = [MetricSpec(f"m{i}", m.query, m.type, m.target) for i, m in enumerate(metrics)]
-    return Rule("r", TARGET, low, high, tuple(metrics), Behavior(draw(scaling_st), draw(scaling_st)), None, 1)
+"""Any bounds, windows and periods (up to the API's), minReplicas 0 included."""
 
 
 @st.composite
 def history_st(draw: st.DrawFn) -> RuleHistory:
-    from autoscaler.policy.types import Recommendation, ScaleEvent
+    from autoscaler.policy.decision import Recommendation, ScaleEvent
 
     ages = st.floats(0, 2000)
     recs = draw(
@@ -64,7 +54,7 @@ values_st = st.one_of(st.none(), st.floats(0, 5000, allow_nan=False, allow_infin
 
 
 @settings(max_examples=150, deadline=None)
-@given(rules_st(), st.integers(0, 80), history_st(), st.lists(values_st, min_size=3, max_size=3))
+@given(rule_st(WIDE), st.integers(0, 80), history_st(), st.lists(values_st, min_size=3, max_size=3))
 def test_result_always_within_min_max(
     rule: Rule, current: int, history: RuleHistory, values: list[float | None]
 ) -> None:
@@ -77,7 +67,7 @@ def test_result_always_within_min_max(
 
 @st.composite
 def in_bounds_st(draw: st.DrawFn) -> tuple[Rule, int]:
-    rule = draw(rules_st())
+    rule = draw(rule_st(WIDE))
     return rule, draw(st.integers(rule.min_replicas, rule.max_replicas))
 
 

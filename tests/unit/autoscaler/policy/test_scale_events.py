@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from autoscaler.policy import MetricObservation, RuleHistory, decide
+from autoscaler.policy.decision import ScaleEvent
 from autoscaler.policy.spec import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP
-from autoscaler.policy.types import ScaleEvent
 
 from .hpa_reference import ReferenceHpa
 from .support import T0, make_rule, rules

@@ -15,15 +15,13 @@ from autoscaler.policy import MetricObservation, Reason, Recommendation, RuleHis
 from autoscaler.policy.spec import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
-    Behavior,
     MetricSpec,
     Rule,
-    ScalingPolicy,
-    ScalingRules,
 )
+from tests.rules import SHORT, rule_st
 
 from .hpa_reference import ReferenceHpa
-from .support import TARGET, TOTAL, make_rule, rules
+from .support import TOTAL, make_rule, rules
 
 START = 1_700_000_000  # integer seconds: exact for the engine's floats and the port's ints alike
 
@@ -129,41 +127,6 @@ def test_a_second_sync_at_zero_does_not_record_first_sight_again() -> None:
     assert second.history.recommendations == (Recommendation(START, 0),)
 
 
-# Random behaviors whose windows and periods are short enough to expire within a trace.
-policy_st = st.builds(
-    ScalingPolicy,
-    st.sampled_from(["Pods", "Percent"]),
-    st.sampled_from([1, 2, 3, 4, 10, 25, 50, 100, 150, 200]),
-    st.sampled_from([5, 15, 30, 60, 120]),
-)
-
-
-def scaling_st(windows: Sequence[int]) -> st.SearchStrategy[ScalingRules]:
-    return st.builds(
-        ScalingRules,
-        st.sampled_from(list(windows)),
-        st.sampled_from(["Max", "Max", "Min", "Disabled"]),
-        st.sampled_from([0.0, 0.1, 0.2]),
-        st.lists(policy_st, min_size=1, max_size=3).map(tuple),
-    )
-
-
-@st.composite
-def rule_st(draw: st.DrawFn, windows: Sequence[int] = (0, 0, 15, 30, 60, 120, 300)) -> Rule:
-    # minReplicas >= 1: a rule with minReplicas 0 scales to zero as KEDA does (tests/unit/autoscaler/policy/
-    # test_activation.py), not as the HPA's alpha HPAScaleToZero, which the reference ports.
-    low = draw(st.integers(1, 4))
-    high = draw(st.integers(max(low, 1), 30))
-    count = draw(st.integers(1, 3))
-    metrics = tuple(
-        MetricSpec(f"m{i}", "q", draw(st.sampled_from(["Average", "Total"])),
-                   draw(st.sampled_from([1.0, 10.0, 80.0])))
-        for i in range(count)
-    )
-    behavior = Behavior(draw(scaling_st(windows)), draw(scaling_st(windows)))
-    return Rule("r", TARGET, low, high, metrics, behavior, None, 1)
-
-
 @st.composite
 def trace_st(draw: st.DrawFn, rule: Rule, by_hand: bool = True) -> list[Sync]:
     syncs = []
@@ -221,7 +184,7 @@ def with_extra_syncs(rule: Rule, start: int, syncs: Sequence[Sync], extra: Seque
 @st.composite
 def cadence_st(draw: st.DrawFn, windows: Sequence[int]) -> tuple[Rule, int, list[Sync], list[int]]:
     """A rule, a start count within its bounds, a trace nobody scales by hand, extra syncs per gap."""
-    rule = draw(rule_st(windows))
+    rule = draw(rule_st(SHORT._replace(windows=st.sampled_from(list(windows)))))
     start = draw(st.integers(rule.min_replicas, rule.max_replicas))
     syncs = draw(trace_st(rule, by_hand=False))
     extra = draw(st.lists(st.integers(0, 3), min_size=len(syncs), max_size=len(syncs)))

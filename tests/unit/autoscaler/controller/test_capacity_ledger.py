@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
+from autoscaler.controller.capacity_ledger import PoolLedger
 from autoscaler.controller.loop import Controller
-from autoscaler.controller.pool import PoolLedger
 from autoscaler.errors import RulesError
 from tests.rules import ref, rule, ruleset
 from tests.unit.autoscaler.controller.fakes import FakeBackend, FakeMetrics, sample

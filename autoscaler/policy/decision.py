@@ -5,6 +5,7 @@ Nothing here reads a clock: every timestamp is a `now` the caller passed in (sec
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -152,30 +153,10 @@ class RuleHistory:
         change = to_replicas - from_replicas
         if change > 0:
             up = _stored(self.scale_up_events, ScaleEvent(now, change), self.longest_up_period)
-            return RuleHistory(
-                recommendations=self.recommendations,
-                scale_up_events=up,
-                scale_down_events=self.scale_down_events,
-                longest_up_period=self.longest_up_period,
-                longest_down_period=self.longest_down_period,
-                last_active=self.last_active,
-                panic=self.panic,
-                budget=self.budget,
-                forecast=self.forecast,
-            )
+            return dataclasses.replace(self, scale_up_events=up)
         if change < 0:
             down = _stored(self.scale_down_events, ScaleEvent(now, change), self.longest_down_period)
-            return RuleHistory(
-                recommendations=self.recommendations,
-                scale_up_events=self.scale_up_events,
-                scale_down_events=down,
-                longest_up_period=self.longest_up_period,
-                longest_down_period=self.longest_down_period,
-                last_active=self.last_active,
-                panic=self.panic,
-                budget=self.budget,
-                forecast=self.forecast,
-            )
+            return dataclasses.replace(self, scale_down_events=down)
         return self
 
 

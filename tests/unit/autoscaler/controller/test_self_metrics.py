@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from autoscaler.controller.metrics import ControllerMetrics
+from autoscaler.controller.self_metrics import ControllerMetrics
 from autoscaler.policy import Reason
 from tests.rules import rule, ruleset
 
