@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from typing import TextIO
 from autoscaler.cli.args import add_rules_argument, rules_file
 from autoscaler.config.rules import RuleSet, load_rules
 from autoscaler.errors import UsageError
+from autoscaler.planning.counterfactual import trace_overloaded_minutes
 from autoscaler.planning.plan import Plan, count_all_failed, plan_replicas
 from autoscaler.planning.trace_csv import Trace, TraceRow, read_trace
 from autoscaler.planning.trace_replay import ReplayedTrace, covers, replay_columns
@@ -40,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", type=_instant, metavar="ISO8601",
                         help="wall-clock time of t=0 for the schedules, e.g. 2026-03-02T08:00:00+01:00 "
                         "(no offset: UTC; default: t is Unix time)")
+    parser.add_argument("--startup-seconds", type=_startup, metavar="SECONDS",
+                        help="also print to stderr the replay's overloaded minutes, a new replica serving "
+                             "this long after it was asked for (counted as tune and the benchmarks count "
+                             "them: docs/rules.md#overloaded-minutes)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,8 +54,25 @@ def run(args: argparse.Namespace) -> int:
     rule = select_rule(ruleset, args.rule)
     trace = read_trace(args.trace, rule)
     start = rule.min_replicas if args.replicas is None else args.replicas
-    write_output(sys.stdout, trace, replay_trace(rule, trace, start, args.start or 0.0))
+    replayed = replay_trace(rule, trace, start, args.start or 0.0)
+    write_output(sys.stdout, trace, replayed)
+    if args.startup_seconds is not None:
+        minutes = trace_overloaded_minutes(rule, trace.times, trace.values, replayed.replicas, start,
+                                           args.startup_seconds)
+        print(f"overloaded minutes: {minutes:.1f} (start-up {args.startup_seconds:g}s; "
+              "docs/rules.md#overloaded-minutes)", file=sys.stderr)
     return 0
+
+
+def _startup(text: str) -> float:
+    """--startup-seconds: seconds in [0, 3600], as tune's."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 3600, such as 120 (got {text[:40]!r})")
+    return value
 
 
 def _non_negative_int(text: str) -> int:
