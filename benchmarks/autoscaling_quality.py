@@ -321,7 +321,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--traces", type=_trace_names, default=None, metavar="NAME,...",
                         help="replay only these traces (default all: "
                              f"{', '.join(t.name for t in benchmark_traces())})")
+    parser.add_argument("--held-out", action="store_true",
+                        help="replay the held-out traces (demo.traces.held_out_traces: no setting was chosen "
+                             "on them) instead of the six training traces")
     args = parser.parse_args(argv)
+    if args.held_out and args.traces is not None:
+        parser.error("--held-out replays the held-out traces: give it or --traces, not both")
     if args.seeds < 0:
         parser.error(f"--seeds: expected a count >= 0 (got {args.seeds})")
     if args.startup_delay < 0:
@@ -333,10 +338,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     settings = ReplaySettings(cluster=dataclasses.replace(ClusterSettings(),
                                                           startup_delay_seconds=args.startup_delay))
-    traces = [t for t in benchmark_traces() if args.traces is None or t.name in args.traces]
+    traces = list(held_out_traces()) if args.held_out else [
+        t for t in benchmark_traces() if args.traces is None or t.name in args.traces]
     outcomes = run(configs, traces, settings)
     print(f"Start-up delay {args.startup_delay:g} s, sync every {settings.sync_period_seconds:g} s, overload "
-          f"line {settings.overload_line:.0%} of a GPU per ready replica; traces:")
+          f"line {settings.overload_line:.0%} of a GPU per ready replica; "
+          f"{'held-out' if args.held_out else 'training'} traces:")
     for outcome in outcomes:
         trace = outcome.trace
         print(f"- {trace.name}: {trace.description}, {trace.duration_seconds / 3600:g} h")

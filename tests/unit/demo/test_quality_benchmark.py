@@ -334,3 +334,10 @@ def test_on_the_short_held_out_traces_the_recommended_example_is_as_docs_say() -
     step_c, step = (replay(rule, by_name["step-2"], settings).figures for rule in (c, shipped))
     assert step_c.overloaded_minutes == 3.5 and 2.0 < step.overloaded_minutes < step_c.overloaded_minutes
     assert step.gpu_hours < step_c.gpu_hours
+
+
+def test_held_out_and_traces_are_one_usage_message(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--no-plots", "--held-out", "--traces", "burst"])
+    assert exit_info.value.code == 2
+    assert "--held-out" in capsys.readouterr().err
