@@ -32,7 +32,7 @@ GUARD = Capacity(FREE_GPUS_QUERY, gpus_per_replica=1, pending_grace_seconds=300)
 @dataclass(frozen=True)
 class CapacityOutcome:
     label: str
-    """The configuration, e.g. '(c) recommended'."""
+    """The configuration, e.g. '(c) previous recommended'."""
     trace: Trace
     pool: ClusterSettings
     off: ReplayResult

@@ -6,8 +6,9 @@ replay's model (demo.replay) under (c), and what Prometheus would hold is taken 
 fetches it: the request rate over the query's minute and over the panic window's 30 s, the mean GPU
 utilization of the replicas, the replicas the controller ran. `autoscaler.planning.tuning.recommend` (what
 `tune` runs once it has fetched) picks from its candidates, trained on six days and checked on the seventh;
-the pick is then replayed on every trace of the quality benchmark against (c). Two weeks are tried: seven
-draws of the daily curve, and seven of the bursty day (the swings fall elsewhere each day).
+the pick is then replayed on every trace of the quality benchmark, and on the held-out traces, against (c).
+Two weeks are tried: seven draws of the daily curve, and seven of the bursty day (the swings fall elsewhere
+each day).
 
     .venv/bin/python -m benchmarks.tune_pick               # both weeks, about 3 minutes of one core
     .venv/bin/python -m benchmarks.tune_pick --week bursty
@@ -24,7 +25,7 @@ from autoscaler.planning.tuning import PANIC, Recommendation, recommend
 from autoscaler.policy import MetricObservation, Rule
 from benchmarks.autoscaling_quality import _ratio, configurations
 from demo.replay import GPU_UTILIZATION, REQUESTS_PER_SECOND, ReplayResult, ReplaySettings, Sample, replay
-from demo.traces import DAY_SECONDS, Trace, benchmark_traces, bursty, daily
+from demo.traces import DAY_SECONDS, Trace, benchmark_traces, bursty, daily, held_out_traces
 
 WEEK_SEEDS = range(31, 38)
 """The seven days of a training week: draws no trace of the quality benchmark uses."""
@@ -131,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  f"GPU-h, (c) {held.current.overloaded_minutes:.1f} / {held.current.gpu_hours:.1f}"
                  if held else ""))
     print()
-    print(pick_table(picks, current, benchmark_traces(), settings))
+    print(pick_table(picks, current, (*benchmark_traces(), *held_out_traces()), settings))
     return 0
 
 

@@ -14,10 +14,11 @@ Load is in GPU-equivalents (see demo.traces): the ready replicas share it evenly
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from autoscaler.planning.overload import work_per_ready
 
 OTHER_NAMESPACE = "batch"
 OTHER_WORKLOAD = "trainer"
@@ -97,9 +98,7 @@ class ClusterSnapshot:
     @property
     def demand_per_ready(self) -> float:
         """Load per serving GPU (1.0 = every ready GPU exactly saturated); inf when load but none ready."""
-        if self.ready == 0:
-            return math.inf if self.load > 0 else 0.0
-        return self.load / self.ready
+        return work_per_ready(self.load, self.ready)
 
     @property
     def gpus_held(self) -> int:

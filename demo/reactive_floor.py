@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from autoscaler.planning.overload import is_overloaded
 from demo.replay import ReplaySettings
 from demo.traces import Trace, sample
 
@@ -73,7 +74,7 @@ def _replay(loads: Sequence[float], asked_for: Callable[[float], int], min_repli
     overloaded = 0
     for i, load in enumerate(loads):
         ready = min(asked[max(0, i - startup):i + 1])  # before the trace, as many as at its start
-        if (load / ready > settings.overload_line) if ready else load > 0:  # as demo.replay scores
+        if is_overloaded(load, ready, settings.overload_line):  # as demo.replay scores
             overloaded += 1
     step = settings.step_seconds
     return FloorPoint(policy, sum(asked) * step / 3600.0, overloaded * step / 60.0)

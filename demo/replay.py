@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from autoscaler.planning.overload import OVERLOAD_LINE, overloaded_minutes
 from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.policy import Decision, MetricObservation, Reason, Rule, RuleHistory, decide
 from autoscaler.policy.capacity import CapacityObservation
@@ -64,9 +65,10 @@ class ReplaySettings:
     warmup_seconds: float = 3_600.0
     """Played before t=0 and not scored, so every configuration starts settled in its own state. The warm-up
     plays the trace mirrored (load(-t)), continuous at t=0 and with the same statistics."""
-    overload_line: float = 0.95
+    overload_line: float = OVERLOAD_LINE
     """Overloaded when the ready GPUs would need to be busier than this (0..1): near saturation inference
-    latency climbs steeply and requests queue."""
+    latency climbs steeply and requests queue (`autoscaler.planning.overload`, the one definition `tune` and
+    `simulate` count too)."""
     requests_per_gpu_second: float = 10.0
     """Requests per second one GPU serves at 100 % utilization (scales the requests_per_second metric)."""
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
@@ -283,7 +285,7 @@ def score(samples: Sequence[Sample], syncs: Sequence[SyncRecord], step_seconds: 
     peak_pending = max((s.pending for s in samples), default=0)
     limited = sum(1 for sync in syncs if sync.reason == Reason.CapacityLimited.value)
     others_waiting = sum(s.others_waiting for s in samples) * step_seconds / 60.0
-    overloaded = sum(1 for s in samples if s.demand_per_ready > overload_line) * step_seconds / 60.0
+    overloaded = overloaded_minutes((s.demand_per_ready for s in samples), step_seconds, overload_line)
     not_ready = sum(1 for s in samples if s.ready < s.replicas) * step_seconds / 60.0
     changes = reversals = 0
     last_direction = 0

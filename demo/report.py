@@ -19,11 +19,11 @@ from zoneinfo import ZoneInfo
 
 from autoscaler.config.schedules import open_bounds
 from autoscaler.controller.loop import RuleOutcome
+from autoscaler.planning.overload import OVERLOAD_LINE
 from autoscaler.policy import MetricSpec, Reason, Rule
 from demo.cluster import ClusterSnapshot
 from demo.plots import DemoPoint, plot_demo
 
-OVERLOAD_LINE = 0.95
 LINE_WIDTH = 120
 """The live line fits a 120-column terminal: the decision's message is in timeline.csv and summary.md."""
 SIMULATED_GPU_COLUMN = "gpu_util_simulated"

@@ -20,11 +20,12 @@ from typing import TextIO
 from autoscaler.cli.args import add_rules_argument, rules_file
 from autoscaler.config.rules import RuleSet, load_rules
 from autoscaler.errors import UsageError
+from autoscaler.planning.counterfactual import trace_overloaded_minutes
 from autoscaler.planning.plan import Plan, count_all_failed, plan_replicas
 from autoscaler.planning.trace_csv import Trace, TraceRow, read_trace
 from autoscaler.planning.trace_replay import ReplayedTrace, covers, replay_columns
 from autoscaler.policy import MAX_REPLICAS, Rule, RuleHistory
-from plumbing.cli import whole_number
+from plumbing.cli import number, whole_number
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
 OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
@@ -41,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", type=_instant, metavar="ISO8601",
                         help="wall-clock time of t=0 for the schedules, e.g. 2026-03-02T08:00:00+01:00 "
                         "(no offset: UTC; default: t is Unix time)")
+    parser.add_argument("--startup-seconds", type=number(0, 3600, what="seconds"), metavar="SECONDS",
+                        help="also print to stderr the replay's overloaded minutes, a new replica serving "
+                             "this long after it was asked for (counted as tune and the benchmarks count "
+                             "them: docs/rules.md#overloaded-minutes)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +55,13 @@ def run(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace, rule)
     check_calendar(trace, args.trace, args.start)
     start = rule.min_replicas if args.replicas is None else args.replicas
-    write_output(sys.stdout, trace, replay_trace(rule, trace, start, args.start or 0.0))
+    replayed = replay_trace(rule, trace, start, args.start or 0.0)
+    write_output(sys.stdout, trace, replayed)
+    if args.startup_seconds is not None:
+        minutes = trace_overloaded_minutes(rule, trace.times, trace.values, replayed.replicas, start,
+                                           args.startup_seconds)
+        print(f"overloaded minutes: {minutes:.1f} (start-up {args.startup_seconds:g}s; "
+              "docs/rules.md#overloaded-minutes)", file=sys.stderr)
     return 0
 
 

@@ -8,9 +8,10 @@ fed the candidate those values unchanged would pretend the load did not depend o
   candidate's own ready replicas, so a candidate that runs fewer replicas sees them busier;
 - a new replica counts as ready only after `startup_seconds` (a count serves once it has held for a whole
   start-up), for the real controller's replicas and the candidate's alike;
-- **overloaded** are the steps where some metric's load per ready replica is above the *current* rule's
-  target by more than its scale-up tolerance while fewer than `maxReplicas` run (a candidate cannot hide
-  overload behind a higher target).
+- **overloaded** are the steps counted as the benchmarks count them (`overload`, docs/rules.md#overloaded-
+  minutes): the work the metrics say the service receives, with what one replica serves read from the
+  *current* rule's targets (a candidate cannot hide overload behind a higher target), above 95 % of what the
+  candidate's ready replicas serve.
 
 Each step's plan is the controller's own (`plan_replicas`), applied at once. Where nothing depends on the
 candidate's count (no Average metric rescaled) and `trace_replay` covers the rule, the whole history is
@@ -19,17 +20,25 @@ replayed at once instead, with the same counts.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from autoscaler.planning.overload import (
+    BUSY_AT_TARGET,
+    OVERLOAD_LINE,
+    metric_work,
+    overloaded_minutes,
+    work_per_ready,
+)
 from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.planning.trace_replay import covers, replay_columns
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
 
 __all__ = ["HistoryStep", "ReplaySetup", "Scored", "overloaded", "ready_counts", "replay", "score",
-           "score_ranges"]
+           "score_ranges", "step_work", "trace_overloaded_minutes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,27 +146,22 @@ def _rescaled(seen: MetricObservation, recorded_ready: int, candidate_ready: int
 
 
 def overloaded(current_rule: Rule, step: HistoryStep, replicas: int, ready: int | None = None,
-               recorded_ready: int | None = None) -> bool:
-    """Some metric's load per ready replica above the current rule's target by more than the scale-up
-    tolerance, while fewer than maxReplicas run (see the module docstring). `ready` defaults to `replicas`,
-    `recorded_ready` to the step's recorded replicas."""
-    if replicas >= current_rule.max_replicas:
-        return False
-    serving = max(replicas if ready is None else ready, 1)
+               recorded_ready: int | None = None, busy_at_target: float = BUSY_AT_TARGET) -> bool:
+    """Whether the step is overloaded with `ready` replicas serving (`overload.is_overloaded`: see the module
+    docstring). `ready` defaults to `replicas`, `recorded_ready` (the replicas an Average metric's value is
+    the mean over) to the step's recorded replicas."""
+    serving = replicas if ready is None else ready
     recorded = step.recorded_replicas if recorded_ready is None else recorded_ready
-    limit = 1 + current_rule.behavior.scale_up.tolerance
-    for spec, seen in zip(current_rule.metrics, step.observations, strict=True):
-        if seen.value is None:
-            continue
-        if spec.type == "Total":
-            per_replica = seen.value / serving
-        elif recorded is not None:
-            per_replica = seen.value * recorded / serving
-        else:
-            per_replica = seen.value
-        if per_replica > spec.target * limit:
-            return True
-    return False
+    work = step_work(current_rule, step, serving if recorded is None else recorded, busy_at_target)
+    return work_per_ready(work, serving) > OVERLOAD_LINE
+
+
+def step_work(current_rule: Rule, step: HistoryStep, reporting: int,
+              busy_at_target: float = BUSY_AT_TARGET) -> float:
+    """The work the step's metrics say the service received, in replicas' worth (`overload.metric_work`):
+    an Average metric is the mean over `reporting` replicas (the recorded ready ones; without a recorded
+    count the value was fed to the candidate unchanged, so over the candidate's own)."""
+    return metric_work(current_rule.metrics, step.observations, reporting, busy_at_target)
 
 
 def score(current_rule: Rule, rule: Rule, history: Sequence[HistoryStep], setup: ReplaySetup,
@@ -175,10 +179,32 @@ def score_ranges(current_rule: Rule, rule: Rule, history: Sequence[HistoryStep],
     recorded = _recorded_ready(history, setup)
     gpus = current_rule.capacity.gpus_per_replica if current_rule.capacity else 1
     before = [setup.start_replicas, *counts]
+    work = [step_work(current_rule, step, own if seen is None else seen)
+            for step, seen, own in zip(history, recorded, ready, strict=True)]
     out = []
     for steps in ranges:
         gpu_hours = sum(counts[i] for i in steps) * setup.step_seconds * gpus / 3600
-        over = sum(1 for i in steps if overloaded(current_rule, history[i], counts[i], ready[i], recorded[i]))
+        over = overloaded_minutes((work_per_ready(work[i], ready[i]) for i in steps), setup.step_seconds)
         changes = sum(1 for i in steps if before[i] != counts[i])
-        out.append(Scored(round(gpu_hours, 3), over * setup.step_seconds / 60, changes))
+        out.append(Scored(round(gpu_hours, 3), over, changes))
     return out
+
+
+def trace_overloaded_minutes(rule: Rule, times: Sequence[float], values: Sequence[Sequence[float | None]],
+                             replicas: Sequence[int], start_replicas: int, startup_seconds: float) -> float:
+    """`simulate`'s overloaded minutes: row i's metrics (`values[k][i]`) served by the replicas that have held
+    for `startup_seconds` (row i's count applied at once, as `tune` replays), counted as `tune` and the
+    benchmarks count them. Row i lasts until row i + 1 (the last row as long as the one before it)."""
+    if not times:
+        return 0.0
+    step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.0
+    steps = math.ceil(startup_seconds / step - 1e-9) if startup_seconds > 0 and step > 0 else 0
+    ready = ready_counts(replicas, start_replicas, steps)
+    lengths = [b - a for a, b in itertools.pairwise(times)] + [step]
+    minutes = 0.0
+    for i, t in enumerate(times):
+        seen = tuple(MetricObservation(m.name, column[i])
+                     for m, column in zip(rule.metrics, values, strict=True))
+        work = step_work(rule, HistoryStep(t, seen), ready[i])
+        minutes += overloaded_minutes([work_per_ready(work, ready[i])], lengths[i])
+    return minutes

@@ -3,12 +3,12 @@ replayed as if it had run instead, `counterfactual`), the Pareto table, the pick
 day, and the rules-file diff.
 
 Candidates vary both sides: the scale-down window and policy with the targets, and, on the current scale-down,
-the scale-up window and tolerance, panic mode and an overload budget; and a daily forecast on the rule as
-it is. The pick is the fewest GPU-hours at no
-more overloaded minutes than the user's budget (by default the current rule's). With more than two days of
-history it is chosen on all but the last day and checked on that day: if it is worse there than the current
-rule (more overloaded minutes than both the current rule and the budget allow, or more GPU-hours for no fewer
-overloaded minutes), the current rule is kept and the report says why.
+the scale-up window and tolerance, panic mode and an overload budget; a scale-up that reacts within one
+sync with headroom and short scale-down windows; and a daily forecast on the rule as it is. The pick is the
+fewest GPU-hours at no more overloaded minutes than the user's budget (by default the current rule's). With
+more than two days of history it is chosen on all but the last day and checked on that day: if it is worse
+there than the current rule (more overloaded minutes than both the current rule and the budget allow, or
+more GPU-hours for no fewer overloaded minutes), the current rule is kept and the report says why.
 """
 
 from __future__ import annotations
@@ -38,6 +38,14 @@ UP_TOLERANCES = (0.02,)
 """scaleUp.tolerance tried (plus the rule's own): a small one starts a replica before the others saturate."""
 PANIC = Panic(window_seconds=30, threshold_percent=110.0)
 """The panic mode tried (the benchmark's configuration (d))."""
+ONE_SYNC_UP = (ScalingPolicy("Percent", 900, 15),)
+"""The scale-up policy of the candidates that react within one sync: every replica asked for, at once."""
+ONE_SYNC_PANIC = Panic(window_seconds=15, threshold_percent=110.0)
+"""Their panic mode: the rate over the last 15 s, read at the next sync after a step."""
+ONE_SYNC_TARGET_FACTORS = (0.9, 1.0)
+ONE_SYNC_DOWN_WINDOWS = (60, 120)
+"""Headroom (targets x0.9) paired with short scale-down windows, on the scale-up that reacts within a sync
+(docs/benchmarks.md, held-out traces)."""
 BUDGET_PERCENTS = (10.0,)
 """overloadBudget.percentOfMinutes tried, with the start-up time as startupSeconds."""
 DAY_SECONDS = 86_400.0
@@ -144,6 +152,8 @@ def candidates(rule: Rule, startup_seconds: float = 0.0) -> list[Candidate]:
                 add(", ".join(parts), dataclasses.replace(rule, metrics=metrics, behavior=behavior))
     for label, variant in _scale_up_side(rule, startup_seconds):
         add(label, variant)
+    for label, variant in _one_sync_side(rule):
+        add(label, variant)
     if rule.forecast is None:  # a daily forecast on the rule as it is: it needs a day of the history to learn
         lead = max(round(startup_seconds), FORECAST_LEAD_SECONDS)
         add(f"forecast 1d, lead {lead}s", dataclasses.replace(rule, forecast=Forecast(86_400, lead)))
@@ -173,6 +183,24 @@ def _scale_up_side(rule: Rule, startup_seconds: float) -> list[tuple[str, Rule]]
                     variant = dataclasses.replace(rule, behavior=behavior, overload_budget=budget,
                                                   metrics=with_panic_queries(rule.metrics, panic))
                     variants.append((", ".join(parts), variant))
+    return variants
+
+
+def _one_sync_side(rule: Rule) -> list[tuple[str, Rule]]:
+    """A scale-up that asks for every replica within one sync of a step (no window, panic on 15 s, no cap),
+    with each target factor and short scale-down window: what reacts at once and releases soon."""
+    up = dataclasses.replace(rule.behavior.scale_up, stabilization_window_seconds=0, policies=ONE_SYNC_UP,
+                             select_policy="Max")
+    variants = []
+    for factor in ONE_SYNC_TARGET_FACTORS:
+        metrics = tuple(dataclasses.replace(m, target=_rounded(m.target * factor)) for m in rule.metrics)
+        for window in ONE_SYNC_DOWN_WINDOWS:
+            down = dataclasses.replace(rule.behavior.scale_down, stabilization_window_seconds=window)
+            behavior = dataclasses.replace(rule.behavior, scale_up=up, scale_down=down, panic=ONE_SYNC_PANIC)
+            label = f"scaleUp in one sync (900%/15s, panic 15s/110%), scaleDown window {window}s"
+            label += f", targets x{factor:g}" if factor != 1.0 else ""
+            variants.append((label, dataclasses.replace(rule, behavior=behavior,
+                                                        metrics=with_panic_queries(metrics, ONE_SYNC_PANIC))))
     return variants
 
 
@@ -248,7 +276,9 @@ def tuned_fields(rule: Rule) -> dict[str, object]:
     """The fields `tune` may change, as they are written in a rules file."""
     down, up = rule.behavior.scale_down, rule.behavior.scale_up
     behavior: dict[str, object] = {
-        "scaleUp": {"stabilizationWindowSeconds": up.stabilization_window_seconds, "tolerance": up.tolerance},
+        "scaleUp": {"stabilizationWindowSeconds": up.stabilization_window_seconds, "tolerance": up.tolerance,
+                    "policies": [{"type": p.type, "value": p.value, "periodSeconds": p.period_seconds}
+                                 for p in up.policies]},
         "scaleDown": {
             "stabilizationWindowSeconds": down.stabilization_window_seconds,
             "policies": [{"type": p.type, "value": p.value, "periodSeconds": p.period_seconds}

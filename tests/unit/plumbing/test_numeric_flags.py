@@ -23,7 +23,7 @@ ESTIMATE = ("estimate", "--params", "7B", "--gpu-memory", "80GiB")
 FLAGS: list[tuple[tuple[str, ...], str, frozenset[int]]] = [
     # (the command before the flag, the flag, the exit statuses it may end with)
     *((("gpu-autoscaler", "simulate", "--rules", NO_RULES, "trace.csv"), flag, frozenset({2}))
-      for flag in ("--replicas", "--start")),
+      for flag in ("--replicas", "--start", "--startup-seconds")),
     (("gpu-autoscaler", "check", "--rules", NO_RULES), "--timeout", frozenset({2})),
     *((("gpu-autoscaler", "run", "--rules", NO_RULES, "--dry-run", "--once"), flag, frozenset({2}))
       for flag in ("--interval", "--prometheus-batch-size", "--metrics-port", "--assume-replicas")),

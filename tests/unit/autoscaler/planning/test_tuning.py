@@ -16,7 +16,16 @@ from autoscaler.config.rules import load_rules
 from autoscaler.errors import UsageError
 from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, overloaded, replay, score
 from autoscaler.planning.plan import count_all_failed, plan_replicas
-from autoscaler.planning.tuning import Candidate, Score, candidates, pareto, recommend, rules_diff
+from autoscaler.planning.tuning import (
+    ONE_SYNC_UP,
+    PANIC,
+    Candidate,
+    Score,
+    candidates,
+    pareto,
+    recommend,
+    rules_diff,
+)
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
 from autoscaler.policy.spec import Capacity, Forecast, OverloadBudget
 from plumbing.prometheus.answer import BadAnswer
@@ -64,14 +73,20 @@ def test_candidates_start_with_the_current_rule_and_are_distinct(tmp_path: Path)
     assert found[0].rule == rule and found[0].label == ""
     assert len({c.rule for c in found}) == len(found)
     windows = {c.rule.behavior.scale_down.stabilization_window_seconds for c in found}
-    assert windows == {0, 60, 300, 900, 1800, 3600}
+    assert windows == {0, 60, 120, 300, 900, 1800, 3600}
     assert {c.rule.metrics[0].target for c in found} == {90.0, 100.0, 110.0}
     assert all(c.label for c in found[1:])
     # the scale-up side too: its window and tolerance, panic mode, an overload budget
     assert {c.rule.behavior.scale_up.stabilization_window_seconds for c in found} == {0, 60}
     assert {c.rule.behavior.scale_up.tolerance for c in found} == {0.02, 0.1}
     panicky = [c for c in found if c.rule.behavior.panic is not None]
-    assert panicky and all(c.rule.metrics[0].panic_query == "sum(rate(requests_total[30s]))" for c in panicky)
+    assert panicky and all(c.rule.metrics[0].panic_query == "sum(rate(requests_total[30s]))" for c in panicky
+                           if c.rule.behavior.panic == PANIC)
+    # the scale-up that reacts within one sync, with headroom and short scale-down windows
+    one_sync = [c for c in found if c.rule.behavior.scale_up.policies == ONE_SYNC_UP]
+    assert {(c.rule.metrics[0].target, c.rule.behavior.scale_down.stabilization_window_seconds)
+            for c in one_sync} == {(90.0, 60), (90.0, 120), (100.0, 60), (100.0, 120)}
+    assert all(c.rule.metrics[0].panic_query == "sum(rate(requests_total[15s]))" for c in one_sync)
     assert {c.rule.overload_budget for c in found} == {None, OverloadBudget(10.0, 120)}
     [forecast] = [c for c in found if c.rule.forecast is not None]
     assert forecast.label == "forecast 1d, lead 300s" and forecast.rule.forecast == Forecast(86_400, 300)
@@ -105,11 +120,12 @@ def test_gpu_hours_count_replicas_times_step_times_gpus_per_replica(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("kind", "value", "recorded", "replicas", "expected"), [
-    pytest.param("Total", 560.0, None, 5, True, id="total-112-per-replica-over-110"),
-    pytest.param("Total", 540.0, None, 5, False, id="total-108-per-replica-within-tolerance"),
-    pytest.param("Total", 5000.0, None, 10, False, id="total-at-max-replicas-is-not-overloaded"),
-    pytest.param("Average", 100.0, 6, 5, True, id="average-rescaled-120-per-replica"),
-    pytest.param("Average", 100.0, 4, 5, False, id="average-rescaled-80-per-replica"),
+    # target 100 is what one replica serves at 90 %: 111.1 at 100 %, overloaded above 95 % (105.6)
+    pytest.param("Total", 530.0, None, 5, True, id="total-106-per-replica-over-95-percent"),
+    pytest.param("Total", 525.0, None, 5, False, id="total-105-per-replica-within-95-percent"),
+    pytest.param("Total", 5000.0, None, 10, True, id="total-at-max-replicas-is-overloaded-all-the-same"),
+    pytest.param("Average", 100.0, 6, 5, True, id="average-rescaled-108-percent-per-replica"),
+    pytest.param("Average", 100.0, 4, 5, False, id="average-rescaled-72-percent-per-replica"),
 ])
 def test_overloaded(tmp_path: Path, kind: str, value: float, recorded: int | None, replicas: int,
                     expected: bool) -> None:
