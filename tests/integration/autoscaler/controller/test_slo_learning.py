@@ -5,7 +5,9 @@ in observe mode it only publishes it."""
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +22,7 @@ from plumbing.prometheus.config import endpoint_from_url
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from tests.fake_kube.apiserver import FakeApiServer
 from tests.history import BackfilledPrometheus, HistorySpec, start_backfilled_prometheus
+from tests.measure import run_in_process
 from tests.slo_history import DAYS, KNEE_AT_OBJECTIVE, RATE_QUERY, REPLICAS, TTFT_QUERY, backfilled_blocks
 from tests.unit.autoscaler.controller.fakes import sample
 
@@ -106,3 +109,29 @@ def test_observe_mode_publishes_the_learned_target_and_scales_on_the_configured_
     assert sample(c, "gpu_autoscaler_learned_target", rule="chat", metric="requests_per_second") is not None
     assert outcome.desired == 2 * CURRENT  # 160 / 10 wanted, at most double at once (the HPA's default)
     assert "observed only" in outcome.message
+
+
+def test_tune_shows_the_learned_target(week: BackfilledPrometheus, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "rules.yaml").write_text(rules("scale"))
+    cli = str(Path(sys.executable).parent / "gpu-autoscaler")
+    args = [cli, "tune", "--rules", str(tmp_path / "rules.yaml"), "--since", "2d", "--step", "10m",
+            "--startup-seconds", "60s", "--prometheus", week.url]
+    result = run_in_process([*args, "--json"], capsys)
+    assert result.returncode == 0, result.stderr
+    slo = json.loads(result.stdout)["slo"]
+    assert slo["metric"] == "requests_per_second" and slo["reason"] == "Learned"
+    assert KNEE_AT_OBJECTIVE - 4 <= slo["learned_target"] <= KNEE_AT_OBJECTIVE
+    text = run_in_process(args, capsys)
+    assert text.returncode == 0, text.stderr
+    assert "slo: requests_per_second target " in text.stdout
+
+
+def test_status_shows_the_learned_target(week: BackfilledPrometheus, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "rules.yaml").write_text(rules("scale"))
+    cli = str(Path(sys.executable).parent / "gpu-autoscaler")
+    result = run_in_process([cli, "status", "--rules", str(tmp_path / "rules.yaml"), "--prometheus", week.url,
+                             "--assume-replicas", str(CURRENT)], capsys)
+    assert result.returncode == 0, result.stderr
+    assert "slo: requests_per_second target " in result.stdout and "learned (used" in result.stdout
