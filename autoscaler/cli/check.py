@@ -91,7 +91,14 @@ def run_all(ruleset: RuleSet, config: PrometheusConfig, timeout: float) -> dict[
     sources = runners(config, settings)
     routed = EndpointSources(dict(sources))
     try:
-        return routed.run(ruleset.rules)
+        results = routed.run(ruleset.rules)
+        latencies: dict[str, set[str]] = {}
+        for rule in ruleset.rules:  # the slo latency queries: asked here only, `run` reads their history
+            if rule.slo is not None and rule.prometheus in sources:
+                latencies.setdefault(rule.prometheus, set()).add(rule.slo.latency)
+        for name, queries in latencies.items():
+            results.update(((name, q), r) for q, r in sources[name].run_queries(queries).items())
+        return results
     finally:
         routed.close()
         close_all(sources)
@@ -115,7 +122,25 @@ def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],
                 problems += _check_panic(ruleset.path, f"rules[{index}]", rule, metric, results, report)
         if rule.capacity is not None:
             problems += _check_capacity(ruleset.path, index, rule, results, report)
+        if rule.slo is not None:
+            problems += _check_slo(ruleset.path, index, rule, results, report)
     return problems
+
+
+def _check_slo(path: str, index: int, rule: Rule, results: Mapping[QueryKey, QueryResult],
+               report: Callable[[str], None]) -> list[Problem]:
+    """The latency query must answer with one series; NaN (no requests in its window) is fine: the learning
+    leaves such minutes out."""
+    slo = rule.slo
+    assert slo is not None
+    result = results.get((rule.prometheus, slo.latency)) or _NOT_RUN
+    field = f"rules[{index}].slo.latency"
+    if result.value is None and result.error_reason != QueryErrorReason.NAN:
+        return [Problem(path, slo.line, field, result.error or "failed")]
+    seen = "NaN (no requests in its window)" if result.value is None else f"{result.value:g}s"
+    report(f"{path}:{slo.line}: {field}: ok: {rule.name}/latency = {seen} (objective "
+           f"{slo.objective_seconds:g}s, learns {slo.learn})")
+    return []
 
 
 def _check_panic(path: str, where: str, rule: Rule, metric: MetricSpec,

@@ -2,7 +2,8 @@
 
 It runs the controller's own code path in dry-run with events off, so the table shows exactly what `run` would
 decide now. It has no history: a fresh decision, as on the controller's first sync (a scale-down is held by
-the scale-down window until the controller has watched that long).
+the scale-down window until the controller has watched that long). A rule with `slo` learns its target first,
+and WHY says the learned target or why there is none.
 """
 
 from __future__ import annotations
@@ -134,7 +135,9 @@ def gather(
         queries=PromQLSettings("", query_timeout=5.0, budget=10.0),
         settings=ControllerSettings(dry_run=True, emit_events=False),
     ) as wiring:
-        return wiring.controller.sync_once().outcomes
+        controller = wiring.controller
+        controller.learn_due(controller.clock())  # every slo rule's target, not one a sync as `run` does
+        return controller.sync_once().outcomes
 
 
 def why(outcome: RuleOutcome) -> str:

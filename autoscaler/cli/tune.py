@@ -28,6 +28,7 @@ from autoscaler.cli.simulate import select_rule
 from autoscaler.config.panic import with_panic_queries
 from autoscaler.config.rules import load_rules
 from autoscaler.controller.past import recorded_query
+from autoscaler.controller.slo_learning import SloLearning, learn
 from autoscaler.errors import UsageError
 from autoscaler.planning.startup import StartupMeasure, measure_startup, startup_queries
 from autoscaler.planning.tuning import (
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
         require_enough(rule, history, args.step, args.since)
         startup = Startup(args.startup_seconds, "--startup-seconds") if args.startup_seconds is not None \
             else measured_startup(rule, session, start, end, args.step)
+        slo = learned_slo(rule, session, time.time() if now is None else now)
     first = next((s.recorded_replicas for s in history if s.recorded_replicas is not None), None)
     setup = ReplaySetup(args.step, rule.min_replicas if first is None else first, startup.seconds)
     result = recommend(rule, history, setup, args.max_overloaded_minutes)
@@ -125,12 +127,42 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
     if args.json:
         answer = as_json(rule, result, diff, start, end, args.step)
         answer["startup"] = {"seconds": startup.seconds, "source": startup.source}
+        if slo is not None:
+            answer["slo"] = slo
         json.dump(answer, out, indent=2)
         out.write("\n")
     else:
         print(f"start-up {startup.seconds:g}s ({startup.source})", file=out)
+        if slo is not None:
+            print(slo["note"], file=out)
         write_report(out, rule, result, diff, len(history), args.step)
     return 0
+
+
+class _SessionHistory:
+    """The range reader behind the controller's `HistorySource`, on tune's session."""
+
+    def __init__(self, session: EndpointSession) -> None:
+        self.session = session
+
+    def run_range(self, query: str, start: float, end: float, step: float) -> RangeSeries:
+        return query_range(self.session, query, start, end, step, RangeSettings())
+
+
+def learned_slo(rule: Rule, session: EndpointSession, now: float) -> dict[str, object] | None:
+    """What the controller would learn for the rule's `slo` now (over its own lookback), as tune shows it;
+    None without `slo`. A failed read is said, not raised: the replay does not need it."""
+    if rule.slo is None:
+        return None
+    learning = SloLearning()
+    try:
+        learning.learned = learn(rule, rule.slo, _SessionHistory(session), now)
+    except RangeQueryError as exc:
+        learning.error = str(exc)
+    learned = learning.learned
+    return {"metric": rule.slo.learn, "learned_target": learning.target,
+            "reason": None if learned is None else str(learned.reason),
+            "samples": None if learned is None else learned.samples, "note": learning.note(rule)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from autoscaler.config.budget import parse_overload_budget
 from autoscaler.config.forecast import parse_forecast
 from autoscaler.config.panic import parse_panic, with_panic_queries
 from autoscaler.config.schedules import MAX_SCHEDULES_PER_FILE, parse_schedules
+from autoscaler.config.slo import parse_slo
 from autoscaler.config.targets import parse_target
 from autoscaler.errors import Problem, RulesError
 from autoscaler.policy.spec import (
@@ -174,7 +175,7 @@ class _TargetAt:
 
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
                 "prometheus", "schedules", "cooldownSeconds", "capacity", "batch", "overloadBudget",
-                "priority", "forecast"}
+                "priority", "forecast", "slo"}
 
 
 def _parse_rule(
@@ -231,13 +232,15 @@ def _parse_rule(
     if "forecast" in fields:
         forecast = parse_forecast(reader, fields["forecast"], f"{where}.forecast",
                                   budget.startup_seconds if budget is not None else None)
+    slo = parse_slo(reader, fields["slo"], f"{where}.slo", metrics) if "slo" in fields else None
     target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
     assert min_replicas is not None and max_replicas is not None
     rule = Rule(name, target, min_replicas, max_replicas, with_panic_queries(metrics, behavior.panic),
                 behavior, fallback, line_of(node), prometheus, schedules, cooldown, capacity,
-                batch=batch is not False, overload_budget=budget, priority=priority, forecast=forecast)
+                batch=batch is not False, overload_budget=budget, priority=priority, forecast=forecast,
+                slo=slo)
     return rule, name, target_at
 
 

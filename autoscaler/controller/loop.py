@@ -16,6 +16,7 @@ failing API never makes Kubernetes restart the controller, which would fix nothi
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,11 +32,15 @@ from autoscaler.controller.outcome import Health, LoopProgress, RuleOutcome, Shu
 from autoscaler.controller.past import PastRead, needs_past, try_read_past
 from autoscaler.controller.rule_sync import Patch, RuleState, RuleSync
 from autoscaler.controller.self_metrics import ControllerMetrics
+from autoscaler.controller.slo_learning import RETRY_SECONDS, SloLearning, learn
 from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.kube.backend import ScaleBackend
 from autoscaler.policy import Rule, RuleHistory
 from autoscaler.reasons import DECISION_REASONS
+from plumbing.prometheus.errors import PrometheusClientError
 from plumbing.prometheus.runner import MetricsSource, QueryResult
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Controller", "ControllerSettings", "Health", "RuleOutcome", "ShuttingDown", "SyncReport",
@@ -64,6 +69,15 @@ def _same_target(a: Rule, b: Rule) -> bool:
     """The history follows the target (kind/namespace/name): as the HPA keeps recommendations and scale
     events across edits of its spec, an edited rule keeps them; another workload starts afresh."""
     return a.target == b.target
+
+
+def _same_learning(a: Rule, b: Rule) -> bool:
+    """An edit that keeps the slo block and its metric's query keeps what was learned."""
+    if a.slo != b.slo or b.slo is None:
+        return False
+    name = b.slo.learn
+    return [(m.query, m.type) for m in a.metrics if m.name == name] == \
+        [(m.query, m.type) for m in b.metrics if m.name == name]
 
 
 class Controller:
@@ -128,6 +142,11 @@ class Controller:
         with self._lock:
             return self._states[rule_name].past
 
+    def slo(self, rule_name: str) -> SloLearning:
+        """What the rule's slo learned (or why not)."""
+        with self._lock:
+            return self._states[rule_name].slo
+
     def set_rules(self, rules: RuleSet) -> None:
         """Run `rules` from the next sync; a rule (by name) whose target did not change keeps its history and
         failure count, even when its metrics, bounds or behavior were edited."""
@@ -138,7 +157,8 @@ class Controller:
                 if old is not None and _same_target(old.rule, rule):
                     learns = (rule.overload_budget, rule.forecast)
                     past = old.past if (old.rule.overload_budget, old.rule.forecast) == learns else PastRead()
-                    states[rule.name] = dataclasses.replace(old, rule=rule, past=past)
+                    slo = old.slo if _same_learning(old.rule, rule) else SloLearning()
+                    states[rule.name] = dataclasses.replace(old, rule=rule, past=past, slo=slo)
                 else:
                     states[rule.name] = RuleState(rule)
             self._states = states
@@ -169,6 +189,7 @@ class Controller:
                  for chunk in chunks]
         results = self.sources.run(s.rule for s in states)
         self._read_one_past(states, now)
+        self.learn_due(now, states, limit=1)
         rule_sync = self._rule_sync
         pooled = self._decide_pools(states, chunks, reads, results, now)
         acting: list[list[RuleOutcome] | Future[list[RuleOutcome]]] = []
@@ -194,6 +215,37 @@ class Controller:
                 source = self.sources.history_source(state.rule.prometheus)
                 state.history = try_read_past(state.rule, source, state.history, state.past, now)
                 return
+
+    def learn_due(self, now: float, states: Sequence[RuleState] | None = None, limit: int | None = None,
+                  ) -> None:
+        """Learn the slo target of the rules whose learning is due, at most `limit` of them (the loop learns
+        one a sync; `status` all); a failure is logged and kept, never raised."""
+        if states is None:
+            with self._lock:
+                states = list(self._states.values())
+        due = [s for s in states if s.rule.slo is not None and s.slo.due(now)]
+        for state in due[:limit]:
+            self._learn(state, now)
+
+    def _learn(self, state: RuleState, now: float) -> None:
+        rule, learning = state.rule, state.slo
+        assert rule.slo is not None
+        learning.tried = now
+        source = self.sources.history_source(rule.prometheus)
+        try:
+            if source is None:
+                raise PrometheusClientError(f"endpoint {rule.prometheus!r} cannot answer range queries")
+            learned = learn(rule, rule.slo, source, now)
+        except PrometheusClientError as e:
+            learning.error = str(e)
+            log.warning("rule %s: cannot learn its slo target (%s); tried again in %.0f s", rule.name, e,
+                        RETRY_SECONDS)
+            return
+        except Exception as e:  # a broad except: a surprise in one rule's learning never stops the loop
+            learning.error = f"{type(e).__name__}: {e}"
+            log.exception("rule %s: learning its slo target failed", rule.name)
+            return
+        learning.learned, learning.read_at, learning.error = learned, now, None
 
     def _decide_pools(self, states: Sequence[RuleState], chunks: Sequence[Sequence[RuleState]],
                       reads: Sequence[Future[list[Gathered]]], results: Mapping[QueryKey, QueryResult],

@@ -33,6 +33,7 @@ from autoscaler.controller.observe import observe
 from autoscaler.controller.outcome import RuleOutcome, ShuttingDown
 from autoscaler.controller.past import PastRead
 from autoscaler.controller.self_metrics import ControllerMetrics, Guards
+from autoscaler.controller.slo_learning import SloLearning, moved, say_none
 from autoscaler.controller.sources import EndpointSources, QueryKey
 from autoscaler.errors import ConflictError, KubeError
 from autoscaler.kube.backend import ScaleBackend, ScaleState
@@ -61,6 +62,8 @@ class RuleState:
     """overloadBudget: the effective targets the last EffectiveTargetChanged Event gave."""
     past: PastRead = dataclasses.field(default_factory=PastRead)
     """overloadBudget and forecast: whether the rule's past was read back from Prometheus."""
+    slo: SloLearning = dataclasses.field(default_factory=SloLearning)
+    """slo: the target learned from the rule's history, and what was told of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +219,29 @@ class RuleSync:
 
     def _plan(self, state: RuleState, scale: ScaleState, observations: tuple[MetricObservation, ...],
               capacity: GatheredCapacity | None, now: float) -> Plan:
-        plan = plan_rule(state.rule, scale, observations, state.history, state.all_failed_syncs, now,
-                         None if capacity is None else capacity.seen)
+        plan = plan_rule(state.slo.rule(state.rule), scale, observations, state.history,
+                         state.all_failed_syncs, now, None if capacity is None else capacity.seen)
+        if state.rule.slo is not None:
+            plan = dataclasses.replace(plan, message=f"{plan.message}; {state.slo.note(state.rule)}")
+            self._report_slo(state)
         if capacity is not None and capacity.pool is not None and plan.reason is Reason.CapacityLimited:
             plan = dataclasses.replace(plan, message=f"{plan.message}; {capacity.pool.note()}")
         if plan.problem:
             self._warn(state=state, reason=EventReason.InvalidAnnotation, message=plan.problem, now=now)
         self._report_guards(state, plan, capacity, now)
         return plan
+
+    def _report_slo(self, state: RuleState) -> None:
+        """The learned-target gauge, a LearnedTargetChanged Event when it is new or moved by more than
+        MOVE_SHARE, and the once-said line when none is learned."""
+        rule, learning = state.rule, state.slo
+        assert rule.slo is not None
+        self.metrics.record_learned(rule, rule.slo.learn, learning.target)
+        if moved(learning):
+            learning.told = learning.target
+            self.events.post(rule.target, "Normal", EventReason.LearnedTargetChanged, learning.note(rule),
+                             held=state.held)
+        say_none(rule, learning)
 
     def _patch(self, state: RuleState, todo: Patch, now: float) -> RuleOutcome:
         """On the pool: patch to the plan's count; after a 409 Conflict, re-read, re-plan and try again."""

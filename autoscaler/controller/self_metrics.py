@@ -37,6 +37,8 @@ HELP = {
     "metric_up": "1 when the metric's last query returned one finite value, 0 when it failed.",
     "metric_effective_target": "The target the last decision used: the metric's target divided by the "
     "headroom its overloadBudget calls for; only for rules with an overloadBudget.",
+    "learned_target": "The per-replica target the rule's slo learned for the metric from its latency "
+    "history (used in mode scale, only published in mode observe; absent while none is learned).",
     "decision_reason": "1 for the reason of the rule's last decision, 0 for the other reasons.",
     "schedule_active": "1 while a schedule window of the rule is open (its bounds in effect), else 0; only "
     "for rules with schedules.",
@@ -91,6 +93,8 @@ class _RuleSeries:
     """What the schedules and the capacity guard did in the last decision."""
     has_schedules: bool = False
     has_capacity: bool = False
+    learned: dict[str, float] = field(default_factory=dict)
+    """slo: the learned target of its metric (empty while none is learned)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,8 @@ class ControllerMetrics(Collector):
                     series.values = {k: v for k, v in old.values.items() if k in series.targets}
                     series.last_success = old.last_success
                     series.guards = old.guards
+                    if rule.slo is not None:
+                        series.learned = {k: v for k, v in old.learned.items() if k == rule.slo.learn}
                 series.has_schedules, series.has_capacity = bool(rule.schedules), rule.capacity is not None
                 kept[rule.name] = series
             self._rules = kept
@@ -174,6 +180,12 @@ class ControllerMetrics(Collector):
             series = self._rules.get(rule.name)
             if series is not None:
                 series.guards = guards
+
+    def record_learned(self, rule: Rule, metric: str, target: float | None) -> None:
+        with self._lock:
+            series = self._rules.get(rule.name)
+            if series is not None:
+                series.learned = {} if target is None else {metric: target}
 
     def rule_synced(self, rule: Rule, timestamp: float) -> None:
         with self._lock:
@@ -241,7 +253,8 @@ class ControllerMetrics(Collector):
         }
         per_metric = {
             short: GaugeMetricFamily(name(short), HELP[short], labels=[*RULE_LABELS, "metric"])
-            for short in ("metric_value", "metric_target", "metric_up", "metric_effective_target")
+            for short in ("metric_value", "metric_target", "metric_up", "metric_effective_target",
+                          "learned_target")
         }
         reasons = GaugeMetricFamily(
             name("decision_reason"), HELP["decision_reason"], labels=[*RULE_LABELS, "reason"]
@@ -273,6 +286,8 @@ class ControllerMetrics(Collector):
                         per_metric["metric_value"].add_metric([*labels, metric], value)
             for metric, target in s.guards.effective_targets if s.guards is not None else ():
                 per_metric["metric_effective_target"].add_metric([*labels, metric], target)
+            for metric, target in s.learned.items():
+                per_metric["learned_target"].add_metric([*labels, metric], target)
             if s.reason is not None:
                 for reason in dict.fromkeys([*self.reasons, s.reason]):
                     reasons.add_metric([*labels, reason], 1.0 if reason == s.reason else 0.0)

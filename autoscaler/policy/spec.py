@@ -13,7 +13,7 @@ __all__ = [
     "APPS_V1", "DEFAULT_BEHAVIOR", "DEFAULT_COOLDOWN_SECONDS", "DEFAULT_PENDING_GRACE_SECONDS",
     "DEFAULT_SCALE_DOWN", "DEFAULT_SCALE_UP", "DEFAULT_TOLERANCE", "Behavior", "Capacity", "Fallback",
     "MetricSpec", "MetricType", "PolicyType", "Rule", "ScalingPolicy", "ScalingRules", "Schedule",
-    "SelectPolicy", "TargetRef", "WhenEmpty",
+    "SelectPolicy", "Slo", "SloMode", "TargetRef", "WhenEmpty",
 ]
 
 PolicyType = Literal["Pods", "Percent"]
@@ -21,6 +21,7 @@ SelectPolicy = Literal["Max", "Min", "Disabled"]
 MetricType = Literal["Average", "Total"]
 WhenEmpty = Literal["fail", "zero"]
 ForecastMode = Literal["scaleUp", "observe"]
+SloMode = Literal["scale", "observe"]
 
 DEFAULT_TOLERANCE = 0.1  # kube-controller-manager --horizontal-pod-autoscaler-tolerance
 DEFAULT_COOLDOWN_SECONDS = 300  # KEDA's cooldownPeriod
@@ -213,6 +214,23 @@ class Forecast:
 
 
 @dataclass(frozen=True, slots=True)
+class Slo:
+    """A latency objective: the per-replica target of metric `learn` is learned from `lookback_seconds` of
+    the service's own history, as the highest per-replica load at which `latency` stayed within
+    `objective_seconds` (`autoscaler.policy.slo`), kept within [`bound_min`, `bound_max`]; `mode: observe`
+    only publishes it."""
+
+    latency: str
+    objective_seconds: float
+    learn: str
+    lookback_seconds: int
+    bound_min: float
+    bound_max: float
+    mode: SloMode = "scale"
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One autoscaled workload: everything `decide()` needs besides the observations, history and `now`."""
 
@@ -242,3 +260,5 @@ class Rule:
     """Among rules whose capacity guards read the same pool: the higher is given free GPUs first."""
     forecast: Forecast | None = None
     """Scale ahead of a seasonal load; None: reactive only."""
+    slo: Slo | None = None
+    """A latency objective whose learned target replaces metric `slo.learn`'s; None: the targets as given."""

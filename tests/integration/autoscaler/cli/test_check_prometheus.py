@@ -160,3 +160,29 @@ def test_the_panic_window_query_runs_too_and_a_window_too_short_for_it_is_a_prob
     assert problem.startswith("rules.yaml:6: rules[0].behavior.panic.windowSeconds: metric samples over 1s "
                               "(sum(count_over_time(up[1s]) >= 3)) failed: "), problem
     assert "twice the scrape interval" in problem
+
+
+@pytest.mark.parametrize(("latency", "line"), [
+    ("vector(0.3)",
+     "rules.yaml:7: rules[0].slo.latency: ok: svc/latency = 0.3s (objective 0.5s, learns one)"),
+    ("vector(0) / 0",
+     "rules.yaml:7: rules[0].slo.latency: ok: svc/latency = NaN (no requests in its window) (objective "
+     "0.5s, learns one)"),
+])
+def test_the_slo_latency_query_runs_once(prometheus: ManagedProcess, tmp_path: Path, latency: str,
+                                         line: str) -> None:
+    text = rules_with(("one", "vector(1)")) + (
+        f"    slo: {{latency: '{latency}', objectiveSeconds: 0.5, learn: one, bounds: {{min: 1, max: 9}}}}\n")
+    result = check(tmp_path, text, prometheus.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert line in result.stdout.splitlines()
+
+
+def test_an_slo_latency_query_of_several_series_is_a_problem(prometheus: ManagedProcess,
+                                                            tmp_path: Path) -> None:
+    text = rules_with(("one", "vector(1)")) + (
+        "    slo: {latency: 'up or vector(2)', objectiveSeconds: 0.5, learn: one,"
+        " bounds: {min: 1, max: 9}}\n")
+    result = check(tmp_path, text, prometheus.url)
+    assert result.returncode == 2
+    assert "rules.yaml:7: rules[0].slo.latency: " in result.stdout
