@@ -17,7 +17,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from exporter.collector import Attribution, CollectorExtension, GpuCollector
+from exporter.collector import GpuCollector
 from exporter.config import ExporterConfig
 from exporter.health.history import GpuHistory
 from exporter.health.metrics import HealthMetrics
@@ -28,7 +28,8 @@ from exporter.pods.attribution import KubeletAttribution
 from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.client import PodResourcesClient
 from exporter.pods.procfs import DEFAULT_PROC_ROOT, ProcessAttributor
-from exporter.profiling import ProfilingMetrics
+from exporter.profiling.families import ProfilingMetrics
+from exporter.scrape.context import Attribution, CollectorExtension
 from exporter.serving.exposition import StateKey
 from exporter.serving.server import ExporterServer
 from exporter.serving.status_service import StatusService

@@ -237,7 +237,7 @@ EXTENSION_METRICS: tuple[MetricSpec, ...] = (
     ALLOCATION_INFO, POD_UTILIZATION, POD_SM_UTILIZATION, POD_MEMORY_BANDWIDTH, POD_MEMORY_USED, XID_ERRORS,
     XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER, AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
 )
-# Families of exporter/profiling.py (GPM, per GPU and per MIG instance) and exporter/health/reliability.py.
+# Families of exporter/profiling/ (GPM, per GPU and per MIG instance) and exporter/health/reliability.py.
 PROFILING_METRICS: tuple[MetricSpec, ...] = (
     GPM_SUPPORTED, SM_ACTIVE, SM_OCCUPANCY, TENSOR_ACTIVE, PIPE_ACTIVE, DRAM_ACTIVE, GRAPHICS_ENGINE_ACTIVE,
     NVLINK_TX, NVLINK_RX, NVDEC_UTILIZATION, NVJPG_UTILIZATION,

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collector import ScrapeContext, new_family
 from exporter.health.state import HealthState, HealthThresholds, device_health
 from exporter.nvml.snapshots import NodeSnapshot
+from exporter.scrape.context import ScrapeContext, new_family
 
 STATES: tuple[HealthState, ...] = tuple(HealthState)
 

@@ -24,10 +24,10 @@ from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.background import BackgroundLoop
-from exporter.collector import ScrapeContext, new_family
 from exporter.errors import NvmlEventError
 from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
 from exporter.nvml.events import XidEventSet
+from exporter.scrape.context import ScrapeContext, new_family
 
 log = logging.getLogger(__name__)
 

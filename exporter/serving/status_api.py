@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from exporter.collector import exclusive_holder
 from exporter.health.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
 from exporter.health.state import HealthState, HealthThresholds, StateCause, device_health
 from exporter.nvml.snapshots import BoardTemperatures
 from exporter.pods.attribution import pod_ref
 from exporter.pods.podresources.mapping import DeviceHolder
+from exporter.scrape.holders import exclusive_holder
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ from autoscaler.config.rules import parse_rules
 from autoscaler.errors import MalformedAnswerError, RulesError
 from autoscaler.kube.answers import rfc3339
 from autoscaler.kube.discovery import parse_resource_list
-from exporter.collector import PodRef
 from exporter.health.history import GpuHistory
 from exporter.pods.attribution import by_uuid, minor_of
-from exporter.pods.dra import dra_mig, dra_minor
 from exporter.pods.podresources import DeviceAllocation, build_holder_map
+from exporter.scrape.dra import dra_mig, dra_minor
+from exporter.scrape.holders import PodRef
 from exporter.serving.status_api import build_gpu_status, handle, quickstart
 from fleet.reporting.timeline import parse_span
 from fleet.reporting.usage import workload_of
