@@ -19,7 +19,7 @@ from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
 from exporter.scrape.context import Attribution, CollectorExtension, NoAttribution, ScrapeContext, new_family
 

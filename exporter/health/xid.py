@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 from prometheus_client.core import Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.background import BackgroundLoop
 from exporter.errors import NvmlEventError
 from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client.core import Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
 from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.mapping import DeviceHolder

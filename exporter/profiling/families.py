@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.nvml.snapshots import DeviceSnapshot, GpmMetrics, NodeSnapshot
 from exporter.scrape.context import ScrapeContext, new_family
 from exporter.scrape.holders import mig_holder

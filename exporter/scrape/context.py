@@ -1,7 +1,7 @@
 """What one scrape knows besides the snapshot, and the two seams the collector is extended through.
 
 `ScrapeContext` gives every family the same label values for a GPU; `new_family` an empty family for a
-metric of exporter/metrics.py with its label names declared once. `Attribution` (who holds which GPU) and
+metric of exporter/metric_table.py with its label names declared once. `Attribution` (who holds which GPU) and
 `CollectorExtension` (more families from the same snapshot) are what exporter/pods/, exporter/health/ and
 exporter/profiling/ implement and exporter/collector.py calls.
 """
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
 from exporter.scrape.holders import PodRef, exclusive_holder
 

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.collector import GpuCollector
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
 from exporter.scrape.context import ScrapeContext

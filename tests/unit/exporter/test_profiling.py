@@ -7,9 +7,9 @@ import pynvml
 import pytest
 
 from exporter.collector import GpuCollector
-from exporter.health.metrics import HealthMetrics
-from exporter.health.reliability import ReliabilityMetrics
+from exporter.health.memory_link_families import ReliabilityMetrics
 from exporter.health.state import HealthState, StateCause, device_health
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.snapshots import NodeSnapshot
 from exporter.profiling.families import ProfilingMetrics
 from exporter.scrape.holders import PodRef

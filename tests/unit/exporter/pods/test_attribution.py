@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exporter.collector import GpuCollector
-from exporter.health.metrics import HealthMetrics
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
 from exporter.pods.attribution import KubeletAttribution, by_uuid
 from exporter.pods.podresources import (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from exporter.collector import GpuCollector
-from exporter.health.metrics import HealthMetrics
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.snapshots import NodeSnapshot, ProcessSnapshot
 from exporter.pods.attribution import KubeletAttribution
 from exporter.pods.podresources import DeviceAllocation, PodResourcesCache

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from exporter.app import ExporterApp
-from exporter.health.metrics import HealthMetrics
+from exporter.health.state_families import HealthMetrics
 from exporter.health.xid import XidRecord
 from exporter.scrape.context import NoAttribution
 from exporter.serving.exposition import Exposition

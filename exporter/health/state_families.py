@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from prometheus_client.core import Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.health.state import HealthState, HealthThresholds, device_health
 from exporter.nvml.snapshots import NodeSnapshot
 from exporter.scrape.context import ScrapeContext, new_family
