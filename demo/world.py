@@ -31,8 +31,8 @@ from demo.cluster import OTHER_NAMESPACE, OTHER_WORKLOAD, ClusterSnapshot, Simul
 from demo.llm_server import SERVED_NAMES as LLM_NAMES
 from demo.llm_server import LlmQueue, LlmServerCollector
 from exporter.app import ExporterApp
-from exporter.collector import PodRef
-from exporter.metrics import ALL_METRICS
+from exporter.metric_table import ALL_METRICS
+from exporter.scrape.holders import PodRef
 from exporter.simulator.config import GIB, default_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.simulator.physics import gpu_uuid

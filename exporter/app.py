@@ -17,20 +17,21 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from exporter.collector import Attribution, CollectorExtension, GpuCollector
+from exporter.collector import GpuCollector
 from exporter.config import ExporterConfig
 from exporter.health.history import GpuHistory
-from exporter.health.metrics import HealthMetrics
-from exporter.health.reliability import ReliabilityMetrics
+from exporter.health.memory_link_families import ReliabilityMetrics
+from exporter.health.state_families import HealthMetrics
 from exporter.health.xid import XidMetrics, XidSettings, XidWatcher
 from exporter.nvml.adapter import NvmlAdapter
 from exporter.pods.attribution import KubeletAttribution
 from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.client import PodResourcesClient
 from exporter.pods.procfs import DEFAULT_PROC_ROOT, ProcessAttributor
-from exporter.profiling import ProfilingMetrics
+from exporter.profiling.families import ProfilingMetrics
+from exporter.scrape.context import Attribution, CollectorExtension
 from exporter.serving.exposition import StateKey
-from exporter.serving.server import ExporterServer
+from exporter.serving.http_endpoint import ExporterServer
 from exporter.serving.status_service import StatusService
 from exporter.source import NvmlSource, SourceSettings
 from plumbing.web import WebConfig

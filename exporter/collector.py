@@ -3,7 +3,9 @@
 No NVML and no HTTP here. Pod labels come from an injected `Attribution` provider
 (exporter/pods/attribution.py: the kubelet pod-resources cache plus /proc; `NoAttribution` leaves them
 empty), and
-further families built from the same snapshot come from injected `CollectorExtension`s (pods, health, XID).
+further families built from the same snapshot come from injected `CollectorExtension`s (pods, health, XID,
+profiling). Both protocols, the label values and `new_family` live below every one of them, in
+exporter/scrape/.
 Output looks like:
 
     gpu_utilization_ratio{gpu="0",uuid="GPU-9bcb...",model="NVIDIA H100 80GB HBM3",node="n1",...} 0.58
@@ -12,102 +14,18 @@ Output looks like:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
-from exporter.pods.dra import dra_mig
-
-WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
-# MIG device ids under any resource name: the device plugin's `mig-strategy=single` advertises MIG devices as
-# nvidia.com/gpu (`MIG-<uuid>`, or `<gpu>:<mig>` with deviceIDStrategy=index), and so does GKE
-# (`nvidia<minor>/gi<id>`, `/vgpu<n>` when time-shared too).
-_MIG_DEVICE_ID = re.compile(r"MIG-.*|[0-9]+:[0-9]+|nvidia[0-9]+/gi[0-9]+(?:/vgpu[0-9]+)?")
-
-
-@dataclass(frozen=True)
-class PodRef:
-    """A container holding a GPU (or running a GPU process): the resource and device id it was granted."""
-
-    namespace: str
-    pod: str
-    container: str
-    resource: str = WHOLE_GPU_RESOURCE
-    device_id: str = ""  # as the plugin named it: `GPU-<uuid>`, `MIG-<uuid>`, `0`, `0:1`, `nvidia0/gi1`, ...
-    claim: str = ""  # the DRA ResourceClaim it holds the device through; "" for a device plugin's device
-
-    @property
-    def is_mig(self) -> bool:
-        """A MIG slice: a MIG resource (`nvidia.com/mig-*`), or a MIG device id under any resource name
-        (`MIG-<uuid>`, the index strategy's `0:1`, GKE's `nvidia0/gi1`, DRA's `gpu-0-mig-...`)."""
-        return (self.resource.startswith("nvidia.com/mig-") or dra_mig(self.device_id) is not None
-                or _MIG_DEVICE_ID.fullmatch(self.device_id) is not None)
-
-
-def exclusive_holder(held: Sequence[PodRef]) -> PodRef | None:
-    """The container whose labels go on the device series: exactly one container holds the whole GPU.
-
-    None when unallocated, time-sliced between containers, or partitioned into MIG devices (a MIG holder
-    uses a slice, so the device values are not its own).
-    """
-    if not held or any(ref.is_mig for ref in held):
-        return None
-    first = held[0]
-    if all((ref.namespace, ref.pod, ref.container) == (first.namespace, first.pod, first.container)
-           for ref in held):
-        return first
-    return None
-
-
-class Attribution(Protocol):
-    """Who holds which GPU. Called once per scrape: implementations answer from a cache, never block."""
-
-    def holders(self) -> Mapping[str, Sequence[PodRef]]:
-        """GPU UUID -> the containers holding it (several when time-sliced); missing UUID = unallocated."""
-        ...
-
-    def pod_of_pid(self, pid: int) -> PodRef | None:
-        """The container a GPU process belongs to, or None when unknown."""
-        ...
-
-
-class NoAttribution:
-    """No kubelet: every GPU unallocated, every process unattributed."""
-
-    def holders(self) -> Mapping[str, Sequence[PodRef]]:
-        return {}
-
-    def pod_of_pid(self, pid: int) -> PodRef | None:
-        return None
+from exporter.scrape.context import Attribution, CollectorExtension, NoAttribution, ScrapeContext, new_family
 
 
 class SnapshotSource(Protocol):
     def snapshot(self) -> NodeSnapshot: ...
-
-
-@dataclass(frozen=True)
-class ScrapeContext:
-    """What one scrape knows besides the snapshot: node name and GPU holders, to build label values."""
-
-    node: str
-    holders: Mapping[str, Sequence[PodRef]]
-
-    def device_labels(self, device: DeviceSnapshot) -> list[str]:
-        """Values for metrics.GPU_LABELS; pod labels only when exactly one container holds the whole GPU."""
-        pod = exclusive_holder(self.holders.get(device.uuid, ()))
-        return [str(device.index), device.uuid, device.name, self.node,
-                pod.namespace if pod else "", pod.pod if pod else "", pod.container if pod else ""]
-
-
-class CollectorExtension(Protocol):
-    """Adds families computed from the same snapshot (health state, XID counts, ...)."""
-
-    def collect(self, snapshot: NodeSnapshot, context: ScrapeContext) -> Iterable[Metric]: ...
 
 
 # (metric, DeviceSnapshot attribute) for the one-value-per-GPU families.
@@ -144,13 +62,6 @@ def process_memory_by_pid(device: DeviceSnapshot) -> dict[int, int]:
         if process.used_memory_bytes is not None:
             found[process.pid] = found.get(process.pid, 0) + process.used_memory_bytes
     return found
-
-
-def new_family(spec: m.MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
-    """An empty family for `spec` with its label names declared once."""
-    if spec.kind == "counter":
-        return CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
-    return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
 
 
 class GpuCollector:

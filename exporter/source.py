@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from exporter.errors import NvmlUnavailableError
 from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
@@ -28,6 +29,7 @@ from exporter.nvml.snapshots import BackgroundReading, DeviceSnapshot, ProcessUt
 log = logging.getLogger(__name__)
 
 SweepHook = Callable[[NodeSnapshot], NodeSnapshot]
+T = TypeVar("T")
 GPM_MIN_INTERVAL_SECONDS = 0.1  # NVML computes GPM metrics from two samples at least this far apart
 
 
@@ -172,11 +174,8 @@ class NvmlSource:
         for index in range(self.adapter.device_count):
             if self._stop.is_set():
                 return
-            try:
-                value = self.adapter.read_pcie(index)
-            except Exception as exc:  # one GPU failing must not end the sampler
-                self._background_failed(index, "PCIe sample", exc)
-                value = (None, None)
+            unread: tuple[float | None, float | None] = (None, None)
+            value = self._read_or(index, self.adapter.read_pcie, "PCIe sample", unread)
             with self._state_lock:
                 self._pcie[index] = value
             self._sample_process_utilization(index)
@@ -185,13 +184,18 @@ class NvmlSource:
         for index in range(self.adapter.device_count):
             if self._stop.is_set():
                 return
-            try:
-                reading = self.adapter.read_background(index)
-            except Exception as exc:  # one GPU failing must not end the sampler
-                self._background_failed(index, "profiling sample", exc)
-                reading = None
+            reading = self._read_or(index, self.adapter.read_background, "profiling sample", None)
             with self._state_lock:
                 self._background[index] = reading
+
+    def _read_or(self, index: int, read: Callable[[int], T], what: str, failed: T) -> T:
+        """One background read of one GPU, or `failed` when it raises: one GPU failing (a lost GPU, a fault
+        of ours) must not end the sampler."""
+        try:
+            return read(index)
+        except Exception as exc:
+            self._background_failed(index, what, exc)
+            return failed
 
     def _background_failed(self, index: int, what: str, exc: Exception) -> None:
         """What reaches here is no single call's error (the adapter leaves those out, counted and logged):
@@ -207,11 +211,9 @@ class NvmlSource:
     def _sample_process_utilization(self, index: int) -> None:
         """Mean SM and memory-bandwidth share per pid over the samples since the last pass; () when no process
         ran (NVML's NotFound: no sample, not an error)."""
-        try:
-            samples = self.adapter.process_utilization(index, self._process_util_since.get(index, 0))
-        except Exception as exc:  # a lost GPU must not end the sampler
-            self._background_failed(index, "process utilization sample", exc)
-            samples = None
+        since = self._process_util_since.get(index, 0)
+        samples = self._read_or(index, lambda i: self.adapter.process_utilization(i, since),
+                                "process utilization sample", None)
         value = None if samples is None else mean_by_pid(samples)
         memory = None if samples is None else mean_by_pid(samples, memory_utilization_of)
         if samples:

@@ -26,6 +26,7 @@ __all__ = ["ANY_KEY", "NULL_TAG", "NodeReader", "describe", "line_at", "line_of"
 
 NULL_TAG = "tag:yaml.org,2002:null"
 T = TypeVar("T")
+N = TypeVar("N", int, float)  # a bound and the value it bounds
 
 
 def describe(node: Node) -> str:
@@ -142,14 +143,9 @@ class NodeReader:
         if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value):
             self.problem(line_of(node), where, f"expected a finite number (got {describe(node)})")
             return None
-        if above is not None and not value > above:
-            self.problem(line_of(node), where, f"expected a number > {above:g} (got {value:g})")
-            return None
-        if low is not None and value < low:
-            self.problem(line_of(node), where, f"expected a number >= {low:g} (got {value:g})")
-            return None
-        if high is not None and value > high:
-            self.problem(line_of(node), where, f"expected a number <= {high:g} (got {value:g})")
+        beyond = _beyond(value, low, high, above)
+        if beyond is not None:
+            self.problem(line_of(node), where, f"expected a number {beyond[0]} {beyond[1]:g} (got {value:g})")
             return None
         return value
 
@@ -181,13 +177,23 @@ class NodeReader:
         if low is not None and high is not None and not low <= value <= high:
             self.problem(line_of(node), where, f"expected an integer in [{low}, {high}] (got {got})")
             return None
-        if low is not None and value < low:
-            self.problem(line_of(node), where, f"expected an integer >= {low} (got {got})")
-            return None
-        if high is not None and value > high:
-            self.problem(line_of(node), where, f"expected an integer <= {high} (got {got})")
+        beyond = _beyond(value, low, high)
+        if beyond is not None:
+            self.problem(line_of(node), where, f"expected an integer {beyond[0]} {beyond[1]} (got {got})")
             return None
         return value
+
+
+def _beyond(value: N, low: N | None, high: N | None, above: N | None = None) -> tuple[str, N] | None:
+    """The bound `value` breaks, as the message says it (`(">", above)`, `(">=", low)`, `("<=", high)`);
+    None within all."""
+    if above is not None and not value > above:
+        return ">", above
+    if low is not None and value < low:
+        return ">=", low
+    if high is not None and value > high:
+        return "<=", high
+    return None
 
 
 MERGE_TAG = "tag:yaml.org,2002:merge"

@@ -1,1 +1,2 @@
-"""Derived GPU health: state and score, their families (`metrics`), history trends and XID errors."""
+"""Derived GPU health: state and score, their families (`state_families`, `memory_link_families`), history
+trends and XID errors."""

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from exporter.nvml.snapshots import BoardTemperatures
+from exporter.nvml.snapshots import BoardTemperatures, DeviceSnapshot
 
 
 class HealthState(StrEnum):
@@ -258,6 +258,18 @@ def device_health(
     if missing:
         reasons.append(f"not read this sweep: {', '.join(missing)}")
     return DeviceHealth(state, score, percent, causes, reason=", ".join(reasons), missing_fields=missing)
+
+
+def snapshot_health(device: DeviceSnapshot, thresholds: HealthThresholds | None = None) -> DeviceHealth:
+    """`device_health` of one GPU of a sweep: the one place a snapshot's fields become the health inputs, for
+    /metrics (exporter/health/state_families.py) and the status API alike."""
+    return device_health(
+        up=device.up, temperature_celsius=device.temperature_celsius, utilization_ratio=device.utilization,
+        memory_used_bytes=device.memory_used_bytes, memory_free_bytes=device.memory_free_bytes,
+        memory_total_bytes=device.memory_total_bytes, thresholds=thresholds,
+        row_remap_pending=bool(device.row_remap and device.row_remap.pending),
+        row_remap_failed=bool(device.row_remap and device.row_remap.failed),
+        missing_fields=device.missing_fields, board=device.board_temperatures)
 
 
 def _cause_text(cause: StateCause, state: HealthState, temperature_bands: Bands, memory_bands: Bands,

@@ -22,12 +22,12 @@ from types import MappingProxyType
 
 from prometheus_client.core import Metric
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.background import BackgroundLoop
-from exporter.collector import ScrapeContext, new_family
 from exporter.errors import NvmlEventError
 from exporter.nvml.adapter import NodeSnapshot, NvmlAdapter
 from exporter.nvml.events import XidEventSet
+from exporter.scrape.context import ScrapeContext, new_family
 
 log = logging.getLogger(__name__)
 

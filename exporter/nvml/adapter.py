@@ -37,8 +37,8 @@ from exporter.nvml.calls import (
 )
 from exporter.nvml.events import XidEventSet, handle_key
 from exporter.nvml.gpm import GpmReader
+from exporter.nvml.memory_link import ReliabilityReader
 from exporter.nvml.mig import MigLayoutChanged, MigReader
-from exporter.nvml.reliability import ReliabilityReader
 from exporter.nvml.snapshots import (
     BackgroundReading,
     DeviceSnapshot,

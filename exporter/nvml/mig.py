@@ -22,8 +22,8 @@ nvmlDeviceGetGpuInstanceById, which nvml.h marks "Requires privileged user" (roo
 capability): the base DaemonSet drops every capability, so it answers NoPermission there (logged once per
 GPU) and placement_start stays None. Where it answers, it also cross-checks the profile (a disagreement is
 logged and NVML's privileged answer wins). NVIDIA's DRA driver names a MIG device by profile id and placement
-start (exporter/pods/dra.py); without the placement a name is matched by profile id alone when that GPU has
-one GPU instance of that profile (exporter/profiling.py).
+start (exporter/scrape/dra.py); without the placement a name is matched by profile id alone when that GPU has
+one GPU instance of that profile (exporter/profiling/families.py).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from exporter.nvml.calls import (
     mhz,
     performance_state,
 )
-from exporter.nvml.reliability import memory_temperature, row_remap
+from exporter.nvml.memory_link import memory_temperature, row_remap
 from exporter.nvml.snapshots import DeviceSnapshot, MigInstanceSnapshot, ProcessSnapshot
 
 MigSnapshots = Callable[[int, StaticInfo], tuple[MigInstanceSnapshot, ...]]

@@ -22,7 +22,7 @@ exclusive and shared GPUs alike (on a time-sliced GPU they add up to the device'
 
 Device ids are mapped to GPU uuids here (`by_uuid`): the `index` strategy's `0` / `0:1` by NVML index, GKE's
 `nvidia0` / `nvidia0/gi1` and NVIDIA's DRA driver's `gpu-0` / `gpu-0-mig-...` by device minor (from the
-driver's /proc/driver/nvidia, or an injected lookup; see exporter/pods/dra.py).
+driver's /proc/driver/nvidia, or an injected lookup; see exporter/scrape/dra.py).
 An id that matches no GPU of the node is logged once (WARNING) and its holders get no GPU series.
 """
 
@@ -36,10 +36,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client.core import Metric
 
-from exporter import metrics as m
-from exporter.collector import PodRef, ScrapeContext, exclusive_holder, new_family
+from exporter import metric_table as m
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot
-from exporter.pods.dra import dra_minor
 from exporter.pods.podresources.cache import PodResourcesCache
 from exporter.pods.podresources.mapping import DeviceHolder
 from exporter.pods.procfs import (
@@ -54,6 +52,9 @@ from exporter.pods.procfs import (
     read_driver_minors,
     unattributed_pids,
 )
+from exporter.scrape.context import ScrapeContext, new_family
+from exporter.scrape.dra import dra_minor
+from exporter.scrape.holders import PodRef, exclusive_holder
 
 log = logging.getLogger(__name__)
 

@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from exporter.collector import exclusive_holder
 from exporter.health.history import GpuHistory, SeriesTrend, Trend, TrendThresholds, TrendWord
-from exporter.health.state import HealthState, HealthThresholds, StateCause, device_health
-from exporter.nvml.snapshots import BoardTemperatures
+from exporter.health.state import HealthState, HealthThresholds, StateCause, snapshot_health
+from exporter.nvml.snapshots import DeviceSnapshot, throttle_reasons
 from exporter.pods.attribution import pod_ref
 from exporter.pods.podresources.mapping import DeviceHolder
+from exporter.scrape.holders import exclusive_holder
 
 log = logging.getLogger(__name__)
 
@@ -87,53 +87,32 @@ class GpuStatus:
     missing_fields: tuple[str, ...] = ()  # fields an NVML error left out of this sweep (the GPU is up)
 
 
-def build_gpu_status(
-    *,
-    index: int,
-    uuid: str,
-    name: str,
-    up: bool,
-    temperature_celsius: float | None,
-    utilization_ratio: float | None,
-    memory_used_bytes: int | None,
-    memory_free_bytes: int | None,
-    memory_total_bytes: int | None,
-    power_watts: float | None,
-    throttle_reasons: Sequence[str] = (),
-    holders: Sequence[DeviceHolder] = (),
-    xid_errors: Mapping[int, int] | None = None,
-    thresholds: HealthThresholds | None = None,
-    row_remap_pending: bool = False,
-    row_remap_failed: bool = False,
-    missing_fields: Sequence[str] = (),
-    board: BoardTemperatures | None = None,
-) -> GpuStatus:
-    """Derive state, speed multiplier, memory percent and availability score from one GPU reading.
+def build_gpu_status(device: DeviceSnapshot, *, holders: Sequence[DeviceHolder] = (),
+                     xid_errors: Mapping[int, int] | None = None,
+                     thresholds: HealthThresholds | None = None) -> GpuStatus:
+    """Derive state, speed multiplier, memory percent and availability score from one GPU of a sweep.
 
     A GPU that is down is `critical` with speed multiplier 0 and availability score 0 (as on /metrics).
     """
-    health = device_health(
-        up=up, temperature_celsius=temperature_celsius, utilization_ratio=utilization_ratio,
-        memory_used_bytes=memory_used_bytes, memory_free_bytes=memory_free_bytes,
-        memory_total_bytes=memory_total_bytes, thresholds=thresholds, row_remap_pending=row_remap_pending,
-        row_remap_failed=row_remap_failed, missing_fields=missing_fields, board=board)
+    health = snapshot_health(device, thresholds)
     return GpuStatus(
-        index=index,
-        uuid=uuid,
-        name=name,
-        up=up,
+        index=device.index,
+        uuid=device.uuid,
+        name=device.name,
+        up=device.up,
         state=health.state,
-        temperature_celsius=temperature_celsius,
-        utilization_percent=None if utilization_ratio is None else 100.0 * utilization_ratio,
-        memory=MemoryStatus(memory_used_bytes, memory_total_bytes, health.memory_used_percent),
-        power_watts=power_watts,
-        throttling=ThrottlingStatus(tuple(throttle_reasons), health.speed_multiplier),
+        temperature_celsius=device.temperature_celsius,
+        utilization_percent=None if device.utilization is None else 100.0 * device.utilization,
+        memory=MemoryStatus(device.memory_used_bytes, device.memory_total_bytes, health.memory_used_percent),
+        power_watts=device.power_watts,
+        throttling=ThrottlingStatus(tuple(throttle_reasons(device.clocks_event_reasons)),
+                                    health.speed_multiplier),
         holders=tuple(holders),
         availability_score=health.availability_score,
         xid_errors=dict(xid_errors or {}),
         state_causes=health.causes,
         state_reason=health.reason,
-        missing_fields=tuple(missing_fields),
+        missing_fields=tuple(device.missing_fields),
     )
 
 

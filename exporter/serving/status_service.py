@@ -19,7 +19,7 @@ from exporter.background import BackgroundLoop
 from exporter.errors import NvmlUnavailableError
 from exporter.health.history import GpuHistory, Sample, TrendThresholds
 from exporter.health.state import HealthThresholds, memory_used_percent
-from exporter.nvml.snapshots import NodeSnapshot, throttle_reasons
+from exporter.nvml.snapshots import NodeSnapshot
 from exporter.pods.podresources.mapping import DeviceHolder
 from exporter.serving.status_api import GpuStatus, build_gpu_status, handle
 
@@ -35,17 +35,9 @@ def gpu_statuses(snapshot: NodeSnapshot, holders_of: HoldersOf | None = None,
     """One GpuStatus per GPU of the sweep: state, score, holders and XID counts derived from it."""
     statuses = []
     for d in snapshot.devices:
-        statuses.append(build_gpu_status(
-            index=d.index, uuid=d.uuid, name=d.name, up=d.up, temperature_celsius=d.temperature_celsius,
-            utilization_ratio=d.utilization, memory_used_bytes=d.memory_used_bytes,
-            memory_free_bytes=d.memory_free_bytes, memory_total_bytes=d.memory_total_bytes,
-            power_watts=d.power_watts,
-            throttle_reasons=throttle_reasons(d.clocks_event_reasons),
-            holders=holders_of(d.uuid) if holders_of else (),
-            xid_errors=xid_counts(d.uuid) if xid_counts else None, thresholds=thresholds,
-            row_remap_pending=bool(d.row_remap and d.row_remap.pending),
-            row_remap_failed=bool(d.row_remap and d.row_remap.failed), missing_fields=d.missing_fields,
-            board=d.board_temperatures))
+        statuses.append(build_gpu_status(d, holders=holders_of(d.uuid) if holders_of else (),
+                                         xid_errors=xid_counts(d.uuid) if xid_counts else None,
+                                         thresholds=thresholds))
     return statuses
 
 

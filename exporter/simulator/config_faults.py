@@ -153,32 +153,29 @@ class FaultReader(FieldReader):
 
     def gpu_instance_ids(self, raw: Mapping[str, Any], kind: str, field: str) -> tuple[int, ...]:
         """The GPU instance ids a mig_destroy fault destroys (an id the GPU does not have changes nothing)."""
-        if kind != "mig_destroy":
-            if "gpu_instance" in raw:
-                self.fail(field, f"only for a mig_destroy fault (this fault is {kind})")
-            return ()
-        value = raw.get("gpu_instance")
-        items = value if isinstance(value, list) else [value]
-        if value is None or not items or not all(isinstance(i, int) and not isinstance(i, bool)
-                                                 and 0 <= i <= MAX_GPU_INSTANCE_ID for i in items):
-            self.fail(field, f"expected a GPU instance id 0..{MAX_GPU_INSTANCE_ID} or a list of them "
-                             f"(got {value!r})")
-            return ()
-        if "until" in raw:
+        ids = self.numbers(raw, "gpu_instance", kind, "a mig_destroy", field, "a GPU instance id",
+                           MAX_GPU_INSTANCE_ID)
+        if ids and "until" in raw:
             self.fail(field.rsplit(".", 1)[0] + ".until", "a mig_destroy fault lasts")
-        return tuple(items)
+        return ids
 
     def links(self, raw: Mapping[str, Any], kind: str, field: str) -> tuple[int, ...]:
         """The NVLink links an nvlink_down fault takes down (a link the GPU does not have changes nothing)."""
-        if kind != "nvlink_down":
-            if "link" in raw:
-                self.fail(field, f"only for an nvlink_down fault (this fault is {kind})")
+        return self.numbers(raw, "link", kind, "an nvlink_down", field, "a link number", MAX_NVLINKS - 1)
+
+    def numbers(self, raw: Mapping[str, Any], key: str, kind: str, owner: str, field: str, what: str,
+                highest: int) -> tuple[int, ...]:
+        """`key`'s one number 0..`highest` or list of them on the one kind of fault that reads it, `owner` as
+        the messages say it (`a mig_destroy`); () for any other kind, which must not carry the key."""
+        if kind != owner.split()[-1]:
+            if key in raw:
+                self.fail(field, f"only for {owner} fault (this fault is {kind})")
             return ()
-        value = raw.get("link")
+        value = raw.get(key)
         items = value if isinstance(value, list) else [value]
         if value is None or not items or not all(
-                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_NVLINKS for i in items):
-            self.fail(field, f"expected a link number 0..{MAX_NVLINKS - 1} or a list of them (got {value!r})")
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= highest for i in items):
+            self.fail(field, f"expected {what} 0..{highest} or a list of them (got {value!r})")
             return ()
         return tuple(items)
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.nvml.adapter import real_nvml
+from exporter.simulator.memory_link import NVLINK_RX_SHARE, NVLINK_TX_SHARE
 from exporter.simulator.physics import SimGpu
-from exporter.simulator.reliability import NVLINK_RX_SHARE, NVLINK_TX_SHARE
 
 _pynvml = real_nvml()
 

@@ -23,6 +23,7 @@ from exporter.nvml.adapter import real_nvml
 from exporter.simulator.config import OLDEST_DRIVER, ProcessSpec, SimConfig
 from exporter.simulator.events import EventSurface, SimEventSet
 from exporter.simulator.gpm import GpmSurface
+from exporter.simulator.memory_link import ReliabilitySurface
 from exporter.simulator.mig import MIG_UNSUPPORTED_CALLS, MigSurface, SimMigHandle
 from exporter.simulator.physics import (
     DRIVER_RESERVED_BYTES,
@@ -31,7 +32,6 @@ from exporter.simulator.physics import (
     process_memory,
     utilization_percents,
 )
-from exporter.simulator.reliability import ReliabilitySurface
 from exporter.simulator.structs import SimStruct
 
 # The first driver branch whose libnvidia-ml has each call the exporter makes (by the C symbol pynvml calls:

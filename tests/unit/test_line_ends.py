@@ -20,11 +20,12 @@ from autoscaler.config.rules import parse_rules
 from autoscaler.errors import MalformedAnswerError, RulesError
 from autoscaler.kube.answers import rfc3339
 from autoscaler.kube.discovery import parse_resource_list
-from exporter.collector import PodRef
 from exporter.health.history import GpuHistory
+from exporter.nvml.snapshots import DeviceSnapshot
 from exporter.pods.attribution import by_uuid, minor_of
-from exporter.pods.dra import dra_mig, dra_minor
 from exporter.pods.podresources import DeviceAllocation, build_holder_map
+from exporter.scrape.dra import dra_mig, dra_minor
+from exporter.scrape.holders import PodRef
 from exporter.serving.status_api import build_gpu_status, handle, quickstart
 from fleet.reporting.timeline import parse_span
 from fleet.reporting.usage import workload_of
@@ -40,9 +41,10 @@ indices = st.integers(min_value=0, max_value=999_999)
 
 
 def gpu(index: int) -> object:
-    return build_gpu_status(index=index, uuid=f"GPU-{index}", name="H100", up=True, temperature_celsius=50.0,
-                            utilization_ratio=0.5, memory_used_bytes=1, memory_free_bytes=1,
-                            memory_total_bytes=2, power_watts=100.0)
+    return build_gpu_status(DeviceSnapshot(index=index, uuid=f"GPU-{index}", name="H100", up=True,
+                                           pci_bus_id="", temperature_celsius=50.0, utilization=0.5,
+                                           memory_used_bytes=1, memory_free_bytes=1, memory_total_bytes=2,
+                                           power_watts=100.0))
 
 
 @settings(max_examples=50, deadline=None)

@@ -27,7 +27,7 @@ import pytest
 
 from exporter.app import ExporterApp
 from exporter.config import ExporterConfig, PodResourcesConfig
-from exporter.metrics import GPU_LABELS
+from exporter.metric_table import GPU_LABELS
 from exporter.nvml.adapter import real_nvml
 from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import SimulatedNvml

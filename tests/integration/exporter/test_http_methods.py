@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from exporter.app import ExporterApp
-from exporter.serving.server import ExporterServer
+from exporter.serving.http_endpoint import ExporterServer
 from exporter.simulator.config import default_config
 from exporter.simulator.nvml import SimulatedNvml
 from tests.integration.exporter.conftest import SETTINGS, get

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from demo.processes import promtool
-from exporter import metrics as m
-from exporter.serving.server import ExporterServer
+from exporter import metric_table as m
+from exporter.serving.http_endpoint import ExporterServer
 from exporter.source import SourceSettings
 from tests.integration.exporter.conftest import StartExporter, get
 from tests.scrape import samples as parse_samples

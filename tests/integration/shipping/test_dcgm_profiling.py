@@ -4,7 +4,7 @@ Prometheus scraping the simulated exporter with rules/gpu-dcgm-compat.rules.yaml
 
 Kept apart from test_dcgm_queries.py because these series come from the exporter's profiling collection
 (GPM on Hopper and newer, memory temperature, NVLink throughput): these tests fail, naming the missing series,
-for as long as exporter/metrics.py does not declare every one of PROFILING_EXPORTER_NAMES.
+for as long as exporter/metric_table.py does not declare every one of PROFILING_EXPORTER_NAMES.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PROFILING_SERIES = sorted(name for name, reads in dcgm_sources().items() if read
 
 def test_the_exporter_declares_every_profiling_series() -> None:
     missing = PROFILING_EXPORTER_NAMES - exporter_names()
-    assert not missing, f"exporter/metrics.py does not declare {sorted(missing)}"
+    assert not missing, f"exporter/metric_table.py does not declare {sorted(missing)}"
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporter import metrics as m
-from exporter.collector import GpuCollector, PodRef, ScrapeContext
+from exporter import metric_table as m
+from exporter.collector import GpuCollector
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
+from exporter.scrape.context import ScrapeContext
+from exporter.scrape.holders import PodRef
 from tests.scrape import Samples, collect
 
 T0 = 1_700_000_000.0

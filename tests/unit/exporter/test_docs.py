@@ -1,11 +1,11 @@
-"""docs/metrics.md matches exporter/metrics.py, the one place naming metrics; docs/exporter.md's
+"""docs/metrics.md matches exporter/metric_table.py, the one place naming metrics; docs/exporter.md's
 `--simulate-config` example is a valid file."""
 
 from __future__ import annotations
 
 import re
 
-from exporter import metrics as m
+from exporter import metric_table as m
 from exporter.simulator.config import FAULT_TYPES
 from exporter.simulator.config_file import parse_sim_config
 from tests import REPO_ROOT

@@ -6,12 +6,13 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from exporter.collector import GpuCollector, PodRef
-from exporter.health.metrics import HealthMetrics
-from exporter.health.reliability import ReliabilityMetrics
+from exporter.collector import GpuCollector
+from exporter.health.memory_link_families import ReliabilityMetrics
 from exporter.health.state import HealthState, StateCause, device_health
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.snapshots import NodeSnapshot
-from exporter.profiling import ProfilingMetrics
+from exporter.profiling.families import ProfilingMetrics
+from exporter.scrape.holders import PodRef
 from exporter.source import with_background
 from tests.scrape import Samples, collect
 from tests.unit.exporter.conftest import FakeClock, SimFactory

@@ -15,14 +15,14 @@ from pathlib import Path
 import yaml
 
 import autoscaler.controller.self_metrics
-import exporter.metrics
+import exporter.metric_table
 from tests import REPO_ROOT
 
 ROOT = REPO_ROOT
 RULE_FILES = sorted((ROOT / "rules").glob("*.rules.yaml"))
 
 # Names fixed in docs/metrics.md that the rules and dashboards rely on; a test
-# checks that exporter/metrics.py serves every one of them.
+# checks that exporter/metric_table.py serves every one of them.
 CONTRACT_EXPORTER_NAMES = frozenset({
     "gpu_xid_errors_total", "gpu_health_state", "gpu_speed_multiplier", "gpu_availability_score",
     "gpu_exporter_pod_resources_up", "gpu_allocation_info", "gpu_pod_utilization_ratio",
@@ -83,9 +83,9 @@ def metric_names(expr: str) -> set[str]:
 
 
 def exporter_names() -> set[str]:
-    """Every sample name exporter/metrics.py declares (counters with `_total`)."""
-    return {spec.exposed_name for spec in vars(exporter.metrics).values()
-            if isinstance(spec, exporter.metrics.MetricSpec)}
+    """Every sample name exporter/metric_table.py declares (counters with `_total`)."""
+    return {spec.exposed_name for spec in vars(exporter.metric_table).values()
+            if isinstance(spec, exporter.metric_table.MetricSpec)}
 
 
 def autoscaler_names() -> set[str]:

@@ -1,7 +1,7 @@
 """Every relative link and image in README.md and docs/*.md points at a file of the repository, every
 `#anchor` into a markdown file names one of its headings (moving a section cannot leave a dead link), and
-every repository path the docs name in code (`exporter/metrics.py`) exists (moving a module cannot leave a
-stale one)."""
+every repository path the docs name in code (`exporter/metric_table.py`) exists (moving a module cannot leave
+a stale one)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_every_named_repository_path_exists(document: Path) -> None:
 
 def test_the_path_pattern_finds_the_architectures_paths() -> None:
     named = NAMED_PATH.findall((ROOT / "README.md").read_text())
-    assert "exporter/metrics.py" in named and "autoscaler/policy/" in named
+    assert "exporter/metric_table.py" in named and "autoscaler/policy/" in named
     assert NAMED_PATH.findall("`exporter/gone.py` and `tests/unit/<piece>/`") == ["exporter/gone.py"]
 
 

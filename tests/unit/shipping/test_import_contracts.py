@@ -116,6 +116,11 @@ VIOLATIONS = {
     "fleet-querying-imports-reporting": ("fleet/querying/__init__.py", "import fleet.reporting\n"),
     "fleet-output-imports-querying": ("fleet/output/__init__.py", "import fleet.querying\n"),
     "fleet-imports-its-dispatcher": ("fleet/commands/__init__.py", "import fleet.cli\n"),
+    "exporter-pods-import-the-collector": ("exporter/pods/__init__.py", "import exporter.collector\n"),
+    "exporter-health-imports-pods": ("exporter/health/__init__.py", "import exporter.pods\n"),
+    "exporter-scrape-imports-pods": ("exporter/scrape/__init__.py", "import exporter.pods\n"),
+    "exporter-nvml-imports-scrape": ("exporter/nvml/__init__.py", "import exporter.scrape\n"),
+    "exporter-collector-imports-serving": ("exporter/collector/__init__.py", "import exporter.serving\n"),
 }
 
 

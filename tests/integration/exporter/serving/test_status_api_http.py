@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from exporter.health.history import GpuHistory, Sample
+from exporter.nvml.snapshots import DeviceSnapshot
 from exporter.pods.podresources import DeviceHolder
 from exporter.serving.status_api import GpuStatus, build_gpu_status, encode, handle, is_api_path
 from tests.support import QuietHandler
@@ -25,16 +26,10 @@ GIB = 1024**3
 def snapshot() -> list[GpuStatus]:
     return [
         build_gpu_status(
-            index=i,
-            uuid=f"GPU-{i}",
-            name="NVIDIA H100 80GB HBM3",
-            up=True,
-            temperature_celsius=60.0 + 10 * i,
-            utilization_ratio=0.25 * i,
-            memory_used_bytes=20 * i * GIB,
-            memory_free_bytes=(80 - 20 * i) * GIB,
-            memory_total_bytes=80 * GIB,
-            power_watts=100.0 + 100 * i,
+            DeviceSnapshot(index=i, uuid=f"GPU-{i}", name="NVIDIA H100 80GB HBM3", pci_bus_id="", up=True,
+                           temperature_celsius=60.0 + 10 * i, utilization=0.25 * i,
+                           memory_used_bytes=20 * i * GIB, memory_free_bytes=(80 - 20 * i) * GIB,
+                           memory_total_bytes=80 * GIB, power_watts=100.0 + 100 * i),
             holders=(DeviceHolder("ml", f"trainer-{i}", "main", "nvidia.com/gpu", f"GPU-{i}"),),
         )
         for i in range(3)

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from autoscaler.controller.http_endpoint import MetricsServer
-from exporter.serving.server import ExporterServer
+from exporter.serving.http_endpoint import ExporterServer
 from plumbing.web.server import Answer, HttpServer, Route
 
 pytestmark = pytest.mark.integration

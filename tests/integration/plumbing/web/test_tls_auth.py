@@ -17,7 +17,7 @@ import requests
 from prometheus_client import CollectorRegistry
 
 from autoscaler.controller.http_endpoint import MetricsServer
-from exporter.serving.server import ExporterServer
+from exporter.serving.http_endpoint import ExporterServer
 from plumbing.web import load_web_config
 from tests.integration.plumbing.web.conftest import PASSWORD, Pki
 from tests.pki import TestCA, bcrypt_hash, serial_of

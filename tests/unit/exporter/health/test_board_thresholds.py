@@ -12,8 +12,8 @@ import pytest
 from exporter.cli import main
 from exporter.collector import GpuCollector
 from exporter.config import ExporterConfigError, parse_config
-from exporter.health.metrics import HealthMetrics
 from exporter.health.state import Bands, HealthState, HealthThresholds, board_bands, device_health
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.snapshots import BoardTemperatures, NodeSnapshot
 from tests.scrape import collect
 from tests.unit.exporter.conftest import SimFactory

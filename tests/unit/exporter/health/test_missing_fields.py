@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.collector import ScrapeContext
-from exporter.health.metrics import HealthMetrics
 from exporter.health.state import HealthState, device_health
+from exporter.health.state_families import HealthMetrics
+from exporter.scrape.context import ScrapeContext
 from exporter.serving.status_api import gpu_json
 from exporter.serving.status_service import gpu_statuses
 from tests.unit.exporter.conftest import SimFactory

@@ -269,8 +269,8 @@ def test_ctypes_handles_match_by_pointer_value() -> None:
 
 def test_last_code_series_follow_the_latest_xid_as_dcgm_exporter_does() -> None:
     """gpu_xid_last_code: 0 without an xid label before any XID, then the last code as value and label."""
-    from exporter.collector import ScrapeContext
     from exporter.health.xid import XidMetrics
+    from exporter.scrape.context import ScrapeContext
 
     _, adapter, watcher, uuids = setup()
     snapshot = adapter.read()

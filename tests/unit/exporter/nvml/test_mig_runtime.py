@@ -11,9 +11,8 @@ import logging
 import pynvml
 import pytest
 
-from exporter.collector import PodRef
 from exporter.errors import ConfigError
-from exporter.profiling import mig_holder
+from exporter.scrape.holders import PodRef, mig_holder
 from exporter.simulator.config_file import parse_sim_config
 from exporter.simulator.nvml import DRIVER_MINIMUM, SimulatedNvml
 from tests.unit.exporter.conftest import FakeClock, SimFactory

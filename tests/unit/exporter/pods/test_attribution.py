@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.collector import GpuCollector, PodRef, exclusive_holder
-from exporter.health.metrics import HealthMetrics
+from exporter.collector import GpuCollector
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.snapshots import DeviceSnapshot, NodeSnapshot, ProcessSnapshot
 from exporter.pods.attribution import KubeletAttribution, by_uuid
 from exporter.pods.podresources import (
@@ -20,6 +20,7 @@ from exporter.pods.podresources import (
     build_holder_map,
 )
 from exporter.pods.procfs import ProcessAttributor
+from exporter.scrape.holders import PodRef, exclusive_holder
 from tests.scrape import Samples, collect
 
 GPU = "nvidia.com/gpu"

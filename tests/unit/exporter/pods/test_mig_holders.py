@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from exporter.collector import GpuCollector, PodRef, exclusive_holder
-from exporter.health.metrics import HealthMetrics
+from exporter.collector import GpuCollector
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.snapshots import NodeSnapshot, ProcessSnapshot
 from exporter.pods.attribution import KubeletAttribution
 from exporter.pods.podresources import DeviceAllocation, PodResourcesCache
 from exporter.pods.procfs import ProcessAttributor
+from exporter.scrape.holders import PodRef, exclusive_holder
 from tests.scrape import Samples, collect
 from tests.unit.exporter.pods.test_attribution import GIB, GPU, Source, device, node, write_proc
 

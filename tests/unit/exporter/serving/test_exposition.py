@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from exporter.app import ExporterApp
-from exporter.collector import NoAttribution
-from exporter.health.metrics import HealthMetrics
+from exporter.health.state_families import HealthMetrics
 from exporter.health.xid import XidRecord
+from exporter.scrape.context import NoAttribution
 from exporter.serving.exposition import Exposition
 from exporter.simulator.config import default_config
 from exporter.simulator.nvml import SimulatedNvml

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from exporter.health.history import GpuHistory, Sample
 from exporter.health.state import HealthState
+from exporter.nvml.snapshots import DeviceSnapshot
 from exporter.pods.podresources import DeviceHolder
 from exporter.serving.status_api import (
     ALLOWED_METHODS,
@@ -30,17 +31,10 @@ T0 = 1_700_000_000.0
 def gpus() -> list[GpuStatus]:
     return [
         build_gpu_status(
-            index=1,
-            uuid="GPU-b",
-            name="NVIDIA H100 80GB HBM3",
-            up=True,
-            temperature_celsius=78.0,
-            utilization_ratio=0.9,
-            memory_used_bytes=40 * GIB,
-            memory_free_bytes=40 * GIB,
-            memory_total_bytes=80 * GIB,
-            power_watts=610.5,
-            throttle_reasons=("sw_power_cap",),
+            DeviceSnapshot(index=1, uuid="GPU-b", name="NVIDIA H100 80GB HBM3", pci_bus_id="", up=True,
+                           temperature_celsius=78.0, utilization=0.9, memory_used_bytes=40 * GIB,
+                           memory_free_bytes=40 * GIB, memory_total_bytes=80 * GIB, power_watts=610.5,
+                           clocks_event_reasons=(("sw_power_cap", True),)),
             holders=(
                 DeviceHolder("a", "p1", "c", "nvidia.com/gpu", "GPU-b"),
                 DeviceHolder("b", "p2", "c", "nvidia.com/gpu", "GPU-b"),
@@ -48,16 +42,9 @@ def gpus() -> list[GpuStatus]:
             xid_errors={79: 1, 13: 2},
         ),
         build_gpu_status(
-            index=0,
-            uuid="GPU-a",
-            name="NVIDIA H100 80GB HBM3",
-            up=True,
-            temperature_celsius=50.0,
-            utilization_ratio=0.0,
-            memory_used_bytes=0,
-            memory_free_bytes=80 * GIB,
-            memory_total_bytes=80 * GIB,
-            power_watts=70.0,
+            DeviceSnapshot(index=0, uuid="GPU-a", name="NVIDIA H100 80GB HBM3", pci_bus_id="", up=True,
+                           temperature_celsius=50.0, utilization=0.0, memory_used_bytes=0,
+                           memory_free_bytes=80 * GIB, memory_total_bytes=80 * GIB, power_watts=70.0),
         ),
     ]
 
@@ -83,10 +70,9 @@ def test_build_gpu_status_derives_state_and_score() -> None:
 
 
 def test_lost_gpu_is_critical_with_zero_speed_and_score() -> None:
-    lost = build_gpu_status(
-        index=3, uuid="GPU-x", name="", up=False, temperature_celsius=None, utilization_ratio=None,
-        memory_used_bytes=None, memory_free_bytes=None, memory_total_bytes=None, power_watts=None,
-    )
+    lost = build_gpu_status(DeviceSnapshot(index=3, uuid="GPU-x", name="", up=False, pci_bus_id="",
+                                           temperature_celsius=None, utilization=None, memory_used_bytes=None,
+                                           memory_free_bytes=None, memory_total_bytes=None, power_watts=None))
     body = gpu_json(lost)
     derived = (body["up"], body["state"], body["availability_score"], body["speed_multiplier"])
     assert derived == (False, "critical", 0.0, 0.0)
@@ -135,8 +121,9 @@ def test_list_sorted_by_index_with_every_field() -> None:
 def test_a_dra_holder_carries_its_claim() -> None:
     """A GPU allocated through DRA: the holder names the ResourceClaim, as gpu_allocation_info's label."""
     held = build_gpu_status(
-        index=2, uuid="GPU-c", name="", up=True, temperature_celsius=40.0, utilization_ratio=0.1,
-        memory_used_bytes=0, memory_free_bytes=GIB, memory_total_bytes=GIB, power_watts=50.0,
+        DeviceSnapshot(index=2, uuid="GPU-c", name="", pci_bus_id="", up=True, temperature_celsius=40.0,
+                       utilization=0.1, memory_used_bytes=0, memory_free_bytes=GIB, memory_total_bytes=GIB,
+                       power_watts=50.0),
         holders=(DeviceHolder("serve", "llm-a", "server", "gpu.nvidia.com", "gpu-1", claim="llm-gpu"),
                  DeviceHolder("serve", "llm-b", "server", "gpu.nvidia.com", "gpu-1", claim="other/shared")))
     holders = gpu_json(held)["holders"]
@@ -165,10 +152,10 @@ def test_unknown_query_parameters_are_400_naming_them(path: str, query: str, par
 
 
 def test_numbers_are_rounded_for_people() -> None:
-    odd = build_gpu_status(
-        index=0, uuid="GPU-r", name="", up=True, temperature_celsius=61.00000000001,
-        utilization_ratio=0.58, memory_used_bytes=1, memory_free_bytes=2, memory_total_bytes=3,
-        power_watts=123.456789)
+    odd = build_gpu_status(DeviceSnapshot(index=0, uuid="GPU-r", name="", up=True, pci_bus_id="",
+                                          temperature_celsius=61.00000000001, utilization=0.58,
+                                          memory_used_bytes=1, memory_free_bytes=2, memory_total_bytes=3,
+                                          power_watts=123.456789))
     body = gpu_json(odd)
     assert body["utilization_percent"] == 58.0 and str(body["utilization_percent"]) == "58.0"
     derived = (body["memory"]["percent"], body["temperature_celsius"], body["power_watts"])
@@ -278,9 +265,10 @@ def test_is_api_path() -> None:
 def test_shared_means_what_gpu_allocation_info_means(holders: tuple[DeviceHolder, ...], shared: bool) -> None:
     """`shared` is true when the device values are not one holder's alone, as gpu_allocation_info's label:
     a single MIG holder is shared (its slice is not the device)."""
-    gpu = build_gpu_status(index=0, uuid="GPU-a", name="x", up=True, temperature_celsius=50.0,
-                           utilization_ratio=0.1, memory_used_bytes=GIB, memory_free_bytes=GIB,
-                           memory_total_bytes=2 * GIB, power_watts=None, holders=holders)
+    gpu = build_gpu_status(DeviceSnapshot(index=0, uuid="GPU-a", name="x", up=True, pci_bus_id="",
+                                          temperature_celsius=50.0, utilization=0.1, memory_used_bytes=GIB,
+                                          memory_free_bytes=GIB, memory_total_bytes=2 * GIB,
+                                          power_watts=None), holders=holders)
     assert gpu_json(gpu)["shared"] is shared
 
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.health.history import GpuHistory
+from exporter.nvml.snapshots import DeviceSnapshot
 from exporter.serving.status_api import build_gpu_status, gpu_json, handle, is_api_path, quickstart_json
 from tests.unit.exporter.serving.test_status_api import GIB, gpus
 
@@ -56,10 +57,11 @@ def test_nvml_down_and_other_methods() -> None:
        reasons=st.sampled_from([(), ("hw_slowdown",)]), up=st.booleans())
 def test_state_and_throttling_never_contradict(temperature: float, used: int, reasons: tuple[str, ...],
                                                up: bool) -> None:
-    gpu = build_gpu_status(index=0, uuid="GPU-a", name="H100", up=up, temperature_celsius=temperature,
-                           utilization_ratio=0.5, memory_used_bytes=used * GIB,
-                           memory_free_bytes=(80 - used) * GIB, memory_total_bytes=80 * GIB,
-                           power_watts=100.0, throttle_reasons=reasons)
+    gpu = build_gpu_status(DeviceSnapshot(index=0, uuid="GPU-a", name="H100", up=up, pci_bus_id="",
+                                          temperature_celsius=temperature, utilization=0.5,
+                                          memory_used_bytes=used * GIB, memory_free_bytes=(80 - used) * GIB,
+                                          memory_total_bytes=80 * GIB, power_watts=100.0,
+                                          clocks_event_reasons=tuple((r, True) for r in reasons)))
     v1, data = gpu_json(gpu), quickstart_json(gpu)
     slowed = v1["state"] in ("throttled", "critical")
     manager = data["throttling"]

@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.collector import GpuCollector
-from exporter.health.metrics import HealthMetrics
 from exporter.health.state import HealthThresholds
+from exporter.health.state_families import HealthMetrics
 from exporter.nvml.adapter import NodeSnapshot, real_nvml
 from tests.unit.exporter.conftest import SimFactory
 

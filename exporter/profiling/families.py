@@ -10,20 +10,19 @@ more labels, so `sum by (gpu)` over a GPU family never adds instances to their G
 container holding that MIG device (by the device plugin's id: `MIG-<uuid>`, `<gpu>:<slot>`, GKE's `/gi<id>`;
 by the DRA driver's device name `gpu-<minor>-mig-...-<profile id>-<placement start>`: profile and placement
 where NVML tells the placement, which takes a privilege; profile alone where the GPU has one GPU instance of
-that profile).
+that profile: exporter/scrape/holders.py's `mig_holder`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import metrics as m
-from exporter.collector import PodRef, ScrapeContext, new_family
-from exporter.nvml.snapshots import DeviceSnapshot, GpmMetrics, MigInstanceSnapshot, NodeSnapshot
-from exporter.pods.dra import dra_mig
+from exporter import metric_table as m
+from exporter.nvml.snapshots import DeviceSnapshot, GpmMetrics, NodeSnapshot
+from exporter.scrape.context import ScrapeContext, new_family
+from exporter.scrape.holders import mig_holder
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -39,32 +38,6 @@ _GPM: tuple[tuple[str, m.MetricSpec, m.MetricSpec | None], ...] = (
     ("nvdec_utilization", m.NVDEC_UTILIZATION, m.MIG_NVDEC_UTILIZATION),
     ("nvjpg_utilization", m.NVJPG_UTILIZATION, m.MIG_NVJPG_UTILIZATION),
 )
-
-
-def mig_holder(held: Sequence[PodRef], gpu_index: int, mig: MigInstanceSnapshot,
-               siblings: Sequence[MigInstanceSnapshot] = ()) -> PodRef | None:
-    """The one container holding this MIG device; None when none does, or several share it. `siblings` are
-    the GPU's MIG devices (this one among them): a DRA name is matched by profile alone when they hold one GPU
-    instance of that profile and the placement is not known (see _is_dra_name_of)."""
-    gke = re.compile(rf"/gi{mig.gpu_instance_id}(?:/|\Z)") if mig.gpu_instance_id is not None else None
-    found = [ref for ref in held if ref.device_id == mig.uuid or ref.device_id == f"{gpu_index}:{mig.slot}"
-             or (gke is not None and gke.search(ref.device_id) is not None)
-             or _is_dra_name_of(ref, mig, siblings)]
-    containers = {(r.namespace, r.pod, r.container) for r in found}
-    return found[0] if len(containers) == 1 else None
-
-
-def _is_dra_name_of(ref: PodRef, mig: MigInstanceSnapshot, siblings: Sequence[MigInstanceSnapshot]) -> bool:
-    """The DRA driver's name of this MIG device (the parent GPU is already the one the holder is filed under):
-    same GPU instance profile and placement where NVML told the placement (a privileged call); without it,
-    the same profile when this is the GPU's only GPU instance of that profile, which no other can be."""
-    named = dra_mig(ref.device_id) if ref.claim else None
-    if named is None or mig.profile_id is None or named.profile_id != mig.profile_id:
-        return False
-    if mig.placement_start is not None:
-        return named.placement_start == mig.placement_start
-    same = {s.gpu_instance_id for s in siblings if s.profile_id == mig.profile_id}
-    return mig.gpu_instance_id is not None and same == {mig.gpu_instance_id}
 
 
 def _add_gpm(families: dict[m.MetricSpec, Family], gpm: GpmMetrics, labels: list[str], mig: bool) -> None:

@@ -17,10 +17,10 @@ from collections.abc import Iterable
 
 from prometheus_client.core import Metric
 
-from exporter import metrics as m
-from exporter.collector import ScrapeContext, new_family
-from exporter.health.state import HealthState, HealthThresholds, device_health
+from exporter import metric_table as m
+from exporter.health.state import HealthState, HealthThresholds, snapshot_health
 from exporter.nvml.snapshots import NodeSnapshot
+from exporter.scrape.context import ScrapeContext, new_family
 
 STATES: tuple[HealthState, ...] = tuple(HealthState)
 
@@ -36,14 +36,7 @@ class HealthMetrics:
                                (m.HEALTH_STATE, m.SPEED_MULTIPLIER, m.AVAILABILITY_SCORE))
         for device in snapshot.devices:
             labels = context.device_labels(device)
-            health = device_health(
-                up=device.up, temperature_celsius=device.temperature_celsius,
-                utilization_ratio=device.utilization, memory_used_bytes=device.memory_used_bytes,
-                memory_free_bytes=device.memory_free_bytes,
-                memory_total_bytes=device.memory_total_bytes, thresholds=self.thresholds,
-                row_remap_pending=bool(device.row_remap and device.row_remap.pending),
-                row_remap_failed=bool(device.row_remap and device.row_remap.failed),
-                missing_fields=device.missing_fields, board=device.board_temperatures)
+            health = snapshot_health(device, self.thresholds)
             if health.state is not None:
                 for candidate in STATES:
                     state.add_metric([*labels, candidate.value], 1.0 if candidate is health.state else 0.0)

@@ -232,12 +232,13 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
 )
 EXPORTER_METRICS: tuple[MetricSpec, ...] = (NVML_UP, GPUS, SCRAPE_DURATION, LAST_COLLECT, NVML_ERRORS)
 # Families the collector's extensions produce: pod attribution (exporter/pods/attribution.py), health and
-# XID errors (exporter/health/metrics.py, exporter/health/xid.py).
+# XID errors (exporter/health/state_families.py, exporter/health/xid.py).
 EXTENSION_METRICS: tuple[MetricSpec, ...] = (
     ALLOCATION_INFO, POD_UTILIZATION, POD_SM_UTILIZATION, POD_MEMORY_BANDWIDTH, POD_MEMORY_USED, XID_ERRORS,
     XID_LAST, HEALTH_STATE, SPEED_MULTIPLIER, AVAILABILITY_SCORE, POD_RESOURCES_UP, POD_RESOURCES_ATTEMPTS,
 )
-# Families of exporter/profiling.py (GPM, per GPU and per MIG instance) and exporter/health/reliability.py.
+# Families of exporter/profiling/ (GPM, per GPU and per MIG instance) and
+# exporter/health/memory_link_families.py.
 PROFILING_METRICS: tuple[MetricSpec, ...] = (
     GPM_SUPPORTED, SM_ACTIVE, SM_OCCUPANCY, TENSOR_ACTIVE, PIPE_ACTIVE, DRAM_ACTIVE, GRAPHICS_ENGINE_ACTIVE,
     NVLINK_TX, NVLINK_RX, NVDEC_UTILIZATION, NVJPG_UTILIZATION,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.collector import PodRef
 from exporter.pods.attribution import by_uuid, minor_of
-from exporter.pods.dra import DraMig, dra_mig, dra_minor
 from exporter.pods.podresources import allocations_from_response, build_holder_map, resource_filter
+from exporter.scrape.dra import DraMig, dra_mig, dra_minor
+from exporter.scrape.holders import PodRef
 from tests.kubelet import Claim, make_response
 
 

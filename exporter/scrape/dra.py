@@ -11,7 +11,7 @@ mapped to a UUID by the driver's own table on the node (exporter/pods/procfs.py'
 a MIG device is told apart on its GPU by its GPU instance's profile id and placement start. NVML tells the
 profile id unprivileged, the placement start only to a privileged caller (exporter/nvml/mig.py); without it a
 name is matched by profile id alone where its GPU has one GPU instance of that profile
-(exporter/profiling.py's `mig_holder`).
+(exporter/scrape/holders.py's `mig_holder`).
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import metrics as m
-from exporter.collector import ScrapeContext, new_family
+from exporter import metric_table as m
 from exporter.nvml.snapshots import NodeSnapshot, Reliability
+from exporter.scrape.context import ScrapeContext, new_family
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
