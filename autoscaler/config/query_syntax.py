@@ -9,8 +9,8 @@ from plumbing.prometheus.syntax import syntax_error
 
 
 def syntax_problems(ruleset: RuleSet) -> list[Problem]:
-    """One Problem per metric, panic-window or capacity query that does not parse (`file:line: metric NAME:
-    ...`); each query once."""
+    """One Problem per metric, panic-window, capacity or podDeletionCost query that does not parse
+    (`file:line: metric NAME: ...`); each query once."""
     results: dict[str, str | None] = {}
     problems: list[Problem] = []
     for rule in ruleset.rules:
@@ -19,6 +19,9 @@ def syntax_problems(ruleset: RuleSet) -> list[Problem]:
                     for metric in rule.metrics if metric.panic_query]
         if rule.capacity is not None:
             queries.append((rule.capacity.line, "capacity.query", rule.capacity.query))
+        if rule.pod_deletion_cost is not None:
+            cost = rule.pod_deletion_cost
+            queries.append((cost.line, "podDeletionCost.query", cost.query))
         for line, field, query in queries:
             if query not in results:
                 results[query] = syntax_error(query)
