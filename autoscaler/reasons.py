@@ -52,3 +52,4 @@ class EventReason(StrEnum):
     CapacityLimited = "CapacityLimited"  # the capacity guard held a scale-up back
     FailedGetCapacity = "FailedGetCapacity"  # capacity query failed, or the Pending pods could not be listed
     EffectiveTargetChanged = "EffectiveTargetChanged"  # overloadBudget moved a metric's target by 5 % or more
+    FailedSetDeletionCost = "FailedSetDeletionCost"  # podDeletionCost: query, pod list or pod patch failed
