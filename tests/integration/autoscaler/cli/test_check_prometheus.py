@@ -160,3 +160,22 @@ def test_the_panic_window_query_runs_too_and_a_window_too_short_for_it_is_a_prob
     assert problem.startswith("rules.yaml:6: rules[0].behavior.panic.windowSeconds: metric samples over 1s "
                               "(sum(count_over_time(up[1s]) >= 3)) failed: "), problem
     assert "twice the scrape interval" in problem
+
+
+def test_the_pod_deletion_cost_query_is_read_series_by_series(prometheus: ManagedProcess, tmp_path: Path,
+                                                              ) -> None:
+    text = rules_with(("up", "count(up)"))
+    text += "    podDeletionCost: {query: 'sum by (job) (up)', podLabel: job}\n"
+    result = check(tmp_path, text, prometheus.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if "podDeletionCost" in line]
+    assert line.startswith("rules.yaml:7: rules[0].podDeletionCost.query: ok: svc/podDeletionCost = ")
+    assert " pod(s) by job, busiest " in line
+    result = check(tmp_path, text.replace("podLabel: job", "podLabel: pod"), prometheus.url)
+    assert result.returncode == 2
+    assert "rules.yaml:7: rules[0].podDeletionCost.query: none of its " in result.stdout
+    assert "series has a finite value and a label 'pod'" in result.stdout
+    failing = text.replace("sum by (job) (up)", 'label_replace(up, "pod", "$1", "job", "(")')
+    result = check(tmp_path, failing, prometheus.url)
+    assert result.returncode == 2
+    assert "rules.yaml:7: rules[0].podDeletionCost.query: BadQuery: " in result.stdout, result.stdout
