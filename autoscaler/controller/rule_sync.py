@@ -240,6 +240,7 @@ class RuleSync:
             if not ranked and plan.replicas < plan.current:
                 ranked = True
                 self._set_deletion_costs(state, todo.selector, now)
+                continue  # stopping or leadership may have changed meanwhile
             try:
                 self.backend.patch_scale(rule.target, plan.replicas)
             except ConflictError as e:
