@@ -53,3 +53,4 @@ class EventReason(StrEnum):
     FailedGetCapacity = "FailedGetCapacity"  # capacity query failed, or the Pending pods could not be listed
     EffectiveTargetChanged = "EffectiveTargetChanged"  # overloadBudget moved a metric's target by 5 % or more
     LearnedTargetChanged = "LearnedTargetChanged"  # slo learned a target, or it moved by more than 10 %
+    FailedSetDeletionCost = "FailedSetDeletionCost"  # podDeletionCost: query, pod list or pod patch failed

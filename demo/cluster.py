@@ -6,7 +6,9 @@ it serves only after a start-up delay (model loading), and a pool has a fixed nu
 tenants (a replica that finds none stays Pending, unschedulable, holding nothing, until one frees up). Other
 tenants' pods (`set_others`) take free GPUs before our Pending replicas, as a higher-priority batch job would,
 but never evict a running replica. Scale-down removes replicas at once, in the ReplicaSet controller's order:
-Pending first, then still loading, then ready, newest first within each group.
+Pending first, then still loading, then ready; within each group the lowest pod-deletion cost first (set by
+the controller's `podDeletionCost` through the demo's scale backend), then newest first. `on_removed` is told
+the names a scale-down removed: the hook by which a server model counts the requests they were serving (cut).
 
 Load is in GPU-equivalents (see demo.traces): the ready replicas share it evenly, so each ready GPU is busy
 `load / ready` (capped at 1.0; demand above 1.0 queues). A loading replica's GPU shows `loading_utilization`.
@@ -145,6 +147,10 @@ class SimulatedDeployment:
         self._other_sequence = 0
         self._lock = threading.RLock()
         self._nodes = tuple(self.settings.node_of(index) for index in range(self.settings.gpu_count))
+        self._costs: dict[str, int] = {}
+        """Replica name -> its pod-deletion cost (absent: 0, as the annotation's default)."""
+        self.on_removed: Callable[[tuple[str, ...]], None] | None = None
+        """Told the names each scale-down removes, under the Deployment's lock (keep it short)."""
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0 (got {replicas})")
         self._add(replicas, clock(), ready_now=start_ready)
@@ -186,9 +192,25 @@ class SimulatedDeployment:
                 self._add(replicas - len(self._replicas), now, ready_now=False)
             elif replicas < len(self._replicas):
                 ranked = sorted(self._replicas, key=lambda r: self._deletion_rank(r, now))
-                keep = ranked[len(self._replicas) - replicas:]
+                cut = len(self._replicas) - replicas
+                removed, keep = ranked[:cut], ranked[cut:]
                 self._replicas = sorted(keep, key=lambda r: (r.created_at, r.name))
+                for replica in removed:
+                    self._costs.pop(replica.name, None)
                 self._schedule(now)
+                if self.on_removed is not None:
+                    self.on_removed(tuple(r.name for r in removed))
+
+    def set_deletion_cost(self, name: str, cost: int | None) -> bool:
+        """The replica's pod-deletion cost (None: none); False when no replica has that name."""
+        with self._lock:
+            if all(r.name != name for r in self._replicas):
+                return False
+            if cost is None:
+                self._costs.pop(name, None)
+            else:
+                self._costs[name] = cost
+            return True
 
     def snapshot(self, load: float) -> ClusterSnapshot:
         """The state at the injected clock's now, with `load` shared among the ready replicas."""
@@ -242,11 +264,11 @@ class SimulatedDeployment:
             updated.append(replica)
         self._replicas = updated
 
-    @staticmethod
-    def _deletion_rank(replica: Replica, now: float) -> tuple[int, float, tuple[int, ...]]:
-        """Lower ranks go first: Pending, then loading, then ready; newest first within a group."""
+    def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, int, float, tuple[int, ...]]:
+        """Lower ranks go first: Pending, then loading, then ready; within a group the lowest deletion cost,
+        then the newest."""
         group = 0 if replica.gpu is None else (1 if not replica.ready(now) else 2)
-        return (group, -replica.created_at, _reverse(replica.name))
+        return (group, self._costs.get(replica.name, 0), -replica.created_at, _reverse(replica.name))
 
 
 def _reverse(name: str) -> tuple[int, ...]:

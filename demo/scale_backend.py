@@ -3,7 +3,8 @@
 The demo hands it to the real controller (autoscaler/controller/loop.py), which reads and patches it exactly
 as it does the scale subresource: same calls, same errors (autoscaler.errors'), a resource version that
 moves on every change, annotations (pause), a label selector, the Pending replicas a capacity guard asks about
-(since when, on the controller's clock), and Events kept in memory for the demo to print.
+(since when, on the controller's clock), the pods a `podDeletionCost` rule annotates (their deletion cost
+ranks the simulated ReplicaSet's scale-down), and Events kept in memory for the demo to print.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from autoscaler.errors import KubeApiError, NotFoundError
-from autoscaler.kube.backend import ScaleState
+from autoscaler.kube.backend import PodMeta, ScaleState
+from autoscaler.kube.deletion_cost import COST_ANNOTATION
 from autoscaler.policy import TargetRef
 from demo.cluster import SimulatedDeployment
 
@@ -48,6 +50,8 @@ class InMemoryScaleBackend:
         self._annotations: dict[tuple[str, str, str], dict[str, str]] = {}
         self._versions: dict[tuple[str, str, str], int] = {}
         self._events: list[RecordedEvent] = []
+        self._pod_annotations: dict[tuple[str, str], dict[str, str]] = {}
+        """(namespace, pod) -> the annotations `annotate_pod` gave it."""
         self._on_event = on_event
         self.patches: list[tuple[TargetRef, int]] = []
         """Every patch applied, in order (what a test asserts on)."""
@@ -109,6 +113,36 @@ class InMemoryScaleBackend:
         if selector != selector_of(deployment):
             return ()
         return tuple(self._to_controller_clock(t) for t in deployment.unschedulable_since())
+
+    def list_pods(self, ref: TargetRef, selector: str) -> tuple[PodMeta, ...]:
+        """The simulated Deployment's replicas with the annotations given them; () for another selector."""
+        with self._lock:
+            deployment = self._targets[self._existing(ref)]
+            if selector != selector_of(deployment):
+                return ()
+            names = {r.name for r in deployment.replicas()}
+            for gone in [k for k in self._pod_annotations if k[0] == ref.namespace and k[1] not in names
+                         and k[1].startswith(f"{deployment.name}-")]:
+                del self._pod_annotations[gone]  # removed by a scale-down since
+            return tuple(PodMeta(name, dict(self._pod_annotations.get((ref.namespace, name), {})))
+                         for name in sorted(names))
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Merge `annotations` into the pod's (None removes one); its deletion cost goes to its Deployment.
+        NotFoundError for a pod no Deployment of the namespace has, as the API server's 404."""
+        with self._lock:
+            owner = next((d for (_, ns, _), d in self._targets.items()
+                          if ns == namespace and any(r.name == name for r in d.replicas())), None)
+            if owner is None:
+                raise NotFoundError(f'pods "{name}" not found in namespace {namespace!r}', status=404)
+            held = self._pod_annotations.setdefault((namespace, name), {})
+            for key, value in annotations.items():
+                if value is None:
+                    held.pop(key, None)
+                else:
+                    held[key] = value
+            cost = held.get(COST_ANNOTATION)
+            owner.set_deletion_cost(name, int(cost) if cost is not None else None)
 
     def emit_event(self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str,
                    message: str) -> None:

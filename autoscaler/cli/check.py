@@ -23,7 +23,15 @@ from autoscaler.errors import Problem, RulesError
 from autoscaler.policy import MetricSpec, Rule
 from plumbing.cli import duration, fail
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError
-from plumbing.prometheus.runner import PromQLSettings, QueryErrorReason, QueryResult, close_all, runners
+from plumbing.prometheus.runner import (
+    PromQLSettings,
+    QueryErrorReason,
+    QueryResult,
+    SeriesSource,
+    close_all,
+    runners,
+)
+from plumbing.prometheus.series import SeriesValues
 
 HELP = "validate a rules file; with --prometheus also run every query once"
 
@@ -64,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if unreachable:
             return fail(None, "\n".join(unreachable))
         problems = check_queries(ruleset, results, lambda line: print(line, file=out))
+        problems += check_pod_costs(ruleset, config, args.timeout, lambda line: print(line, file=out))
     for problem in problems:
         print(problem, file=out)
     if problems:
@@ -102,6 +111,39 @@ def run_all(ruleset: RuleSet, config: PrometheusConfig, timeout: float) -> dict[
     finally:
         routed.close()
         close_all(sources)
+
+
+def check_pod_costs(ruleset: RuleSet, config: PrometheusConfig, timeout: float,
+                    report: Callable[[str], None]) -> list[Problem]:
+    """Each `podDeletionCost` query, run once series by series as the controller runs it before a
+    scale-down: a failure, or series none of which has the pod label, is a Problem."""
+    wanted = [(index, rule) for index, rule in enumerate(ruleset.rules) if rule.pod_deletion_cost is not None]
+    if not wanted:
+        return []
+    settings = PromQLSettings("", query_timeout=timeout, budget=2 * timeout + 1, max_attempts=2)
+    sources = runners(config, settings)
+    try:
+        return [problem for index, rule in wanted
+                for problem in _check_pod_cost(ruleset.path, index, rule, sources[rule.prometheus], report)]
+    finally:
+        close_all(sources)
+
+
+def _check_pod_cost(path: str, index: int, rule: Rule, source: SeriesSource,
+                    report: Callable[[str], None]) -> list[Problem]:
+    cost = rule.pod_deletion_cost
+    assert cost is not None
+    field = f"rules[{index}].podDeletionCost.query"
+    seen: SeriesValues = source.run_series(cost.query, cost.pod_label)
+    if seen.error is not None:
+        return [Problem(path, cost.line, field, seen.error)]
+    if not seen.values and seen.skipped:
+        return [Problem(path, cost.line, field, f"none of its {seen.skipped} series has a finite value and a "
+                        f"label {cost.pod_label!r} naming a pod (podLabel)")]
+    busiest = f", busiest {max(seen.values.items(), key=lambda kv: kv[1])[0]}" if seen.values else ""
+    report(f"{path}:{cost.line}: {field}: ok: {rule.name}/podDeletionCost = {len(seen.values)} pod(s) by "
+           f"{cost.pod_label}{busiest}")
+    return []
 
 
 def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],

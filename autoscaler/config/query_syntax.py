@@ -9,8 +9,8 @@ from plumbing.prometheus.syntax import syntax_error
 
 
 def syntax_problems(ruleset: RuleSet) -> list[Problem]:
-    """One Problem per metric, panic-window, capacity or slo latency query that does not parse
-    (`file:line: metric NAME: ...`); each query once."""
+    """One Problem per metric, panic-window, capacity, slo latency or podDeletionCost query that does not
+    parse (`file:line: metric NAME: ...`); each query once."""
     results: dict[str, str | None] = {}
     problems: list[Problem] = []
     for rule in ruleset.rules:
@@ -21,6 +21,9 @@ def syntax_problems(ruleset: RuleSet) -> list[Problem]:
             queries.append((rule.capacity.line, "capacity.query", rule.capacity.query))
         if rule.slo is not None:
             queries.append((rule.slo.line, "slo.latency", rule.slo.latency))
+        if rule.pod_deletion_cost is not None:
+            cost = rule.pod_deletion_cost
+            queries.append((cost.line, "podDeletionCost.query", cost.query))
         for line, field, query in queries:
             if query not in results:
                 results[query] = syntax_error(query)

@@ -15,6 +15,7 @@ from typing import cast
 from yaml.nodes import Node, ScalarNode
 
 from autoscaler.config.budget import parse_overload_budget
+from autoscaler.config.deletion_cost import parse_pod_deletion_cost
 from autoscaler.config.forecast import parse_forecast
 from autoscaler.config.panic import parse_panic, with_panic_queries
 from autoscaler.config.schedules import MAX_SCHEDULES_PER_FILE, parse_schedules
@@ -175,7 +176,7 @@ class _TargetAt:
 
 _RULE_FIELDS = {"name", "target", "minReplicas", "maxReplicas", "metrics", "behavior", "fallback",
                 "prometheus", "schedules", "cooldownSeconds", "capacity", "batch", "overloadBudget",
-                "priority", "forecast", "slo"}
+                "priority", "forecast", "slo", "podDeletionCost"}
 
 
 def _parse_rule(
@@ -233,6 +234,10 @@ def _parse_rule(
         forecast = parse_forecast(reader, fields["forecast"], f"{where}.forecast",
                                   budget.startup_seconds if budget is not None else None)
     slo = parse_slo(reader, fields["slo"], f"{where}.slo", metrics) if "slo" in fields else None
+    deletion_cost = None
+    if "podDeletionCost" in fields:
+        deletion_cost = parse_pod_deletion_cost(reader, fields["podDeletionCost"], f"{where}.podDeletionCost",
+                                                target)
     target_at = None if target is None else _TargetAt(target, line_of(fields["target"]))
     if len(reader.problems) > before or name is None or target is None:
         return None, name, target_at
@@ -240,7 +245,7 @@ def _parse_rule(
     rule = Rule(name, target, min_replicas, max_replicas, with_panic_queries(metrics, behavior.panic),
                 behavior, fallback, line_of(node), prometheus, schedules, cooldown, capacity,
                 batch=batch is not False, overload_budget=budget, priority=priority, forecast=forecast,
-                slo=slo)
+                slo=slo, pod_deletion_cost=deletion_cost)
     return rule, name, target_at
 
 

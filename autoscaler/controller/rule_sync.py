@@ -3,8 +3,9 @@
 `decide` observes the metrics, plans (the engine, pause annotations, schedules, capacity) and reports the
 decision; it touches no API: the scale and the Pending pods were read by the pool (`api_workers.gather`), and
 the rule's Events are held. `act`, on the pool, posts the held Events and patches, re-reading and re-planning
-after a 409 Conflict. Every ending (decided, abandoned, a failed read or patch, an unknown endpoint, a sync
-that raised) is told alike: a metric, an Event where this replica may still write, a log line
+after a 409 Conflict; before a scale-down of a rule with `podDeletionCost` it sets the pods' deletion costs
+first (`deletion_costs`). Every ending (decided, abandoned, a failed read or patch, an unknown endpoint, a
+sync that raised) is told alike: a metric, an Event where this replica may still write, a log line
 (`decision_log`). A broad `except` sits around each half, so one bad rule never stops the others.
 """
 
@@ -28,6 +29,7 @@ from autoscaler.controller.decision_log import (
     ref_text,
     scale_message,
 )
+from autoscaler.controller.deletion_costs import set_deletion_costs
 from autoscaler.controller.events import EventPoster, HeldEvents, WarningMemory
 from autoscaler.controller.observe import observe
 from autoscaler.controller.outcome import RuleOutcome, ShuttingDown
@@ -73,6 +75,8 @@ class Patch:
     plan: Plan
     observations: tuple[MetricObservation, ...]
     capacity: GatheredCapacity | None
+    selector: str | None = None
+    """The scale's status.selector: the target's pods, whose deletion costs a scale-down sets first."""
 
 
 TARGET_MOVE = 0.05
@@ -215,7 +219,7 @@ class RuleSync:
             pool.promise(rule, plan.replicas - plan.current)
         if plan.replicas == plan.current or self.dry_run:
             return self._finish(state, plan, observations, patched=False, now=now)
-        return Patch(plan, observations, capacity)
+        return Patch(plan, observations, capacity, scale.selector)
 
     def _plan(self, state: RuleState, scale: ScaleState, observations: tuple[MetricObservation, ...],
               capacity: GatheredCapacity | None, now: float) -> Plan:
@@ -247,9 +251,14 @@ class RuleSync:
         """On the pool: patch to the plan's count; after a 409 Conflict, re-read, re-plan and try again."""
         rule, plan, observations = state.rule, todo.plan, todo.observations
         attempts = 0
+        ranked = False
         while True:
             if self.stopping.is_set() or not self.is_leader():
                 return self._abandon(state, plan, observations)
+            if not ranked and plan.replicas < plan.current:
+                ranked = True
+                self._set_deletion_costs(state, todo.selector, now)
+                continue  # stopping or leadership may have changed meanwhile
             try:
                 self.backend.patch_scale(rule.target, plan.replicas)
             except ConflictError as e:
@@ -284,6 +293,24 @@ class RuleSync:
                 scale_message(plan, observations, rule),
             )
             return self._finish(state, plan, observations, patched=True, now=now)
+
+    def _set_deletion_costs(self, state: RuleState, selector: str | None, now: float) -> None:
+        """Before a scale-down: the pods' deletion costs; what fails is told, and the scale-down goes on."""
+        rule = state.rule
+        try:
+            done = set_deletion_costs(self.backend, self.sources, rule, selector)
+        except Exception as e:  # a surprise here must not cost the rule its scale-down
+            log.exception("rule %s: setting the pods' deletion costs raised", rule.name)
+            self._warn(state=state, reason=EventReason.FailedSetDeletionCost, now=now,
+                       message=f"setting the pods' deletion costs failed: {type(e).__name__}: {e}")
+            return
+        if done is None:
+            return
+        log.info("rule %s: deletion costs before scaling down: %d pods, %d set, %d cleared", rule.name,
+                 done.pods, done.set, done.cleared)
+        if done.problem is not None:
+            log.warning("rule %s: %s", rule.name, done.problem)
+            self._warn(state=state, reason=EventReason.FailedSetDeletionCost, message=done.problem, now=now)
 
     def _abandon(
         self, state: RuleState, plan: Plan, observations: tuple[MetricObservation, ...]

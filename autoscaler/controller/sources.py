@@ -12,7 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from autoscaler.policy import Rule
 from plumbing.prometheus.config import DEFAULT_ENDPOINT
-from plumbing.prometheus.runner import HistorySource, MetricsSource, QueryErrorReason, QueryResult
+from plumbing.prometheus.runner import (
+    HistorySource,
+    MetricsSource,
+    QueryErrorReason,
+    QueryResult,
+    SeriesSource,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,11 @@ class EndpointSources:
         """The endpoint's source if it can read a query's past (a PromQLRunner does), else None."""
         source = self._sources.get(name)
         return source if isinstance(source, HistorySource) else None
+
+    def series_source(self, name: str) -> SeriesSource | None:
+        """The endpoint's source if it can read a query series by series (a PromQLRunner does), else None."""
+        source = self._sources.get(name)
+        return source if isinstance(source, SeriesSource) else None
 
     @property
     def names(self) -> str:

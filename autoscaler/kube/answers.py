@@ -147,6 +147,18 @@ def unschedulable_since(pod: object) -> float | None:
     return None
 
 
+def pod_name_and_annotations(pod: object) -> tuple[str, dict[str, str]] | None:
+    """(name, annotations) of a listed pod that is not terminating; None for a terminating one, and for one
+    too malformed to say (skipped: it is one pod among many). Annotations that are not strings are dropped."""
+    metadata = pod.get("metadata") if isinstance(pod, dict) else None
+    if not isinstance(metadata, dict) or metadata.get("deletionTimestamp") is not None:
+        return None
+    name, annotations = metadata.get("name"), metadata.get("annotations") or {}
+    if not isinstance(name, str) or not name or len(name) > 253 or not isinstance(annotations, dict):
+        return None
+    return name, {k: v for k, v in annotations.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def rfc3339(value: object) -> float | None:
     """Unix seconds of an RFC 3339 time with its offset (as metav1.Time is written), else None."""
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):

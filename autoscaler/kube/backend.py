@@ -2,7 +2,9 @@
 `NamespaceScope`, which keeps any backend inside `--namespaces`.
 
 `ScaleBackend` is all the controller needs: read a target's scale (replicas, annotations, version, selector),
-patch its replica count, post an Event on it, and find its Pending unschedulable pods. Its implementations:
+patch its replica count, post an Event on it, and find its Pending unschedulable pods. A backend that can also
+list a target's pods and annotate them is a `PodAnnotator` (the deletion costs before a scale-down). Its
+implementations:
 `autoscaler.kube.scale.KubernetesScaleBackend` (the official client), the assumed replicas of `status` and
 `run` without a cluster, and the demo's in-memory cluster. This module imports no Kubernetes client (0.35 s to
 import): the controller and the no-cluster commands load it only where a cluster is used.
@@ -14,7 +16,7 @@ import logging
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from autoscaler.errors import NamespaceNotAllowedError
 from autoscaler.policy import TargetRef
@@ -57,6 +59,30 @@ class ScaleBackend(Protocol):
         unschedulable (condition PodScheduled False, reason Unschedulable): the Unix time its condition turned
         so. Asked only for rules with a capacity guard; `selector` None (a scale without one): (). Raises
         KubeError like a read."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodMeta:
+    """A pod of a target as the deletion costs need it: its name and annotations."""
+
+    name: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class PodAnnotator(Protocol):
+    """A backend that can rank a target's pods for a scale-down (the Kubernetes one; `NamespaceScope` over
+    one)."""
+
+    def list_pods(self, ref: TargetRef, selector: str) -> tuple[PodMeta, ...]:
+        """The target's pods (matching `selector`, the scale's status.selector) not already terminating.
+        Raises KubeError like a read."""
+        ...
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Merge `annotations` into the pod's (None removes one). Raises NotFoundError (the pod is gone),
+        ConflictError, KubeApiError."""
         ...
 
 
@@ -105,3 +131,15 @@ class NamespaceScope:
     def unschedulable_since(self, ref: TargetRef, selector: str | None) -> tuple[float, ...]:
         self._check(ref)
         return self.inner.unschedulable_since(ref, selector)
+
+    def list_pods(self, ref: TargetRef, selector: str) -> tuple[PodMeta, ...]:
+        """The inner backend's, inside --namespaces; none when it cannot list pods."""
+        self._check(ref)
+        return self.inner.list_pods(ref, selector) if isinstance(self.inner, PodAnnotator) else ()
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        if namespace not in self.namespaces:
+            raise NamespaceNotAllowedError(f"pod {namespace}/{name}: namespace {namespace!r} is not in "
+                                           f"--namespaces ({','.join(sorted(self.namespaces))})")
+        if isinstance(self.inner, PodAnnotator):
+            self.inner.annotate_pod(namespace, name, annotations)

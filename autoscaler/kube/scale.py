@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 import urllib3
@@ -44,12 +44,13 @@ from autoscaler.kube.answers import (
     annotations_of,
     parse_json,
     parse_object,
+    pod_name_and_annotations,
     pod_page,
     scale_fields,
     scale_selector,
     unschedulable_since,
 )
-from autoscaler.kube.backend import NamespaceScope, ScaleBackend, ScaleState
+from autoscaler.kube.backend import NamespaceScope, PodMeta, ScaleBackend, ScaleState
 from autoscaler.kube.discovery import Discovery, ScalableResource
 from autoscaler.policy import TargetRef
 from plumbing import deadline, yamlsafe
@@ -78,10 +79,10 @@ __all__ = [
 
 COMPONENT = "gpu-autoscaler"
 POD_PAGE = 500
-"""Pods per list request of the Pending check (`limit`)."""
+"""Pods per list request of the Pending check and the deletion costs (`limit`)."""
 MAX_POD_PAGES = 20
-"""At most this many pages (10,000 Pending pods of one target): a server repeating its continue token cannot
-keep a sync listing forever."""
+"""At most this many pages (10,000 pods of one target): a server repeating its continue token cannot keep a
+sync listing forever."""
 
 T = TypeVar("T")
 
@@ -326,18 +327,36 @@ class KubernetesScaleBackend:
         if selector is None:
             return ()
         what = f"list Pending pods of {ref.kind} {ref.namespace}/{ref.name}"
-        since: list[float] = []
+        items = self._list_pods(ref, what, selector, "status.phase=Pending")
+        return tuple(t for t in map(unschedulable_since, items) if t is not None)
+
+    def list_pods(self, ref: TargetRef, selector: str) -> tuple[PodMeta, ...]:
+        what = f"list pods of {ref.kind} {ref.namespace}/{ref.name}"
+        listed = (pod_name_and_annotations(item) for item in self._list_pods(ref, what, selector, None))
+        return tuple(PodMeta(name, annotations) for name, annotations in filter(None, listed))
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        what = f"annotate pod {namespace}/{name}"
+        body = {"metadata": {"annotations": dict(annotations)}}
+        self._send(what, self._core.patch_namespaced_pod, name, namespace, body, field_manager=COMPONENT,
+                   _content_type="application/merge-patch+json")
+
+    def _list_pods(self, ref: TargetRef, what: str, selector: str, fields: str | None) -> list[Any]:
+        """The target's pods matching `selector` (and the field selector `fields`), page by page: unchecked
+        items, each judged by the caller."""
+        items: list[Any] = []
         token: str | None = None
         for _ in range(MAX_POD_PAGES):
-            page: dict[str, Any] = {"label_selector": selector, "field_selector": "status.phase=Pending",
-                                    "limit": POD_PAGE}
+            page: dict[str, Any] = {"label_selector": selector, "limit": POD_PAGE}
+            if fields is not None:
+                page["field_selector"] = fields
             if token is not None:
                 page["_continue"] = token
             raw = self._send(what, self._core.list_namespaced_pod, ref.namespace, **page)
-            items, token = pod_page(parse_json(raw, what, "PodList", MAX_LIST_BYTES), what)
-            since.extend(t for t in map(unschedulable_since, items) if t is not None)
+            listed, token = pod_page(parse_json(raw, what, "PodList", MAX_LIST_BYTES), what)
+            items.extend(listed)
             if token is None:
-                return tuple(since)
+                return items
         log.warning("%s: more than %d pages of %d pods; using the first %d pages", what, MAX_POD_PAGES,
                     POD_PAGE, MAX_POD_PAGES)
-        return tuple(since)
+        return items

@@ -12,8 +12,8 @@ from typing import Literal
 __all__ = [
     "APPS_V1", "DEFAULT_BEHAVIOR", "DEFAULT_COOLDOWN_SECONDS", "DEFAULT_PENDING_GRACE_SECONDS",
     "DEFAULT_SCALE_DOWN", "DEFAULT_SCALE_UP", "DEFAULT_TOLERANCE", "Behavior", "Capacity", "Fallback",
-    "MetricSpec", "MetricType", "PolicyType", "Rule", "ScalingPolicy", "ScalingRules", "Schedule",
-    "SelectPolicy", "Slo", "SloMode", "TargetRef", "WhenEmpty",
+    "MetricSpec", "MetricType", "PodDeletionCost", "PolicyType", "Rule", "ScalingPolicy", "ScalingRules",
+    "Schedule", "SelectPolicy", "Slo", "SloMode", "TargetRef", "WhenEmpty",
 ]
 
 PolicyType = Literal["Pods", "Percent"]
@@ -185,6 +185,17 @@ class Capacity:
 
 
 @dataclass(frozen=True, slots=True)
+class PodDeletionCost:
+    """Before a scale-down, each pod of the target gets `controller.kubernetes.io/pod-deletion-cost` from its
+    value in `query` (one series per pod, the pod's name in label `pod_label`): its in-flight requests, so the
+    ReplicaSet removes the idlest pods. The controller acts on it; `decide()` never reads it."""
+
+    query: str
+    pod_label: str = "pod"
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class OverloadBudget:
     """Instead of the hand-picked headroom of a target: keep the headroom that the load's recent rises over
     `startup_seconds` require for the rule to be overloaded in at most `percent_of_minutes` % of the minutes
@@ -262,3 +273,5 @@ class Rule:
     """Scale ahead of a seasonal load; None: reactive only."""
     slo: Slo | None = None
     """A latency objective whose learned target replaces metric `slo.learn`'s; None: the targets as given."""
+    pod_deletion_cost: PodDeletionCost | None = None
+    """Rank the pods by in-flight work before a scale-down; None: the ReplicaSet picks as it would."""

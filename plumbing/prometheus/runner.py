@@ -46,6 +46,7 @@ from plumbing.prometheus.answer import (
 from plumbing.prometheus.batching import Batch, Form, plan, split_answer
 from plumbing.prometheus.config import Endpoint, PrometheusConfig, endpoint_from_url
 from plumbing.prometheus.range_query import RangeSeries, RangeSettings, query_range
+from plumbing.prometheus.series import SeriesValues, series_values
 from plumbing.prometheus.session import (
     CredentialError,
     EndpointSession,
@@ -55,8 +56,8 @@ from plumbing.prometheus.session import (
     read_capped,
 )
 
-__all__ = ["MetricsSource", "PromQLRunner", "PromQLSettings", "QueryErrorReason", "QueryResult", "interpret",
-           "runners"]
+__all__ = ["MetricsSource", "PromQLRunner", "PromQLSettings", "QueryErrorReason", "QueryResult",
+           "SeriesSource", "SeriesValues", "interpret", "runners"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,13 @@ class HistorySource(Protocol):
     """A metrics source that can also read a query's past (`PromQLRunner`); tests' fakes need not."""
 
     def run_range(self, query: str, start: float, end: float, step: float) -> RangeSeries: ...
+
+
+@runtime_checkable
+class SeriesSource(Protocol):
+    """A metrics source that can read a query's series one by one (`PromQLRunner`); tests' fakes need not."""
+
+    def run_series(self, query: str, label: str) -> SeriesValues: ...
 
 
 class MetricsSource(Protocol):
@@ -155,6 +163,29 @@ class PromQLRunner:
         the range reader's bounds; RangeQueryError (a PrometheusClientError) when unusable."""
         settings = RangeSettings(timeout=max(self.settings.query_timeout, 1.0))
         return query_range(self._session, query, start, end, step, settings)
+
+    def run_series(self, query: str, label: str) -> SeriesValues:
+        """`query`'s series by `label` (a per-pod query), sent alone within the query timeout, retried like a
+        metric's; never raises: a failure is a SeriesValues with its `error`."""
+        deadline = self._monotonic() + self.settings.query_timeout
+        read: list[bytes] = []
+
+        def attempt() -> None:
+            status, raw = self._exchange(lambda timeout: self._session.get_api(
+                "/api/v1/query", {"query": query, "timeout": f"{timeout:.3f}"}, timeout), deadline)
+            if not 200 <= status < 300:
+                result = self._judge(status, raw)  # raises the retryable ones
+                raise _Failure(result, retryable=False)
+            read.append(raw)
+
+        try:
+            self._retrying(deadline, lambda e: e.retryable)(attempt)
+            return series_values(decode_body(read[-1]), label)
+        except _Failure as failure:
+            result = failure.result
+        except BadAnswer as e:
+            result = bad_answer(str(e))
+        return SeriesValues(error=f"{result.error_reason}: {result.error}")
 
     def run_queries(self, queries: Collection[str], alone: Collection[str] = ()) -> dict[str, QueryResult]:
         distinct = list(dict.fromkeys(queries))

@@ -1,9 +1,9 @@
 """A small HTTP server that answers like the Kubernetes API server for what the controller calls.
 
 Same paths, JSON shapes (autoscaling/v1 Scale, apps/v1 Deployment/StatefulSet, any registered kind with or
-without /scale (`install`), core/v1 Event and Pod lists, coordination.k8s.io/v1 Lease, discovery documents,
-v1 Status on errors; kinds, discovery and pods live in fake_kinds.py and fake_api_resources.py) and status
-codes, including resourceVersion conflicts.
+without /scale (`install`), core/v1 Event, Pod lists and Pod merge patches, coordination.k8s.io/v1 Lease,
+discovery documents, v1 Status on errors; kinds, discovery and pods live in kinds.py and resources.py) and
+status codes, including resourceVersion conflicts.
 As the real API server: a Scale's status.replicas is the workload's, not its spec (it follows spec only when a
 test sets `Workload.status_replicas`, as the Deployment controller would); a created object gets uid,
 resourceVersion and creationTimestamp; creating an existing name is 409 AlreadyExists; an object whose
@@ -48,6 +48,7 @@ __all__ = ["FakeApiServer", "Request", "Resource", "Workload", "scale_json", "st
 
 _WORKLOAD = re.compile(r"^/(?:api/(v1)|apis/([^/]+/[^/]+))/namespaces/([^/]+)/([^/]+)/([^/]+)(/scale)?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
+_POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 _LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?$")
 _NAMESPACED = re.compile(r"^/apis?/.*?/namespaces/([^/]+)/")
@@ -187,6 +188,18 @@ class FakeApiServer(KindsAndPods):
                 and (name is None or f"/{name}/scale" in r.path)
             ]
 
+    def pod_patches(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """(index among all requests, pod name, annotations sent) of every pod PATCH, in order."""
+        with self.lock:
+            return [(i, r.path.rsplit("/", 1)[1], (r.body.get("metadata") or {}).get("annotations") or {})
+                    for i, r in enumerate(self.requests) if r.method == "PATCH" and _POD.match(r.path)]
+
+    def scale_patch_indices(self, name: str) -> list[int]:
+        """Index among all requests of every PATCH of `name`'s scale, in order."""
+        with self.lock:
+            return [i for i, r in enumerate(self.requests)
+                    if r.method == "PATCH" and r.path.endswith(f"/{name}/scale")]
+
     def event_reasons(self, name: str | None = None) -> list[str]:
         with self.lock:
             return [
@@ -236,6 +249,8 @@ class FakeApiServer(KindsAndPods):
             return answer
         if (m := _PODS.match(path)) and method == "GET":
             return self._list_pods(m.group(1), query or {})
+        if (m := _POD.match(path)) and method == "PATCH":
+            return self._patch_pod(m.group(1), m.group(2), body)
         if (m := _WORKLOAD.match(path)) and (resource := self._resource(m[1] or m[2], m[4])) is not None:
             return self._workload(method, resource, m[3], m[5], bool(m[6]), body)
         if (m := _EVENTS.match(path)) and method == "POST":

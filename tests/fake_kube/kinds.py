@@ -1,5 +1,7 @@
 """The fake API server's kinds, discovery documents and pods: what `FakeApiServer` adds to serve any kind with
-a scale subresource (installed by a test as a CRD would be) and the Pending check's pod lists."""
+a scale subresource (installed by a test as a CRD would be), the pod lists and the pods' merge patches (the
+deletion costs), 404 for a pod that is not there and 409 for a patch carrying an outdated resourceVersion, as
+the API server answers."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from tests.fake_kube.resources import (
     Resource,
     SelectorError,
     discovery_document,
+    merge_patch,
     pod_json,
     pod_list,
 )
@@ -53,11 +56,38 @@ class KindsAndPods:
         namespace: str = "ml",
         phase: str = "Pending",
         unschedulable_since: str | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         pod = pod_json(name, namespace, labels, phase, unschedulable_since)
+        if annotations:
+            pod["metadata"]["annotations"] = dict(annotations)
         with self.lock:
             self.pods[(namespace, name)] = pod
         return pod
+
+    def pod_annotations(self, name: str, namespace: str = "ml") -> dict[str, str]:
+        with self.lock:
+            return dict(self.pods[(namespace, name)]["metadata"].get("annotations") or {})
+
+    def _patch_pod(self, ns: str, name: str, body: Any) -> tuple[int, dict[str, Any]]:
+        """A merge patch of the pod (RFC 7386: null removes a key); 409 when it names an older
+        resourceVersion, as the API server's optimistic concurrency answers."""
+        with self.lock:
+            pod = self.pods.get((ns, name))
+            if pod is None:
+                return status(404, f'pods "{name}" not found', name=name, kind="pods")
+            if not isinstance(body, dict):
+                return status(400, "the body of a merge patch must be a JSON object")
+            wanted = (body.get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != pod["metadata"]["resourceVersion"]:
+                return status(409, f'Operation cannot be fulfilled on pods "{name}": the object has been '
+                              "modified; please apply your changes to the latest version and try again",
+                              name=name, kind="pods")
+            patched = merge_patch(pod, body)
+            self._version += 1
+            patched["metadata"]["resourceVersion"] = str(self._version)
+            self.pods[(ns, name)] = patched
+            return 200, patched
 
     def discovery_requests(self, group_version: str | None = None) -> list[str]:
         """Paths of the discovery documents requested (of `group_version` only, when given)."""

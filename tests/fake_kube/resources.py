@@ -101,6 +101,20 @@ def pod_json(
             "status": {"phase": phase, "conditions": conditions, "qosClass": "BestEffort"}}
 
 
+def merge_patch(target: object, patch: object) -> Any:
+    """`target` with the JSON merge patch `patch` applied (RFC 7386): objects merge, null removes a key, any
+    other value replaces; `target` itself is not changed."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
 class SelectorError(ValueError):
     """A selector the real server refuses with 400 BadRequest."""
 

@@ -163,3 +163,13 @@ def test_namespaced_overlay_grants_the_same_calls_only_in_the_listed_namespaces(
     (flag,) = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
                if a.startswith("--namespaces=")]
     assert granted_in and set(flag.removeprefix("--namespaces=").split(",")) == granted_in
+
+
+def test_pods_are_patched_only_where_a_rolebinding_grants_under_the_namespaced_overlay() -> None:
+    """podDeletionCost patches pods: the overlay grants it through its RoleBindings, never cluster-wide."""
+    objects = render(NAMESPACED)
+    assert ("", "pods", "patch") in client_calls()
+    grants = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+              and ("", "pods", "patch") in granted(bound_roles([o, *[r for r in objects
+                                                                      if r["kind"].endswith("Role")]]))]
+    assert grants and all(o["kind"] == "RoleBinding" for o in grants)

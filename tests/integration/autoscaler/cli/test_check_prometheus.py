@@ -186,3 +186,22 @@ def test_an_slo_latency_query_of_several_series_is_a_problem(prometheus: Managed
     result = check(tmp_path, text, prometheus.url)
     assert result.returncode == 2
     assert "rules.yaml:7: rules[0].slo.latency: " in result.stdout
+
+
+def test_the_pod_deletion_cost_query_is_read_series_by_series(prometheus: ManagedProcess, tmp_path: Path,
+                                                              ) -> None:
+    text = rules_with(("up", "count(up)"))
+    text += "    podDeletionCost: {query: 'sum by (job) (up)', podLabel: job}\n"
+    result = check(tmp_path, text, prometheus.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if "podDeletionCost" in line]
+    assert line.startswith("rules.yaml:7: rules[0].podDeletionCost.query: ok: svc/podDeletionCost = ")
+    assert " pod(s) by job, busiest " in line
+    result = check(tmp_path, text.replace("podLabel: job", "podLabel: pod"), prometheus.url)
+    assert result.returncode == 2
+    assert "rules.yaml:7: rules[0].podDeletionCost.query: none of its " in result.stdout
+    assert "series has a finite value and a label 'pod'" in result.stdout
+    failing = text.replace("sum by (job) (up)", 'label_replace(up, "pod", "$1", "job", "(")')
+    result = check(tmp_path, failing, prometheus.url)
+    assert result.returncode == 2
+    assert "rules.yaml:7: rules[0].podDeletionCost.query: BadQuery: " in result.stdout, result.stdout

@@ -369,12 +369,16 @@ def test_the_base_rbac_grants_exactly_what_the_backend_sends_for_its_kinds(apise
     go to paths found by discovery, so here they are what the backend really sends, mapped to RBAC."""
     apiserver.add("web", 2)
     apiserver.add("db", 2, kind="statefulsets")
+    apiserver.add_pod("web-a", {"app": "web"}, phase="Running")
     b = backend(apiserver)
     for target in (TargetRef("Deployment", "ml", "web"), TargetRef("StatefulSet", "ml", "db")):
         scale = b.read_scale(target)
         b.patch_scale(target, 3)
         b.emit_event(target, "Normal", "ScaledUp", "New size: 3")
         b.unschedulable_since(target, scale.selector)
+    web = TargetRef("Deployment", "ml", "web")
+    for pod in b.list_pods(web, "app=web"):  # podDeletionCost, before a Deployment's scale-down
+        b.annotate_pod("ml", pod.name, {"controller.kubernetes.io/pod-deletion-cost": "1"})
     granted_by_base = {call for call in granted(bound_roles(render(ROOT / "manifests")))
                        if call[0] != "coordination.k8s.io"}  # leader election: leader.py, not a target
     assert rbac_calls(apiserver) == granted_by_base

@@ -285,7 +285,7 @@ INVALID = [
         rule_with("    maxReplica: 3\n"),
         "rules.yaml:7: rules[0].maxReplica: unknown field (expected one of: batch, behavior, capacity, "
         "cooldownSeconds, fallback, forecast, maxReplicas, metrics, minReplicas, name, overloadBudget, "
-        "priority, prometheus, schedules, slo, target); did you mean 'maxReplicas'?",
+        "podDeletionCost, priority, prometheus, schedules, slo, target); did you mean 'maxReplicas'?",
     ),
     (
         "duplicate-key",
