@@ -56,6 +56,7 @@ from plumbing.prometheus.syntax import largest_range_seconds
 ROOT = Path(__file__).resolve().parent.parent
 RECOMMENDED_RULES = ROOT / "examples" / "gpu-inference-rules.yaml"
 LLM_RULES = ROOT / "examples" / "llm-vllm-rules.yaml"
+PANIC_RULES = ROOT / "examples" / "gpu-inference-panic-rules.yaml"
 MAX_REPLICAS = 16
 PLANNER_INTERVAL_SECONDS = 60.0
 MIN_BIN_SAMPLES = 5
@@ -248,11 +249,14 @@ def configurations(profile: ServingProfile, settings: SloSettings,
                                              0.9 * settings.requests_per_load))
     llm = _bounded(load_rules(LLM_RULES).rules[0])
     slo = _bounded(_rate_only(_with_rate_target(load_rules(RECOMMENDED_RULES).rules[0], learned)))
+    slo_panic = _bounded(_rate_only(_with_rate_target(load_rules(PANIC_RULES).rules[0], learned)))
     return (Configuration("users", "users' HPA (GPU utilization)", lambda: rule_scaler(users)),
             Configuration("recommended", "recommended rule", lambda: rule_scaler(recommended)),
             Configuration("llm", "LLM example (queue + KV cache)", lambda: rule_scaler(llm)),
             Configuration("slo", f"learned slo rule ({learned:g} req/s per replica)",
                           lambda: rule_scaler(slo)),
+            Configuration("slo-panic", "learned slo rule + panic (examples/gpu-inference-panic-rules.yaml)",
+                          lambda: rule_scaler(slo_panic)),
             Configuration("planner", f"planner (Dynamo-like, {capacity:.2f} req/s per replica)",
                           lambda: planner_scaler(capacity)))
 
@@ -317,15 +321,19 @@ def verdict(outcomes: Sequence[Outcome]) -> str:
     by = {(o.trace, o.key): o.figures for o in outcomes}
     lines = []
     for trace in dict.fromkeys(o.trace for o in outcomes):
-        slo = by[(trace, "slo")]
-        notes = []
-        if trace in ("steady", "daily", "ramp"):
-            meets = "meets" if slo.attainment >= 0.99 else "MISSES"
-            notes.append(f"attainment {slo.attainment:.2%} {meets} 99 %")
-        for other in ("planner", "recommended"):
-            better = "better than" if dominates(slo, by[(trace, other)]) else "NOT better than"
-            notes.append(f"{better} {other}")
-        lines.append(f"- {trace}: learned slo rule " + "; ".join(notes))
+        for key in ("slo", "slo-panic"):
+            slo = by.get((trace, key))
+            if slo is None:
+                continue
+            notes = []
+            if trace in ("steady", "daily", "ramp"):
+                meets = "meets" if slo.attainment >= 0.99 else "MISSES"
+                notes.append(f"attainment {slo.attainment:.2%} {meets} 99 %")
+            for other in ("planner", "recommended"):
+                if (trace, other) in by:
+                    better = "better than" if dominates(slo, by[(trace, other)]) else "NOT better than"
+                    notes.append(f"{better} {other}")
+            lines.append(f"- {trace}: {key} " + "; ".join(notes))
     return "\n".join(lines)
 
 
@@ -361,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--images", type=Path, help="write one PNG per trace into this directory")
     parser.add_argument("--startup-delay", type=float, default=120.0, help="seconds before a replica serves")
     parser.add_argument("--traces", default="", help="comma-separated trace names (default: all six)")
+    parser.add_argument("--configs", default="", help="comma-separated configuration keys (default: all)")
     args = parser.parse_args(argv)
     if args.startup_delay < 0:
         parser.error("--startup-delay must be >= 0")
@@ -382,6 +391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("the training history never came close to the objective: nothing learned", file=sys.stderr)
         return 1
     configs = configurations(profile, settings, capacity, learned)
+    if args.configs:
+        keys = {key.strip() for key in args.configs.split(",") if key.strip()}
+        unknown = sorted(keys - {c.key for c in configs})
+        if unknown:
+            known = ", ".join(c.key for c in configs)
+            parser.error(f"--configs: unknown {', '.join(unknown)}; known: {known}")
+        configs = tuple(c for c in configs if c.key in keys)
     labels = {c.key: c.label for c in configs} | {"clairvoyant": "clairvoyant (knows the trace)"}
     outcomes = run(traces, profile, settings, configs, capacity)
     print(markdown_table(outcomes, labels))
