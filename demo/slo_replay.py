@@ -174,11 +174,13 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
                 deployment.scale_to(wanted)
                 kept = {r.name for r in deployment.replicas()}
                 for name in before - kept:
-                    lost = servers.pop(name).take_all()
+                    removed = servers.pop(name)
+                    preemptions += removed.preemptions  # counted before the replica goes
+                    lost = removed.take_all()
                     scored_lost = sum(1 for request in lost if request.arrival >= 0)
                     cut += scored_lost
                     scored["requests"] += scored_lost
-            preemptions = sum(server.preemptions for server in servers.values())
+    preemptions += sum(server.preemptions for server in servers.values())
     return SloFigures(scored["requests"], scored["met"], cut, gpu_samples * step / 3_600.0, preemptions,
                       overloaded * step / 60.0, tuple(ready_profile))
 
