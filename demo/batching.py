@@ -44,6 +44,7 @@ class Request:
         "output_tokens",
         "preemptions",
         "prompt_tokens",
+        "refused",
     )
 
     def __init__(self, arrival: float, prompt_tokens: int, output_tokens: int) -> None:
@@ -58,6 +59,8 @@ class Request:
         self.first_token: float | None = None
         self.finished: float | None = None
         self.preemptions = 0
+        self.refused = False
+        """Never served: its prompt and output cannot fit the KV cache together (vLLM refuses it too)."""
         self._start_step = 0
         self._sequence = 0
 
@@ -109,7 +112,16 @@ class BatchingReplica:
         return min(1.0, self.kv_tokens / self.profile.kv_cache_tokens)
 
     def submit(self, request: Request) -> None:
-        """A request arrives now: it waits for the next iteration (call `advance` to its arrival first)."""
+        """A request arrives now: it waits for the next iteration (call `advance` to its arrival first). One
+        whose prompt and output can never fit the KV cache together is refused at once (finished, `refused`,
+        no first token: it meets no objective), as vLLM refuses a request longer than it can hold; waiting,
+        it would hold the queue, or be preempted by itself without end."""
+        if request.prompt_tokens + request.output_tokens > self.profile.kv_cache_tokens:
+            request.refused = True
+            request.finished = self.now
+            if self.on_finish is not None:
+                self.on_finish(request)
+            return
         self.waiting.append(request)
 
     def take_all(self) -> list[Request]:

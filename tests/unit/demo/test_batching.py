@@ -85,6 +85,10 @@ def test_every_request_is_served_to_its_last_token_within_the_kv_cache(
     fastest_prefill = min(row.seconds for row in PROFILE.prefill)  # measured: not monotonic in the tokens
     assert sorted(map(id, finished)) == sorted(map(id, submitted)) and replica.kv_tokens == 0
     for request in submitted:
+        assert request.refused == (request.prompt_tokens + request.output_tokens > kv_tokens)
+        if request.refused:  # one the cache can never hold: refused at once, never served
+            assert request.ttft is None and request.finished is not None
+            continue
         assert request.ttft is not None and request.ttft >= fastest_prefill
         assert request.mean_itl is not None and request.mean_itl >= 0.0
         assert request.generated == request.output_tokens
