@@ -26,7 +26,15 @@ from exporter.simulator.config_file import load_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
-from plumbing.cli import duration, fail, install_stop_handlers, port_number, silence_stdout, whole_number
+from plumbing.cli import (
+    add_version_argument,
+    duration,
+    fail,
+    install_stop_handlers,
+    port_number,
+    silence_stdout,
+    whole_number,
+)
 from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
@@ -78,6 +86,7 @@ def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, parents=[_backend_flags(suppress=False)],
                      description="NVIDIA GPU metrics for Prometheus.")
+    add_version_argument(parser, PROG)
     parser.add_argument("--address", default="0.0.0.0",
                         help="listen address, IPv4 or IPv6 (default 0.0.0.0; '::' for every IPv6 address)")
     parser.add_argument("--port", type=port_number, default=9400, help="listen port (default 9400)")
@@ -90,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="{status}")
     status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],  # type: ignore[list-item]  # stubs: parents of the subparser class
                                  help="print the local GPUs once and exit")
+    add_version_argument(status, PROG)
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 

@@ -15,44 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from importlib import metadata
 
 from fleet.errors import UsageError
+from plumbing.cli import add_version_argument
 from plumbing.display import aligned, as_csv, padded, widths
+from plumbing.output import CSV, FORMATS, JSON, TABLE, WIDE, add_output_arguments
 
 __all__ = ["CSV", "FORMATS", "JSON", "TABLE", "WIDE", "add_output_arguments", "add_version_argument",
-           "aligned", "as_csv", "failure_json", "output_of", "padded", "version", "wants_json", "whole",
+           "aligned", "as_csv", "failure_json", "output_of", "padded", "wants_json", "whole",
            "widths"]
-
-TABLE = "table"
-WIDE = "wide"
-JSON = "json"
-CSV = "csv"
-FORMATS: tuple[str, ...] = (TABLE, WIDE, JSON, CSV)
-DISTRIBUTION = "gpu-autoscaler"
-
-
-def version() -> str:
-    """The installed distribution's version ('unknown' when run from a tree that was never installed)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def add_version_argument(parser: argparse.ArgumentParser, prog: str) -> None:
-    parser.add_argument("--version", action="version", version=f"{prog} {version()}",
-                        help="print the version and exit")
-
-
-def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS,
-                         default: str = TABLE, what: str = "") -> None:
-    """`-o/--output FORMAT` (with the hidden `--json` alias) and `--no-headers`."""
-    parser.add_argument("-o", "--output", choices=formats, default=default, metavar="FORMAT",
-                        help=f"{' | '.join(formats)} (default {default}){what}")
-    parser.add_argument("--json", dest="output", action="store_const", const=JSON, help=argparse.SUPPRESS)
-    parser.add_argument("--no-headers", action="store_true",
-                        help="leave out the header line of table, wide and csv output")
 
 
 def output_of(args: argparse.Namespace, formats: tuple[str, ...], default: str) -> str:

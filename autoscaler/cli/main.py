@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from plumbing.cli import fail
+from plumbing.cli import add_version_argument, fail
 from plumbing.errors import ReportedError
 
 PROG = "gpu-autoscaler"
@@ -63,6 +63,7 @@ def build_parser(argv: Sequence[str] = (), subcommands: Mapping[str, Subcommand]
         prog=PROG,
         description="An autoscaler for GPU services that decides exactly what the Kubernetes HPA would.",
     )
+    add_version_argument(parser, PROG)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = _chosen(argv, subcommands)
     for name, sub in subcommands.items():
@@ -71,10 +72,11 @@ def build_parser(argv: Sequence[str] = (), subcommands: Mapping[str, Subcommand]
             continue
         module = importlib.import_module(sub.module)
         if hasattr(module, "add_parser"):
-            module.add_parser(subparsers)
+            child = module.add_parser(subparsers)
         else:
             child = subparsers.add_parser(name, help=sub.help, description=sub.help)
             cast(Callable[[argparse.ArgumentParser], None], module.add_arguments)(child)
+        add_version_argument(child, PROG)
     return parser
 
 
