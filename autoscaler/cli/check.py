@@ -25,7 +25,7 @@ from plumbing.cli import duration, fail
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError
 from plumbing.prometheus.runner import PromQLSettings, QueryErrorReason, QueryResult, close_all, runners
 
-HELP = "validate a rules file; with --prometheus also run every query once"
+HELP = "validate a rules file; with --prometheus (or $PROMETHEUS_URL) also run every query once"
 
 
 # A query the runner gave no result for (never expected): failed, and never read as an empty result.
@@ -34,7 +34,7 @@ _NOT_RUN = QueryResult(None, cast(QueryErrorReason, "NoResult"), "not run")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rules_argument(parser)
-    add_prometheus_arguments(parser, default=None)
+    add_prometheus_arguments(parser, fallback=None)
     parser.add_argument("--timeout", type=duration(0.0, 3600.0, above=True), default=10.0, metavar="DURATION",
                         help="timeout of each query, e.g. 10s, 500ms, 1m (default 10s)")
 

@@ -35,7 +35,7 @@ class Subcommand:
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
-    "check": Subcommand("validate a rules file; with --prometheus also run every query once",
+    "check": Subcommand("validate a rules file; with a Prometheus also run every query once",
                         "autoscaler.cli.check"),
     "simulate": Subcommand("replay a metric trace (CSV) through a rule: the replica count after each sync",
                            "autoscaler.cli.simulate"),

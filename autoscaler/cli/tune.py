@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the overload budget the pick must meet over the whole range (default: the "
                              "current rule's own overloaded minutes)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
-    add_prometheus_arguments(parser, default="http://localhost:9090")
+    add_prometheus_arguments(parser)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None = None) -> int:

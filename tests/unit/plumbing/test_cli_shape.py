@@ -4,6 +4,7 @@ a real process only where what a process imports is under test)."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from importlib import metadata
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.cli.main import build_parser as autoscaler_parser
+from fleet.cli import build_parser as fleet_parser
 from plumbing.cli import CLIENT_LIBRARIES, version, version_text
 from tests.measure import run_in_process
 
@@ -65,3 +68,29 @@ def test_version_imports_no_client_library(tool: str) -> None:
                           check=True)
     before, after = done.stdout.rsplit("HEAVY ", 1)[1].split("] [")
     assert before + "]" == "[" + after.strip() and "kubernetes" not in after, done.stdout
+
+
+@pytest.mark.parametrize("command", [
+    ["gpu-autoscaler", "run"], ["gpu-autoscaler", "status"], ["gpu-autoscaler", "check"],
+    ["gpu-autoscaler", "tune"], ["gpu-fleet", "status"], ["gpu-fleet", "select"], ["gpu-fleet", "report"],
+], ids=" ".join)
+def test_every_command_that_queries_prometheus_reads_prometheus_url(
+        command: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One flag definition: the default of `--prometheus` is `$PROMETHEUS_URL` wherever the flag is."""
+    monkeypatch.setenv("PROMETHEUS_URL", "http://prometheus.example:9091")
+    args = _parse(command)
+    assert args.prometheus == "http://prometheus.example:9091"
+    monkeypatch.setenv("PROMETHEUS_URL", "")  # set but empty: unset
+    assert _parse(command).prometheus == (None if command[1] == "check" else "http://localhost:9090")
+    monkeypatch.setenv("PROMETHEUS_URL", "http://prometheus.example:9091")
+    assert _parse([*command, "--prometheus", "http://flag:1"]).prometheus == "http://flag:1"
+
+
+def _parse(command: list[str]) -> argparse.Namespace:
+    """`command`'s parsed flags (the minimum each needs), through its tool's own parser."""
+    tool, name, *rest = command
+    needs = {"select": ["--gpus", "1"]} if tool == "gpu-fleet" else {name: ["--rules", "r.yaml"]}
+    argv = [name, *needs.get(name, []), *rest]
+    if tool == "gpu-fleet":
+        return fleet_parser().parse_args(argv)
+    return autoscaler_parser(argv).parse_args(argv)
