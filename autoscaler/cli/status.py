@@ -8,6 +8,7 @@ the scale-down window until the controller has watched that long).
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +23,9 @@ from autoscaler.planning.plan import describe_metrics
 from autoscaler.policy import Reason
 from autoscaler.reasons import OutcomeReason, SyncReason
 from plumbing.cli import fail
-from plumbing.display import aligned
+from plumbing.display import aligned, as_csv
 from plumbing.errors import ReportedError
+from plumbing.output import CSV, JSON, WIDE, add_output_arguments, document
 from plumbing.prometheus.config import PrometheusConfig, single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
 
@@ -62,6 +64,9 @@ WHY: dict[OutcomeReason, str] = {
 }
 """The WHY column's phrase for every outcome reason (a test checks that none is missing)."""
 HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "BOUNDS", "METRICS (value/target)", "WHY")
+WIDE_HEADER = (*HEADER[:-1], "REASON", "COMPLETE", "MESSAGE")
+CSV_FIELDS = ("rule", "kind", "namespace", "name", "current", "desired", "min", "max", "schedule", "reason",
+              "complete", "message")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -75,6 +80,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_cluster_arguments(p)
     add_namespaces_argument(p)
     add_assume_argument(p, "as `run --dry-run --assume-replicas` does")
+    add_output_arguments(p, what=": json and csv are docs/controller.md's shape")
     p.set_defaults(handler=main)
     return p
 
@@ -105,7 +111,7 @@ def main(args: argparse.Namespace) -> int:
         return fail(PROG, str(e))
     outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=backend,
                       rules=rules, namespaces=args.namespaces)
-    print(render(outcomes))
+    print(rendered(outcomes, args.output, headers=not args.no_headers))
     return 0 if all(o.complete for o in outcomes) else 1
 
 
@@ -142,15 +148,58 @@ def why(outcome: RuleOutcome) -> str:
     return f"{phrase} ({outcome.reason}): {outcome.message}"
 
 
-def render(outcomes: Sequence[RuleOutcome]) -> str:
+def render(outcomes: Sequence[RuleOutcome], headers: bool = True) -> str:
     rows = []
     for o in outcomes:
         target = str(o.rule.target)
         metrics = describe_metrics(o.rule, o.observations) if o.observations else "-"
-        low, high = o.bounds
-        bounds = f"{low}-{high}" + (" (schedule)" if o.schedule is not None else "")
-        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), bounds, metrics, why(o)))
-    return aligned(HEADER, rows)  # a message quoting a server or a label shows its control characters escaped
+        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), _bounds(o), metrics, why(o)))
+    # a message quoting a server or a label shows its control characters escaped
+    return aligned(HEADER, rows, headers)
+
+
+def rendered(outcomes: Sequence[RuleOutcome], output: str, headers: bool = True) -> str:
+    """The outcomes in the `-o` format: the table, the wide table, the JSON document or CSV."""
+    if output == JSON:
+        return json.dumps(as_json(outcomes), indent=2)
+    if output == CSV:
+        return as_csv((_record(o) for o in outcomes), CSV_FIELDS, headers)
+    if output == WIDE:
+        rows = [(o.rule.name, str(o.rule.target), _num(o.current), _num(o.desired), _bounds(o),
+                 describe_metrics(o.rule, o.observations) if o.observations else "-", str(o.reason),
+                 "yes" if o.complete else "no", o.message) for o in outcomes]
+        return aligned(WIDE_HEADER, rows, headers)
+    return render(outcomes, headers)
+
+
+def _bounds(o: RuleOutcome) -> str:
+    low, high = o.bounds
+    return f"{low}-{high}" + (" (schedule)" if o.schedule is not None else "")
+
+
+def _record(o: RuleOutcome) -> dict[str, object]:
+    low, high = o.bounds
+    target = o.rule.target
+    return {"rule": o.rule.name, "kind": target.kind, "namespace": target.namespace, "name": target.name,
+            "current": o.current, "desired": o.desired, "min": low, "max": high,
+            "schedule": o.schedule is not None, "reason": str(o.reason), "complete": o.complete,
+            "message": o.message}
+
+
+def as_json(outcomes: Sequence[RuleOutcome]) -> dict[str, object]:
+    """`status -o json`: one entry per rule, in file order (docs/controller.md)."""
+    rules = []
+    for o in outcomes:
+        record = _record(o)
+        target = {"apiVersion": o.rule.target.api_version, "kind": record.pop("kind"),
+                  "namespace": record.pop("namespace"), "name": record.pop("name")}
+        specs = {m.name: m for m in o.rule.metrics}
+        metrics = [{"name": m.name, "value": m.value, "error": m.error,
+                    "target": specs[m.name].target if m.name in specs else None,
+                    "type": specs[m.name].type if m.name in specs else None} for m in o.observations]
+        rules.append({"rule": record.pop("rule"), "target": target, **record, "why": WHY[o.reason],
+                      "metrics": metrics})
+    return document(rules=rules)
 
 
 def _num(value: int | None) -> str:

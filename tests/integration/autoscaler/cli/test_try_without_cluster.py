@@ -3,6 +3,7 @@ one decision line per rule per sync on stdout, --once and SIGTERM, and the refus
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -174,6 +175,11 @@ def test_status_runs_against_assumed_replicas(tmp_path: Path, prom: Prom, rules:
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[1:]]
     assert [(r[0], r[2], r[3]) for r in rows] == [("a", "2", "4"), ("b", "1", "2")], done.stdout
+    as_json = cli("status", "--rules", str(rules), "--assume-replicas", "2", "--assume-replicas", "b=1",
+                  "-o", "json", env={**no_cluster_env(tmp_path), "PROMETHEUS_URL": prom.url})
+    assert as_json.returncode == 0, as_json.stderr
+    assert [(r["rule"], r["current"], r["desired"]) for r in json.loads(as_json.stdout)["rules"]] == [
+        ("a", 2, 4), ("b", 1, 2)]
     refused = cli("status", "--rules", str(rules), "--prometheus", prom.url, "--assume-replicas", "2",
                   "--kubeconfig", "k", env=no_cluster_env(tmp_path))
     assert refused.returncode == 2 and "drop --kubeconfig" in refused.stderr
