@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,22 @@ def test_a_trace_value_that_parses_to_infinity_names_file_line_and_column(cli: R
     result = cli("simulate", str(rules_file), trace)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("trace.csv:3: queue: expected a finite number"), result.stderr
+
+
+def test_every_output_format_carries_the_same_rows(cli: Run, rules_file: Path, tmp_path: Path) -> None:
+    trace = write(tmp_path, "trace.csv", HEADER + "0,90,100\n15,160,\n30,,\n45,20,10\n")
+    as_csv = output_rows(cli("simulate", "--rules", str(rules_file), trace).stdout)
+    expected = [(float(r["t"]), int(r["replicas"]), int(r["desired"]) if r["desired"] else None, r["reason"])
+                for r in as_csv]
+    document = json.loads(cli("simulate", "--rules", str(rules_file), trace, "-o", "json").stdout)
+    assert document["schemaVersion"] == 1 and document["rule"] == "embedding-service"
+    assert [(r["t"], r["replicas"], r["desired"], r["reason"]) for r in document["rows"]] == expected
+    table = cli("simulate", "--rules", str(rules_file), trace, "-o", "table").stdout.splitlines()
+    assert table[0].split() == ["T", "REPLICAS", "DESIRED", "REASON"]
+    assert [line.split() for line in table[1:]] == [
+        [r["t"], r["replicas"], r["desired"] or "-", r["reason"]] for r in as_csv]
+    wide = cli("simulate", "--rules", str(rules_file), trace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["T", "GPU_UTILIZATION", "QUEUE", "REPLICAS", "DESIRED", "REASON"]
+    assert wide[2].split()[:3] == ["15", "160", "-"]  # a failed query: no value
+    bare = cli("simulate", "--rules", str(rules_file), trace, "--no-headers").stdout
+    assert bare.splitlines() == cli("simulate", "--rules", str(rules_file), trace).stdout.splitlines()[1:]
