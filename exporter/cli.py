@@ -1,4 +1,4 @@
-"""`gpu-exporter`: serve GPU metrics, or print the local GPUs once (`status`, `status --json`).
+"""`gpu-exporter`: serve GPU metrics, or print the local GPUs once (`status`, `status -o json`).
 
 Bad flags, a bad --simulate-config, --config or --web-config-file or a port in use print one message on stderr
 (naming the file, line and field for a config file) and exit 2, no traceback.
@@ -35,6 +35,7 @@ from plumbing.cli import (
     silence_stdout,
     whole_number,
 )
+from plumbing.output import add_output_arguments
 from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
@@ -100,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],  # type: ignore[list-item]  # stubs: parents of the subparser class
                                  help="print the local GPUs once and exit")
     add_version_argument(status, PROG)
-    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_output_arguments(status, json_alias="deprecated",
+                         what=": wide adds the whole UUID and the PCI bus id; json and csv are "
+                              "docs/exporter.md's shape")
     return parser
 
 
@@ -140,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         config = exporter_config(args)  # a bad file: ConfigError, exit 2, before anything starts
         if args.command == "status":
-            return run_status(nvml_backend(args), node_name(args.node_name), config, args.json, PROG,
-                              args.proc_root)
+            return run_status(nvml_backend(args), node_name(args.node_name), config, args.output, PROG,
+                              args.proc_root, headers=not args.no_headers)
         return serve(args, config)
     except (UsageError, ConfigError, ExporterError, WebConfigError) as exc:
         return fail(PROG, f"error: {exc}")
