@@ -120,7 +120,7 @@ def test_status_table(tmp_path: Path) -> None:
 
 
 def test_backend_flags_before_the_subcommand_are_kept() -> None:
-    result = run("--simulate", "2", "--node-name", "n8", "status", "--json")
+    result = run("--simulate", "2", "--node-name", "n8", "status", "-o", "json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["node"] == "n8" and len(document["gpus"]) == 2
@@ -129,7 +129,7 @@ def test_backend_flags_before_the_subcommand_are_kept() -> None:
 def test_status_json_with_a_lost_gpu(tmp_path: Path) -> None:
     config = tmp_path / "fleet.yaml"
     config.write_text("gpus: [{model: L4, count: 2}]\nfaults: [{type: gpu_lost, gpu: 1}]\n")
-    result = run("status", "--json", "--simulate-config", str(config))
+    result = run("status", "-o", "json", "--simulate-config", str(config))
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["nvml_up"] is True and document["cuda_version"] == "12.4"

@@ -1,4 +1,4 @@
-"""`gpu-exporter status --json` on the simulated backend: every field the GPU supports is filled, including
+"""`gpu-exporter status -o json` on the simulated backend: every field the GPU supports is filled, including
 the ones the running exporter samples in the background (PCIe, per-process SM utilization)."""
 
 from __future__ import annotations
