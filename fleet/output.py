@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from fleet.errors import UsageError
 from plumbing.cli import add_version_argument
 from plumbing.display import aligned, as_csv, padded, widths
-from plumbing.output import CSV, FORMATS, JSON, TABLE, WIDE, add_output_arguments
+from plumbing.output import CSV, FORMATS, JSON, TABLE, WIDE, add_output_arguments, document
 
 __all__ = ["CSV", "FORMATS", "JSON", "TABLE", "WIDE", "add_output_arguments", "add_version_argument",
            "aligned", "as_csv", "failure_json", "output_of", "padded", "wants_json", "whole",
@@ -48,7 +48,7 @@ def wants_json(argv: Sequence[str]) -> bool:
 
 def failure_json(message: str, exit_code: int, **extra: object) -> str:
     """The JSON document printed on stdout for a failure under `-o json`."""
-    return json.dumps({"error": message, "exit_code": exit_code, **extra}, indent=2)
+    return json.dumps(document(error=message, exit_code=exit_code, **extra), indent=2)
 
 
 def whole(value: float | None) -> int | None:
