@@ -27,6 +27,7 @@ from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
 from plumbing.cli import (
+    HintingParser,
     add_version_argument,
     duration,
     fail,
@@ -47,9 +48,11 @@ class UsageError(ExporterError):
     """A bad command line."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse prints usage + exits; we want one line and exit 2
-        raise UsageError(message)
+class _Parser(HintingParser):
+    def error(self, message: str) -> Any:  # one line, exit 2; a typo gets the usage above it
+        if "invalid choice" in message or "unrecognized arguments" in message:
+            self.print_usage(sys.stderr)
+        raise UsageError(self.hinted(message))
 
 
 def _backend_flags(suppress: bool) -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from plumbing.cli import add_version_argument, fail
+from plumbing.cli import HintingParser, add_version_argument, fail
 from plumbing.errors import ReportedError
 
 PROG = "gpu-autoscaler"
@@ -59,7 +59,7 @@ def _chosen(argv: Sequence[str], subcommands: Mapping[str, Subcommand]) -> str |
 def build_parser(argv: Sequence[str] = (), subcommands: Mapping[str, Subcommand] = SUBCOMMANDS,
                  ) -> argparse.ArgumentParser:
     """The parser; the arguments of the chosen subcommand only (all of them when none is chosen)."""
-    parser = argparse.ArgumentParser(
+    parser = HintingParser(
         prog=PROG,
         description="An autoscaler for GPU services that decides exactly what the Kubernetes HPA would.",
     )

@@ -60,7 +60,6 @@ def test_without_a_driver_it_serves_nvml_up_zero_with_one_line(serve: list[subpr
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--bogus"], "unrecognized arguments: --bogus"),
     (["--simulate", "many"], "argument --simulate: expected a GPU count from 0 to 64 (got 'many')"),
     (["--simulate", "2", "--simulate-config", "x.yaml"], "not allowed with argument"),
     (["--port", "70000"], "expected a port number from 0 to 65535 (got '70000')"),
@@ -68,7 +67,7 @@ def test_without_a_driver_it_serves_nvml_up_zero_with_one_line(serve: list[subpr
     (["--min-interval", "2h"], "in [0s, 3600s] (got '2h')"),
     (["status", "--simulate", "-3"], "expected a GPU count from 0 to 64 (got '-3')"),
     (["--simulate", "1", "status", "--simulate-config", "x.yaml"], "not allowed with argument"),
-], ids=["unknown-flag", "bad-count", "both-backends", "bad-port", "bad-interval", "interval-too-long",
+], ids=["bad-count", "both-backends", "bad-port", "bad-interval", "interval-too-long",
         "status-bad-count",
         "both-backends-across-subcommand"])
 def test_bad_flags_one_line_exit_2(args: list[str], expected: str) -> None:
@@ -76,6 +75,12 @@ def test_bad_flags_one_line_exit_2(args: list[str], expected: str) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and expected in result.stderr
     assert result.stderr.startswith("gpu-exporter: error: ") and "Traceback" not in result.stderr
+
+
+def test_an_unknown_flag_gets_the_usage_and_one_line_exit_2() -> None:
+    result = run("--bogus")
+    assert result.returncode == 2 and result.stderr.startswith("usage: gpu-exporter [")
+    assert result.stderr.splitlines()[-1].startswith("gpu-exporter: error: unrecognized arguments: --bogus")
 
 
 def test_bad_yaml_names_the_file_and_field(tmp_path: Path) -> None:

@@ -11,10 +11,12 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autoscaler.cli.main import build_parser as autoscaler_parser
 from fleet.cli import build_parser as fleet_parser
-from plumbing.cli import CLIENT_LIBRARIES, version, version_text
+from plumbing.cli import CLIENT_LIBRARIES, did_you_mean, version, version_text
 from tests.measure import run_in_process
 
 REPO = Path(__file__).resolve().parents[3]
@@ -94,3 +96,44 @@ def _parse(command: list[str]) -> argparse.Namespace:
     if tool == "gpu-fleet":
         return fleet_parser().parse_args(argv)
     return autoscaler_parser(argv).parse_args(argv)
+
+
+@pytest.mark.parametrize(("argv", "usage", "said"), [
+    (["gpu-autoscaler", "chek"], "usage: gpu-autoscaler [", "invalid choice: 'chek'"),
+    (["gpu-fleet", "estmate"], "usage: gpu-fleet [", "invalid choice: 'estmate'"),
+    (["gpu-exporter", "statsu"], "usage: gpu-exporter [", "invalid choice: 'statsu'"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_a_mistyped_subcommand_gets_the_usage_and_the_closest_one(
+        argv: list[str], usage: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_in_process(argv, capsys)
+    wanted = {"chek": "check", "estmate": "estimate", "statsu": "status"}[argv[1]]
+    assert result.returncode == 2 and result.stderr.startswith(usage)
+    assert said in result.stderr and result.stderr.endswith(f"; did you mean {wanted!r}?\n")
+
+
+@pytest.mark.parametrize(("argv", "usage", "last_line"), [
+    (["gpu-fleet", "estimate", "70B"], "usage: gpu-fleet estimate [",
+     "gpu-fleet estimate: error: unrecognized arguments: 70B"),
+    (["gpu-fleet", "estimate", "--tp", "2", "bf16"], "usage: gpu-fleet estimate [",
+     "gpu-fleet estimate: error: unrecognized arguments: bf16; did you mean '--dtype bf16'?"),
+    (["gpu-fleet", "status", "--sortt", "node"], "usage: gpu-fleet status [",
+     "gpu-fleet status: error: unrecognized arguments: --sortt node; did you mean '--sort'?"),
+    (["gpu-autoscaler", "check", "--rules", "r.yaml", "--prometeus", "x"], "usage: gpu-autoscaler check [",
+     "gpu-autoscaler check: error: unrecognized arguments: --prometeus; did you mean '--prometheus'?"),
+    (["gpu-exporter", "--gpus", "2"], "usage: gpu-exporter [",
+     "gpu-exporter: error: unrecognized arguments: --gpus (gpu-exporter has no option --gpus: see --help)"),
+    (["gpu-exporter", "status", "--simulate", "1", "--jsn"], "usage: gpu-exporter status [",
+     "gpu-exporter: error: unrecognized arguments: --jsn; did you mean '--json'?"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_what_a_subcommand_does_not_take_gets_its_own_usage(
+        argv: list[str], usage: str, last_line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_in_process(argv, capsys)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(usage) and result.stderr.splitlines()[-1] == last_line
+
+
+@given(word=st.text(max_size=12), choices=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=6))
+def test_did_you_mean_names_a_choice_or_nothing(word: str, choices: list[str]) -> None:
+    hint = did_you_mean(word, choices)
+    assert hint == "" or any(hint == f"; did you mean {c!r}?" for c in choices)
+    assert did_you_mean(choices[0], choices) == f"; did you mean {choices[0]!r}?"
