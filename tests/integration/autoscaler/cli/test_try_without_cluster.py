@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -65,6 +66,33 @@ def test_once_prints_one_line_per_rule(tmp_path: Path, prom: Prom, rules: Path) 
     assert " a: 2 -> 4 DesiredWithinRange | util=160 (target 80) | " in a
     assert " b: 1 -> 2 DesiredWithinRange | load=10 (target 5/replica) | " in b
     assert "Traceback" not in done.stderr
+
+
+def test_on_a_terminal_each_decision_shows_once(tmp_path: Path, prom: Prom, rules: Path) -> None:
+    """stdout and stderr on one terminal (a pty: the boundary under test): the printed decision line, not
+    also the INFO log line of the same decision; a pipe keeps the log line on stderr."""
+    argv = [*CLI, "--rules", str(rules), "--prometheus", prom.url, "--dry-run", "--once",
+            "--metrics-port", "0", "--assume-replicas", "2"]
+    leader, follower = pty.openpty()
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+                          env=no_cluster_env(tmp_path)) as proc:
+        os.close(follower)
+        screen = b""
+        while True:  # until the process closes the terminal (EIO on Linux), bounded by its own --once
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            screen += chunk
+        assert proc.wait(timeout=60) == 0, screen
+    os.close(leader)
+    lines = screen.decode().splitlines()
+    assert len([line for line in lines if " a: 2 -> 4 " in line or "rule a: " in line]) == 1, lines
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=no_cluster_env(tmp_path),
+                           check=False)
+    assert " a: 2 -> 4 " in piped.stdout and "rule a: would scale" in piped.stderr, piped.stderr
 
 
 COUNTING_OPENS = """\
