@@ -18,6 +18,7 @@ from autoscaler.cli.main import build_parser as autoscaler_parser
 from fleet.cli import build_parser as fleet_parser
 from plumbing.cli import CLIENT_LIBRARIES, did_you_mean, version, version_text
 from tests.measure import run_in_process
+from tests.rules import VALID_RULES
 
 REPO = Path(__file__).resolve().parents[3]
 TOOLS = ("gpu-exporter", "gpu-autoscaler", "gpu-fleet")
@@ -137,3 +138,23 @@ def test_did_you_mean_names_a_choice_or_nothing(word: str, choices: list[str]) -
     hint = did_you_mean(word, choices)
     assert hint == "" or any(hint == f"; did you mean {c!r}?" for c in choices)
     assert did_you_mean(choices[0], choices) == f"; did you mean {choices[0]!r}?"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["gpu-autoscaler", "check", "--rules", "nope.yaml"], "nope.yaml: not found\n"),
+    (["gpu-autoscaler", "simulate", "--rules", "nope.yaml", "t.csv"], "nope.yaml: not found\n"),
+    (["gpu-autoscaler", "check", "--rules", "r.yaml", "--prometheus-config", "nope.yaml"],
+     "nope.yaml: not found\n"),
+    (["gpu-exporter", "--config", "nope.yaml", "status", "--simulate", "1"], "nope.yaml: not found\n"),
+    (["gpu-exporter", "--simulate-config", "nope.yaml", "status"], "nope.yaml: not found\n"),
+    (["gpu-exporter", "--web-config-file", "nope.yaml"], "nope.yaml: not found\n"),
+    (["gpu-fleet", "estimate", "--task-config", "nope.json", "--gpu-memory", "80GiB"],
+     "nope.json: not found (--task-config)\n"),
+], ids=lambda v: " ".join(v[:3]) if isinstance(v, list) else "")
+def test_a_missing_file_is_file_not_found_in_every_tool(
+        argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.yaml").write_text(VALID_RULES)
+    result = run_in_process(argv, capsys)
+    assert result.returncode == 2 and said in result.output and "No such file" not in result.output

@@ -55,7 +55,7 @@ def test_missing_file(cli: Run) -> None:
     assert result.returncode == 2
     assert (
         result.stdout.splitlines()[0]
-        == "absent.yaml:0: file: cannot read the rules file: No such file or directory"
+        == "absent.yaml: not found"
     )
 
 

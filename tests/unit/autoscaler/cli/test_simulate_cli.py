@@ -125,7 +125,7 @@ def test_missing_trace_file(cli: Run, rules_file: Path) -> None:
     result = cli("simulate", str(rules_file), "nope.csv")
     assert (result.returncode, result.stderr) == (
         2,
-        "nope.csv:0: file: cannot read the trace: No such file or directory\n",
+        "nope.csv: not found\n",
     )
 
 
