@@ -30,7 +30,9 @@ from plumbing.display import aligned
 from plumbing.output import CSV, FORMATS, JSON, WIDE, add_output_arguments, document
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
-OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
+OUTPUT_HEADER = ("t", "desired", "proposed", "reason")
+"""`desired` is what it means everywhere (the demo, timeline.csv, `status`, the decision lines): the count the
+controller sets after that sync; `proposed` is the engine's raw count before stabilization and limits."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -164,7 +166,7 @@ def replay_trace(rule: Rule, trace: Trace, replicas: int, start: float = 0.0) ->
 
 def as_json(rule: Rule, trace: Trace, replayed: ReplayedTrace) -> dict[str, object]:
     """`simulate -o json` (docs/rules.md): the rule and one entry per trace row."""
-    rows = [{"t": t, "replicas": replicas, "desired": desired, "reason": str(reason)}
+    rows = [{"t": t, "desired": replicas, "proposed": desired, "reason": str(reason)}
             for t, replicas, desired, reason in zip(trace.times, replayed.replicas, replayed.desired,
                                                     replayed.reasons, strict=True)]
     return document(rule=rule.name, rows=rows)
