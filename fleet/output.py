@@ -13,13 +13,12 @@ subcommand had it) are kept as hidden aliases of `-o`.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 
 from fleet.errors import UsageError
 from plumbing.cli import add_version_argument
 from plumbing.display import aligned, as_csv, padded, widths
-from plumbing.output import CSV, FORMATS, JSON, TABLE, WIDE, add_output_arguments, document
+from plumbing.output import CSV, FORMATS, JSON, TABLE, WIDE, add_output_arguments, failure_json
 
 __all__ = ["CSV", "FORMATS", "JSON", "TABLE", "WIDE", "add_output_arguments", "add_version_argument",
            "aligned", "as_csv", "failure_json", "output_of", "padded", "wants_json", "whole",
@@ -44,11 +43,6 @@ def wants_json(argv: Sequence[str]) -> bool:
         if arg in ("-o", "--output", "--format") and number + 1 < len(argv) and argv[number + 1] == JSON:
             return True
     return False
-
-
-def failure_json(message: str, exit_code: int, **extra: object) -> str:
-    """The JSON document printed on stdout for a failure under `-o json`."""
-    return json.dumps(document(error=message, exit_code=exit_code, **extra), indent=2)
 
 
 def whole(value: float | None) -> int | None:

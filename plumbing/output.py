@@ -10,11 +10,13 @@ written by `plumbing.display`.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CSV", "FORMATS", "JSON", "SCHEMA_VERSION", "TABLE", "WIDE", "add_output_arguments", "document"]
+__all__ = ["CSV", "FORMATS", "JSON", "SCHEMA_VERSION", "TABLE", "WIDE", "add_output_arguments", "document",
+           "failure_json"]
 
 TABLE = "table"
 WIDE = "wide"
@@ -60,3 +62,9 @@ def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str]
 def document(**fields: object) -> dict[str, object]:
     """A JSON document of a command: `schemaVersion` first, then `fields`."""
     return {"schemaVersion": SCHEMA_VERSION, **fields}
+
+
+def failure_json(message: str, exit_code: int, **extra: object) -> str:
+    """The document printed on stdout for a failure under `-o json` (the message also goes to stderr), so a
+    script that parses stdout never reads an empty document."""
+    return json.dumps(document(error=message, exit_code=exit_code, **extra), indent=2)

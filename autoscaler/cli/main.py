@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from plumbing.cli import HintingParser, add_version_argument, fail
+from plumbing.cli import EXIT_USAGE, HintingParser, add_version_argument, fail
 from plumbing.errors import ReportedError
+from plumbing.output import JSON, failure_json
 
 PROG = "gpu-autoscaler"
 
@@ -99,6 +100,8 @@ def main(argv: Sequence[str] | None = None, subcommands: Mapping[str, Subcommand
         return handler(args)
     except ReportedError as exc:
         sys.stdout.flush()
+        if getattr(args, "output", None) == JSON:  # stdout is never an empty document under -o json
+            print(failure_json(str(exc), EXIT_USAGE), flush=True)
         return fail(None, str(exc))
     except BrokenPipeError:  # e.g. `simulate ... | head`: the reader left, which is not an error
         devnull = os.open(os.devnull, os.O_WRONLY)

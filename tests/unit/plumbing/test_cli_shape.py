@@ -5,6 +5,7 @@ a real process only where what a process imports is under test)."""
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from importlib import metadata
@@ -158,3 +159,15 @@ def test_a_missing_file_is_file_not_found_in_every_tool(
     (tmp_path / "r.yaml").write_text(VALID_RULES)
     result = run_in_process(argv, capsys)
     assert result.returncode == 2 and said in result.output and "No such file" not in result.output
+
+
+def test_a_failure_under_o_json_is_a_json_document_too(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for argv in (["gpu-autoscaler", "simulate", "--rules", "nope.yaml", "t.csv", "-o", "json"],
+                 ["gpu-fleet", "estimate", "--task-config", "nope.json", "--gpu-memory", "80GiB",
+                  "-o", "json"]):
+        result = run_in_process(argv, capsys)
+        document = json.loads(result.stdout)
+        assert result.returncode == 2 and document["schemaVersion"] == 1 and document["exit_code"] == 2
+        assert document["error"] in result.stderr
