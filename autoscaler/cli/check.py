@@ -22,9 +22,9 @@ from autoscaler.config.query_syntax import syntax_problems
 from autoscaler.config.rules import RuleSet, load_rules
 from autoscaler.controller.observe import observe
 from autoscaler.controller.sources import EndpointSources, QueryKey
-from autoscaler.errors import Problem, RulesError
+from autoscaler.errors import Problem, RulesError, UsageError
 from autoscaler.policy import MetricSpec, Rule
-from plumbing.cli import duration, fail
+from plumbing.cli import duration
 from plumbing.output import JSON, TABLE, WIDE, add_output_arguments, document
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError
 from plumbing.prometheus.runner import PromQLSettings, QueryErrorReason, QueryResult, close_all, runners
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
         return show(CheckReport(args.rules, list(exc.problems)), args.output)
     try:
         config = prometheus_config(args)
-    except PrometheusConfigError as exc:
-        return fail(None, f"invalid Prometheus connections:\n{exc}")
+    except PrometheusConfigError as exc:  # one message on stderr (and JSON on stdout under -o json): main
+        raise UsageError(f"invalid Prometheus connections:\n{exc}") from exc
     report = CheckReport(ruleset.path, rules=len(ruleset.rules),
                          metrics=sum(len(rule.metrics) for rule in ruleset.rules))
     report.problems = syntax_problems(ruleset)  # offline, first: a typo never reaches a server
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         unreachable = sorted({r.error or "" for r in results.values()
                               if r.error_reason == QueryErrorReason.UNREACHABLE})
         if unreachable:
-            return fail(None, "\n".join(unreachable))
+            raise UsageError("\n".join(unreachable))
         report.problems = check_queries(ruleset, results, report.answered.append)
         report.endpoints = tuple(e.display_url for e in config.endpoints.values())
     return show(report, args.output)
