@@ -22,10 +22,10 @@ from autoscaler.kube.backend import NamespaceScope, ScaleBackend
 from autoscaler.planning.plan import describe_metrics
 from autoscaler.policy import Reason
 from autoscaler.reasons import OutcomeReason, SyncReason
-from plumbing.cli import fail
+from plumbing.cli import EXIT_USAGE, fail
 from plumbing.display import aligned, as_csv
 from plumbing.errors import ReportedError
-from plumbing.output import CSV, JSON, WIDE, add_output_arguments, document
+from plumbing.output import CSV, JSON, WIDE, add_output_arguments, document, failure_json
 from plumbing.prometheus.config import PrometheusConfig, single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
 
@@ -91,7 +91,7 @@ NO_CLUSTER_HINT = ("no cluster? --assume-replicas N assumes N replicas for every
 
 def main(args: argparse.Namespace) -> int:
     if args.assume_replicas and args.kubeconfig:
-        return fail(PROG, "--assume-replicas replaces the cluster: drop --kubeconfig, or drop "
+        return _failed(args, "--assume-replicas replaces the cluster: drop --kubeconfig, or drop "
                     "--assume-replicas")
     try:
         rules = load_rules(args.rules)
@@ -104,15 +104,22 @@ def main(args: argparse.Namespace) -> int:
 
             backend = load_api_client(args.kubeconfig)
     except RulesError as e:
-        return fail(PROG, f"invalid rules file:\n{e}")
+        return _failed(args, f"invalid rules file:\n{e}")
     except KubeConfigError as e:
-        return fail(PROG, f"{e}\n{NO_CLUSTER_HINT}")
+        return _failed(args, f"{e}\n{NO_CLUSTER_HINT}")
     except ReportedError as e:
-        return fail(PROG, str(e))
+        return _failed(args, str(e))
     outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=backend,
                       rules=rules, namespaces=args.namespaces)
     print(rendered(outcomes, args.output, headers=not args.no_headers))
     return 0 if all(o.complete for o in outcomes) else 1
+
+
+def _failed(args: argparse.Namespace, message: str) -> int:
+    """One message on stderr, exit 2; under -o json also the failure document on stdout."""
+    if args.output == JSON:
+        print(failure_json(message, EXIT_USAGE), flush=True)
+    return fail(PROG, message)
 
 
 def gather(

@@ -165,6 +165,7 @@ def test_a_failure_under_o_json_is_a_json_document_too(tmp_path: Path, capsys: p
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for argv in (["gpu-autoscaler", "simulate", "--rules", "nope.yaml", "t.csv", "-o", "json"],
+                 ["gpu-autoscaler", "status", "--rules", "nope.yaml", "--assume-replicas", "1", "-o", "json"],
                  ["gpu-fleet", "estimate", "--task-config", "nope.json", "--gpu-memory", "80GiB",
                   "-o", "json"]):
         result = run_in_process(argv, capsys)
