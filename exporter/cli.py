@@ -1,4 +1,4 @@
-"""`gpu-exporter`: serve GPU metrics, or print the local GPUs once (`status`, `status --json`).
+"""`gpu-exporter`: serve GPU metrics, or print the local GPUs once (`status`, `status -o json`).
 
 Bad flags, a bad --simulate-config, --config or --web-config-file or a port in use print one message on stderr
 (naming the file, line and field for a config file) and exit 2, no traceback.
@@ -26,7 +26,17 @@ from exporter.simulator.config_file import load_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
 from exporter.status_cli import run_status
-from plumbing.cli import duration, fail, install_stop_handlers, port_number, silence_stdout, whole_number
+from plumbing.cli import (
+    HintingParser,
+    add_version_argument,
+    duration,
+    fail,
+    install_stop_handlers,
+    port_number,
+    silence_stdout,
+    whole_number,
+)
+from plumbing.output import add_output_arguments
 from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
@@ -38,9 +48,11 @@ class UsageError(ExporterError):
     """A bad command line."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse prints usage + exits; we want one line and exit 2
-        raise UsageError(message)
+class _Parser(HintingParser):
+    def error(self, message: str) -> Any:  # one line, exit 2; a typo gets the usage above it
+        if "invalid choice" in message or "unrecognized arguments" in message:
+            self.print_usage(sys.stderr)
+        raise UsageError(self.hinted(message))
 
 
 def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
@@ -78,6 +90,7 @@ def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, parents=[_backend_flags(suppress=False)],
                      description="NVIDIA GPU metrics for Prometheus.")
+    add_version_argument(parser, PROG)
     parser.add_argument("--address", default="0.0.0.0",
                         help="listen address, IPv4 or IPv6 (default 0.0.0.0; '::' for every IPv6 address)")
     parser.add_argument("--port", type=port_number, default=9400, help="listen port (default 9400)")
@@ -90,7 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="{status}")
     status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],  # type: ignore[list-item]  # stubs: parents of the subparser class
                                  help="print the local GPUs once and exit")
-    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_version_argument(status, PROG)
+    add_output_arguments(status, json_alias="deprecated",
+                         what=": wide adds the whole UUID and the PCI bus id; json and csv are "
+                              "docs/exporter.md's shape")
     return parser
 
 
@@ -130,8 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         config = exporter_config(args)  # a bad file: ConfigError, exit 2, before anything starts
         if args.command == "status":
-            return run_status(nvml_backend(args), node_name(args.node_name), config, args.json, PROG,
-                              args.proc_root)
+            return run_status(nvml_backend(args), node_name(args.node_name), config, args.output, PROG,
+                              args.proc_root, headers=not args.no_headers)
         return serve(args, config)
     except (UsageError, ConfigError, ExporterError, WebConfigError) as exc:
         return fail(PROG, f"error: {exc}")

@@ -269,5 +269,5 @@ def load_config(path: str | Path) -> ExporterConfig:
     try:
         text = yamlsafe.read_text(path, CONFIG_LIMITS, "config file")
     except yamlsafe.YamlFileError as e:
-        raise ExporterConfigError([Problem(name, e.line or 1, "file", e.message)]) from e
+        raise ExporterConfigError([Problem(name, e.line, "file", e.message)]) from e
     return parse_config(text, name)

@@ -1,4 +1,5 @@
-"""`gpu-exporter status`: read every GPU and the kubelet's GPU holders once, print a table or JSON.
+"""`gpu-exporter status`: read every GPU and the kubelet's GPU holders once, print a table, CSV or JSON
+(`-o table|wide|json|csv`, plumbing/output.py).
 
 The kubelet being unreachable is not an error here (a laptop, the simulated backend): the header line and the
 JSON say `pod-resources unavailable` with the reason, and the holder columns stay empty.
@@ -26,7 +27,8 @@ from exporter.pods.procfs import DEFAULT_PROC_ROOT, read_driver_minors
 from exporter.serving.status_api import GpuStatus, gpu_json
 from exporter.serving.status_service import gpu_statuses
 from exporter.source import mean_by_pid
-from plumbing.display import aligned, visible
+from plumbing.display import aligned, as_csv, visible
+from plumbing.output import CSV, JSON, WIDE, document
 
 Holders = Mapping[str, tuple[DeviceHolder, ...]]
 
@@ -35,9 +37,11 @@ log = logging.getLogger(__name__)
 NO_GPU_HINT = "no GPU or driver here? --simulate N shows N simulated GPUs (docs/exporter.md)"
 
 
-def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog: str,
-               proc_root: str | Path = DEFAULT_PROC_ROOT) -> int:
+def run_status(nvml: Any, node: str, config: ExporterConfig, output: str, prog: str,
+               proc_root: str | Path = DEFAULT_PROC_ROOT, headers: bool = True) -> int:
+    """Read once and print in the `output` format (`TABLE`, `WIDE`, `JSON`, `CSV`); 1 without NVML."""
     adapter = NvmlAdapter(nvml)
+    as_json = output == JSON
     try:
         adapter.init()
         snapshot = adapter.read()
@@ -50,9 +54,13 @@ def run_status(nvml: Any, node: str, config: ExporterConfig, as_json: bool, prog
     finally:
         adapter.shutdown()
     if as_json:
-        print(json.dumps(status_document(snapshot, node, holders, pods_error, config.health), indent=2))
+        print(json.dumps(document(**status_document(snapshot, node, holders, pods_error, config.health)),
+                         indent=2))
+    elif output == CSV:
+        print(status_csv(snapshot, holders, config.health, headers))
     else:
-        print(status_table(snapshot, node, holders, pods_error, config.health))
+        print(status_table(snapshot, node, holders, pods_error, config.health, wide=output == WIDE,
+                           headers=headers))
     return 0
 
 
@@ -147,18 +155,53 @@ def _pods(status: GpuStatus) -> str:
     return ",".join(names) or "-"
 
 
+CSV_FIELDS = ("gpu", "name", "uuid", "pci_bus_id", "up", "state", "state_reason", "utilization_ratio",
+              "memory_used_bytes", "memory_total_bytes", "temperature_celsius", "power_watts",
+              "power_limit_watts", "sm_clock_hertz", "performance_state", "clock_throttle_reasons",
+              "processes", "availability_score", "pods")
+"""The columns of `status -o csv`: raw numbers in base units, as /metrics (docs/exporter.md)."""
+
+
+def status_csv(snapshot: NodeSnapshot, holders: Holders | None = None,
+               thresholds: HealthThresholds | None = None, headers: bool = True) -> str:
+    """One line per GPU (`CSV_FIELDS`); an unsupported or unknown value is an empty cell."""
+    statuses = {s.index: s for s in _statuses(snapshot, holders or {}, thresholds or HealthThresholds())}
+    records = []
+    for d in snapshot.devices:
+        status = statuses[d.index]
+        records.append({
+            "gpu": d.index, "name": d.name, "uuid": d.uuid, "pci_bus_id": d.pci_bus_id, "up": d.up,
+            "state": None if status.state is None else status.state.value,
+            "state_reason": status.state_reason,
+            "utilization_ratio": d.utilization, "memory_used_bytes": d.memory_used_bytes,
+            "memory_total_bytes": d.memory_total_bytes, "temperature_celsius": d.temperature_celsius,
+            "power_watts": d.power_watts, "power_limit_watts": d.power_limit_watts,
+            "sm_clock_hertz": d.sm_clock_hertz, "performance_state": d.performance_state,
+            "clock_throttle_reasons": None if d.clocks_event_reasons is None
+            else " ".join(throttle_reasons(d.clocks_event_reasons)) or "none",
+            "processes": None if d.processes is None else len({p.pid for p in d.processes}),
+            "availability_score": status.availability_score,
+            "pods": sorted({f"{h.namespace}/{h.pod}" for h in status.holders}),
+        })
+    return as_csv(records, CSV_FIELDS, headers)
+
+
 def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = None,
-                 pods_error: str | None = None, thresholds: HealthThresholds | None = None) -> str:
-    header = ("GPU", "NAME", "UUID", "UP", "STATE", "UTIL", "MEM USED/TOTAL", "TEMP", "POWER/LIMIT",
-              "SM CLOCK", "P", "NVML CLOCK THROTTLE", "PROCS", "SCORE", "PODS")
+                 pods_error: str | None = None, thresholds: HealthThresholds | None = None,
+                 wide: bool = False, headers: bool = True) -> str:
+    """The title line and one row per GPU; `wide`: the whole UUID and the PCI bus id too."""
+    header: tuple[str, ...] = (
+        "GPU", "NAME", "UUID", *(("PCI BUS",) if wide else ()), "UP", "STATE", "UTIL", "MEM USED/TOTAL",
+        "TEMP", "POWER/LIMIT", "SM CLOCK", "P", "NVML CLOCK THROTTLE", "PROCS", "SCORE", "PODS")
     statuses = {s.index: s for s in _statuses(snapshot, holders or {}, thresholds or HealthThresholds())}
     rows = []
     gib = 1024**3
     for d in snapshot.devices:
         status = statuses[d.index]
         active = throttle_reasons(d.clocks_event_reasons)
+        uuid = (d.uuid or "?") if wide or len(d.uuid) <= 13 else d.uuid[:12] + "…"
         rows.append((
-            str(d.index), d.name or "?", d.uuid[:12] + "…" if len(d.uuid) > 13 else d.uuid or "?",
+            str(d.index), d.name or "?", uuid, *((d.pci_bus_id or "-",) if wide else ()),
             "yes" if d.up else f"NO ({d.error})",
             _state(status),
             _fmt(d.utilization, "{:.0f}%", 100),
@@ -176,4 +219,5 @@ def status_table(snapshot: NodeSnapshot, node: str, holders: Holders | None = No
     pods = "pod-resources ok" if pods_error is None else f"pod-resources unavailable ({pods_error})"
     title = visible(f"node {node}  driver {snapshot.driver_version}  CUDA {snapshot.cuda_version or '?'}  "
                     f"{len(snapshot.devices)} GPU(s)  {pods}")
-    return title + "\n" + aligned(header, rows)  # GPU names and pod names with control characters escaped
+    # GPU names and pod names with control characters escaped
+    return (title + "\n" if headers else "") + aligned(header, rows, headers)

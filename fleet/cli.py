@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from fleet.errors import EXIT_CODES, EXIT_USAGE, FleetError
 from fleet.output import JSON, add_version_argument, failure_json, wants_json
-from plumbing.cli import fail, silence_stdout
+from plumbing.cli import HintingParser, fail, silence_stdout
 from plumbing.display import visible
 
 PROG = "gpu-fleet"
@@ -57,11 +57,12 @@ class Refused(Exception):
         self.usage = usage
 
 
-class FleetParser(argparse.ArgumentParser):
-    """Raises `Refused` instead of printing and exiting, so `main` can answer in JSON too."""
+class FleetParser(HintingParser):
+    """Raises `Refused` (with the hint: plumbing.cli) instead of printing and exiting, so `main` can answer in
+    JSON too."""
 
     def error(self, message: str) -> NoReturn:
-        raise Refused(self.prog, self.format_usage(), message)
+        raise Refused(self.prog, self.format_usage(), self.hinted(message))
 
 
 def build_parser(subcommands: Sequence[str] = SUBCOMMANDS) -> argparse.ArgumentParser:

@@ -13,46 +13,16 @@ subcommand had it) are kept as hidden aliases of `-o`.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
-from importlib import metadata
 
 from fleet.errors import UsageError
+from plumbing.cli import add_version_argument
 from plumbing.display import aligned, as_csv, padded, widths
+from plumbing.output import CSV, FORMATS, JSON, TABLE, WIDE, add_output_arguments, failure_json
 
 __all__ = ["CSV", "FORMATS", "JSON", "TABLE", "WIDE", "add_output_arguments", "add_version_argument",
-           "aligned", "as_csv", "failure_json", "output_of", "padded", "version", "wants_json", "whole",
+           "aligned", "as_csv", "failure_json", "output_of", "padded", "wants_json", "whole",
            "widths"]
-
-TABLE = "table"
-WIDE = "wide"
-JSON = "json"
-CSV = "csv"
-FORMATS: tuple[str, ...] = (TABLE, WIDE, JSON, CSV)
-DISTRIBUTION = "gpu-autoscaler"
-
-
-def version() -> str:
-    """The installed distribution's version ('unknown' when run from a tree that was never installed)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def add_version_argument(parser: argparse.ArgumentParser, prog: str) -> None:
-    parser.add_argument("--version", action="version", version=f"{prog} {version()}",
-                        help="print the version and exit")
-
-
-def add_output_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS,
-                         default: str = TABLE, what: str = "") -> None:
-    """`-o/--output FORMAT` (with the hidden `--json` alias) and `--no-headers`."""
-    parser.add_argument("-o", "--output", choices=formats, default=default, metavar="FORMAT",
-                        help=f"{' | '.join(formats)} (default {default}){what}")
-    parser.add_argument("--json", dest="output", action="store_const", const=JSON, help=argparse.SUPPRESS)
-    parser.add_argument("--no-headers", action="store_true",
-                        help="leave out the header line of table, wide and csv output")
 
 
 def output_of(args: argparse.Namespace, formats: tuple[str, ...], default: str) -> str:
@@ -73,11 +43,6 @@ def wants_json(argv: Sequence[str]) -> bool:
         if arg in ("-o", "--output", "--format") and number + 1 < len(argv) and argv[number + 1] == JSON:
             return True
     return False
-
-
-def failure_json(message: str, exit_code: int, **extra: object) -> str:
-    """The JSON document printed on stdout for a failure under `-o json`."""
-    return json.dumps({"error": message, "exit_code": exit_code, **extra}, indent=2)
 
 
 def whole(value: float | None) -> int | None:

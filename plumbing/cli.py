@@ -9,22 +9,27 @@ output, not as an error.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import math
 import os
+import platform
 import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata
 from types import FrameType
+from typing import Any, NoReturn
 
 from plumbing.display import visible
 from plumbing.numbers import ascii_int
 
 __all__ = [
-    "EXIT_USAGE", "bounded_int", "bounded_number", "duration", "fail", "install_stop_handlers", "number",
-    "parse_duration", "port_number", "silence_stdout", "whole_number",
+    "EXIT_USAGE", "HintingParser", "add_version_argument", "bounded_int", "bounded_number", "did_you_mean",
+    "duration", "fail", "install_stop_handlers", "number", "parse_duration", "port_number", "silence_stdout",
+    "version", "version_text", "whole_number",
 ]
 
 log = logging.getLogger(__name__)
@@ -169,3 +174,143 @@ def fail(prog: str | None, message: str) -> int:
     shown = "\n".join(visible(line) for line in message.split("\n"))  # a server's words may hold escapes
     print(shown if prog is None else f"{prog}: {shown}", file=sys.stderr)
     return EXIT_USAGE
+
+
+DISTRIBUTION = "gpu-autoscaler"
+"""The distribution all three commands ship in (pyproject's [project] name)."""
+
+CLIENT_LIBRARIES: tuple[tuple[str, str], ...] = (
+    ("nvidia-ml-py", "NVML bindings, pynvml"),
+    ("kubernetes", "Kubernetes client"),
+    ("prometheus-client", "Prometheus client"),
+)
+"""(distribution, what it is) of the libraries a bug report needs the versions of, in `--version`."""
+
+
+def version(distribution: str = DISTRIBUTION) -> str:
+    """The installed version of `distribution` ('not installed' when it is not): read from its metadata,
+    never by importing it (the Kubernetes client alone takes 0.35 s to import)."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def version_text(prog: str) -> str:
+    """What `--version` prints: the command's version, then each client library's and Python's, one a line."""
+    lines = [f"{prog} {version()}"]
+    lines += [f"{name} {version(name)} ({what})" for name, what in CLIENT_LIBRARIES]
+    lines.append(f"Python {platform.python_version()}")
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: print `version_text` and exit 0; the versions are read only when the flag is given."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, prog: str = "",
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.prog = prog
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(version_text(self.prog))
+        parser.exit()
+
+
+def add_version_argument(parser: argparse.ArgumentParser, prog: str) -> None:
+    """`--version` on `parser`, printing `prog`'s version and its client libraries' (`version_text`)."""
+    parser.add_argument("--version", action=_VersionAction, prog=prog,
+                        help="print the version and the NVML, Kubernetes and Prometheus client versions")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """'; did you mean X?' for the choice closest to a mistyped `word` (difflib's), '' when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>.*)' \(choose from (?P<choices>.*)\)", re.DOTALL)
+
+
+class HintingParser(argparse.ArgumentParser):
+    """argparse, with the answer to a typo every command of the project gives: the usage of the command the
+    typo is in (not the top level's: `gpu-fleet estimate 70B` shows estimate's), what was not understood,
+    and the closest subcommand or option, exit 2. Subparsers are of the same class."""
+
+    _seen: tuple[str, ...] = ()
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._seen = tuple(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where = self.chosen(parsed)
+            where.error(f"unrecognized arguments: {' '.join(extras)}" + where.option_hint(extras))
+        return parsed
+
+    def chosen(self, parsed: argparse.Namespace) -> HintingParser:
+        """The parser of the innermost subcommand named in `parsed` (this one without a subcommand)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                child = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if isinstance(child, HintingParser):
+                    return child.chosen(parsed)
+        return self
+
+    def option_hint(self, words: Iterable[str]) -> str:
+        """'; did you mean '--port'?' for the first of `words` that is an option this parser lacks; for a
+        value given without its flag, the first option whose type takes it (`70B`: '--params 70B')."""
+        known = [s for s in self._option_string_actions if s.startswith("--")]
+        for word in words:
+            name = word.split("=", 1)[0]
+            if name in self._option_string_actions:
+                continue
+            if name.startswith("-") and not any(s.startswith(name) for s in known):
+                return did_you_mean(name, known) or f" ({self.prog} has no option {name}: see --help)"
+            if not name.startswith("-"):
+                flag = self.flag_taking(word)
+                return f"; did you mean '{flag} {word}'?" if flag else ""
+        return ""
+
+    def flag_taking(self, word: str) -> str | None:
+        """The first long option with a type or choices of its own that accepts `word` (None: none does)."""
+        for action in self._actions:
+            longs = [s for s in action.option_strings if s.startswith("--")]
+            if not longs or action.nargs not in (None, "?") or (action.type is None and not action.choices):
+                continue
+            try:
+                value = action.type(word) if callable(action.type) else word
+            except (ValueError, TypeError, argparse.ArgumentTypeError):
+                continue
+            if not action.choices or value in action.choices:
+                return longs[0]
+        return None
+
+    def hinted(self, message: str) -> str:
+        """`message` with the hint: the closest choice of a mistyped subcommand, or the option this parser
+        does not know that made argparse read a value as the subcommand (`gpu-exporter --gpus 2`)."""
+        match = _INVALID_CHOICE.search(message)
+        commands = [argparse._get_action_name(a) for a in self._actions
+                    if isinstance(a, argparse._SubParsersAction)]
+        if match is None or not any(message.startswith(f"argument {name}:") for name in commands):
+            return message
+        word = match.group("word")
+        choices = re.findall(r"'([^']*)'", match.group("choices"))
+        hint = did_you_mean(word, choices)
+        if hint:
+            return message + hint
+        before = self._seen[:self._seen.index(word)] if word in self._seen else self._seen
+        unknown = [w for w in before if w.startswith("-") and self.option_hint([w])]
+        if unknown:  # `--gpus 2`: the value of an option that does not exist was read as the command
+            return f"unrecognized arguments: {unknown[0]}{self.option_hint(unknown)}"
+        return message
+
+    def error(self, message: str) -> NoReturn:
+        """This command's usage and the hinted message on stderr, exit 2."""
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {visible(self.hinted(message))}\n")

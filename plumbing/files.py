@@ -13,7 +13,10 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["NotRegularFileError", "open_regular", "read_regular"]
+__all__ = ["NOT_FOUND", "NotRegularFileError", "open_regular", "read_regular", "unreadable"]
+
+NOT_FOUND = "not found"
+"""What every tool says of a file that does not exist, after its name: `rules.yaml: not found`."""
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
@@ -49,3 +52,12 @@ def read_regular(path: str | Path, max_bytes: int) -> bytes:
     """At most `max_bytes + 1` bytes of a regular file (the caller refuses a file longer than `max_bytes`)."""
     with open_regular(path) as stream:
         return stream.read(max_bytes + 1)
+
+
+def unreadable(exc: OSError, what: str = "file") -> str:
+    """Why a file could not be read, in the words every tool uses: `not found` for a missing one (the
+    errno's words, `No such file or directory`, say the same at twice the length), else `cannot read the
+    <what>: <reason>`."""
+    if isinstance(exc, FileNotFoundError):
+        return NOT_FOUND
+    return f"cannot read the {what}: {exc.strerror or exc}"

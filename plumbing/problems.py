@@ -21,4 +21,6 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        if self.line == 0 and self.field == "file":  # the whole file (missing, unreadable): `FILE: message`
+            return f"{self.file}: {self.message}"
         return f"{self.file}:{self.line}: {self.field}: {self.message}"

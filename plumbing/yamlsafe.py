@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from plumbing.files import read_regular
+from plumbing.files import read_regular, unreadable
 
 try:  # libyaml's parser is ~10x faster; PyYAML's wheels ship it, a source build may not
     from yaml import CSafeLoader as _FastLoader
@@ -72,7 +72,7 @@ def read_bytes(path: str | Path, limits: YamlLimits = DEFAULT_LIMITS, what: str 
     try:
         raw = read_regular(path, limits.max_bytes)
     except OSError as exc:
-        raise YamlFileError(name, 0, f"cannot read the {what}: {exc.strerror or exc}") from exc
+        raise YamlFileError(name, 0, unreadable(exc, what)) from exc
     if len(raw) > limits.max_bytes:
         raise YamlFileError(name, 0, f"the {what} is larger than {limits.max_bytes:,} bytes; {_REFUSED}")
     return raw

@@ -4,7 +4,6 @@ one spelling, one default."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
 
 from autoscaler.errors import UsageError
@@ -18,7 +17,7 @@ __all__ = [
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, rules_help: str = "rules file") -> None:
     """`--rules FILE` (required), the Prometheus flags and `--kubeconfig PATH`."""
     parser.add_argument("--rules", required=True, metavar="FILE", help=rules_help)
-    add_prometheus_arguments(parser, default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS))
+    add_prometheus_arguments(parser)
     parser.add_argument(
         "--kubeconfig",
         metavar="PATH",

@@ -10,8 +10,11 @@ cannot be reached at all (refused, TLS, proxy) is one line on stderr, not a prob
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from typing import cast
 
 from autoscaler.cli.args import add_prometheus_arguments, add_rules_argument, prometheus_config, rules_file
@@ -19,9 +22,10 @@ from autoscaler.config.query_syntax import syntax_problems
 from autoscaler.config.rules import RuleSet, load_rules
 from autoscaler.controller.observe import observe
 from autoscaler.controller.sources import EndpointSources, QueryKey
-from autoscaler.errors import Problem, RulesError
+from autoscaler.errors import Problem, RulesError, UsageError
 from autoscaler.policy import MetricSpec, Rule
-from plumbing.cli import duration, fail
+from plumbing.cli import duration
+from plumbing.output import JSON, TABLE, WIDE, add_output_arguments, document
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError
 from plumbing.prometheus.runner import (
     PromQLSettings,
@@ -33,7 +37,7 @@ from plumbing.prometheus.runner import (
 )
 from plumbing.prometheus.series import SeriesValues
 
-HELP = "validate a rules file; with --prometheus also run every query once"
+HELP = "validate a rules file; with --prometheus (or $PROMETHEUS_URL) also run every query once"
 
 
 # A query the runner gave no result for (never expected): failed, and never read as an empty result.
@@ -42,48 +46,85 @@ _NOT_RUN = QueryResult(None, cast(QueryErrorReason, "NoResult"), "not run")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rules_argument(parser)
-    add_prometheus_arguments(parser, default=None)
+    add_prometheus_arguments(parser, fallback=None)
     parser.add_argument("--timeout", type=duration(0.0, 3600.0, above=True), default=10.0, metavar="DURATION",
                         help="timeout of each query, e.g. 10s, 500ms, 1m (default 10s)")
+    add_output_arguments(parser, (TABLE, WIDE, JSON), headers=False,
+                         what=": table and wide are the lines below, json one document (docs/rules.md)")
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A query that answered as the controller needs it: one `ok` line of the report."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: ok: {self.message}"
+
+
+@dataclass
+class CheckReport:
+    """What `check` found: the queries that answered, then the problems (none: the file is OK)."""
+
+    file: str
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+    answered: list[Answered] = dataclasses.field(default_factory=list)
+    rules: int | None = None
+    """Rules and metrics of the file; None when it could not be loaded."""
+    metrics: int | None = None
+    endpoints: tuple[str, ...] = ()
+    """The Prometheus URLs every query was sent to (none: checked offline)."""
 
 
 def run(args: argparse.Namespace) -> int:
-    out = sys.stdout
     args.rules, _ = rules_file(args, "check")
     try:
         ruleset = load_rules(args.rules)
     except RulesError as exc:
-        for problem in exc.problems:
-            print(problem, file=out)
-        print(f"{args.rules}: {len(exc.problems)} problem(s)", file=out)
-        return 2
+        return show(CheckReport(args.rules, list(exc.problems)), args.output)
     try:
         config = prometheus_config(args)
-    except PrometheusConfigError as exc:
-        return fail(None, f"invalid Prometheus connections:\n{exc}")
-    metrics = sum(len(rule.metrics) for rule in ruleset.rules)
-    problems: list[Problem] = syntax_problems(ruleset)  # offline, first: a typo never reaches a server
+    except PrometheusConfigError as exc:  # one message on stderr (and JSON on stdout under -o json): main
+        raise UsageError(f"invalid Prometheus connections:\n{exc}") from exc
+    report = CheckReport(ruleset.path, rules=len(ruleset.rules),
+                         metrics=sum(len(rule.metrics) for rule in ruleset.rules))
+    report.problems = syntax_problems(ruleset)  # offline, first: a typo never reaches a server
     if config is not None:
-        problems += unknown_endpoints(ruleset, config)
-    if config is not None and not problems:
+        report.problems += unknown_endpoints(ruleset, config)
+    if config is not None and not report.problems:
         results = run_all(ruleset, config, args.timeout)
         unreachable = sorted({r.error or "" for r in results.values()
                               if r.error_reason == QueryErrorReason.UNREACHABLE})
         if unreachable:
-            return fail(None, "\n".join(unreachable))
-        problems = check_queries(ruleset, results, lambda line: print(line, file=out))
-        problems += check_pod_costs(ruleset, config, args.timeout, lambda line: print(line, file=out))
-    for problem in problems:
-        print(problem, file=out)
-    if problems:
-        print(f"{ruleset.path}: {len(problems)} problem(s)", file=out)
-        return 2
-    checked = ""
-    if config is not None:
-        checked = ", every query returned one value from " + ", ".join(
-            e.display_url for e in config.endpoints.values())
-    print(f"{ruleset.path}: OK: {len(ruleset.rules)} rule(s), {metrics} metric(s){checked}", file=out)
-    return 0
+            raise UsageError("\n".join(unreachable))
+        report.problems = check_queries(ruleset, results, report.answered.append)
+        report.problems += check_pod_costs(ruleset, config, args.timeout, report.answered.append)
+        report.endpoints = tuple(e.display_url for e in config.endpoints.values())
+    return show(report, args.output)
+
+
+def show(report: CheckReport, output: str) -> int:
+    """Print the report in the `-o` format; the exit status: 2 with a problem, else 0."""
+    out = sys.stdout
+    if output == JSON:
+        print(json.dumps(document(
+            file=report.file, ok=not report.problems, rules=report.rules, metrics=report.metrics,
+            endpoints=list(report.endpoints), answered=[asdict(a) for a in report.answered],
+            problems=[asdict(p) for p in report.problems]), indent=2), file=out)
+    else:
+        for line in [*report.answered, *report.problems]:
+            print(line, file=out)
+        if report.problems:
+            print(f"{report.file}: {len(report.problems)} problem(s)", file=out)
+        else:
+            checked = (", every query returned one value from " + ", ".join(report.endpoints)
+                       if report.endpoints else "")
+            print(f"{report.file}: OK: {report.rules} rule(s), {report.metrics} metric(s){checked}", file=out)
+    return 2 if report.problems else 0
 
 
 def unknown_endpoints(ruleset: RuleSet, config: PrometheusConfig) -> list[Problem]:
@@ -114,7 +155,7 @@ def run_all(ruleset: RuleSet, config: PrometheusConfig, timeout: float) -> dict[
 
 
 def check_pod_costs(ruleset: RuleSet, config: PrometheusConfig, timeout: float,
-                    report: Callable[[str], None]) -> list[Problem]:
+                    report: Callable[[Answered], None]) -> list[Problem]:
     """Each `podDeletionCost` query, run once series by series as the controller runs it before a
     scale-down: a failure, or series none of which has the pod label, is a Problem."""
     wanted = [(index, rule) for index, rule in enumerate(ruleset.rules) if rule.pod_deletion_cost is not None]
@@ -130,7 +171,7 @@ def check_pod_costs(ruleset: RuleSet, config: PrometheusConfig, timeout: float,
 
 
 def _check_pod_cost(path: str, index: int, rule: Rule, source: SeriesSource,
-                    report: Callable[[str], None]) -> list[Problem]:
+                    report: Callable[[Answered], None]) -> list[Problem]:
     cost = rule.pod_deletion_cost
     assert cost is not None
     field = f"rules[{index}].podDeletionCost.query"
@@ -141,13 +182,13 @@ def _check_pod_cost(path: str, index: int, rule: Rule, source: SeriesSource,
         return [Problem(path, cost.line, field, f"none of its {seen.skipped} series has a finite value and a "
                         f"label {cost.pod_label!r} naming a pod (podLabel)")]
     busiest = f", busiest {max(seen.values.items(), key=lambda kv: kv[1])[0]}" if seen.values else ""
-    report(f"{path}:{cost.line}: {field}: ok: {rule.name}/podDeletionCost = {len(seen.values)} pod(s) by "
-           f"{cost.pod_label}{busiest}")
+    report(Answered(path, cost.line, field,
+                    f"{rule.name}/podDeletionCost = {len(seen.values)} pod(s) by {cost.pod_label}{busiest}"))
     return []
 
 
 def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],
-                  report: Callable[[str], None]) -> list[Problem]:
+                  report: Callable[[Answered], None]) -> list[Problem]:
     """A Problem for each metric whose query cannot drive autoscaling; `report` gets the good ones."""
     problems: list[Problem] = []
     for index, rule in enumerate(ruleset.rules):
@@ -159,7 +200,8 @@ def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],
                 problems.append(Problem(ruleset.path, metric.line, field, result.error or "failed"))
             else:
                 empty = " (empty result, read as 0: whenEmpty zero)" if result.value is None else ""
-                report(_ok_line(ruleset.path, rule, metric, field, seen.value) + empty)
+                report(Answered(ruleset.path, metric.line, field,
+                                _ok_message(rule, metric, seen.value) + empty))
             if metric.panic_query:
                 problems += _check_panic(ruleset.path, f"rules[{index}]", rule, metric, results, report)
         if rule.capacity is not None:
@@ -170,7 +212,7 @@ def check_queries(ruleset: RuleSet, results: Mapping[QueryKey, QueryResult],
 
 
 def _check_slo(path: str, index: int, rule: Rule, results: Mapping[QueryKey, QueryResult],
-               report: Callable[[str], None]) -> list[Problem]:
+               report: Callable[[Answered], None]) -> list[Problem]:
     """The latency query must answer with one series; NaN (no requests in its window) is fine: the learning
     leaves such minutes out."""
     slo = rule.slo
@@ -180,13 +222,14 @@ def _check_slo(path: str, index: int, rule: Rule, results: Mapping[QueryKey, Que
     if result.value is None and result.error_reason != QueryErrorReason.NAN:
         return [Problem(path, slo.line, field, result.error or "failed")]
     seen = "NaN (no requests in its window)" if result.value is None else f"{result.value:g}s"
-    report(f"{path}:{slo.line}: {field}: ok: {rule.name}/latency = {seen} (objective "
-           f"{slo.objective_seconds:g}s, learns {slo.learn})")
+    objective = f"objective {slo.objective_seconds:g}s, learns {slo.learn}"
+    report(Answered(path, slo.line, field, f"{rule.name}/latency = {seen} ({objective})"))
     return []
 
 
 def _check_panic(path: str, where: str, rule: Rule, metric: MetricSpec,
-                 results: Mapping[QueryKey, QueryResult], report: Callable[[str], None]) -> list[Problem]:
+                 results: Mapping[QueryKey, QueryResult],
+                 report: Callable[[Answered], None]) -> list[Problem]:
     """The metric over the panic window must answer too, or panic would only ever read the long window."""
     result = results.get((rule.prometheus, metric.panic_query)) or _NOT_RUN
     seen = observe(metric, result).observation
@@ -197,23 +240,22 @@ def _check_panic(path: str, where: str, rule: Rule, metric: MetricSpec,
                         f"metric {metric.name} over {window}s ({metric.panic_query}) failed: "
                         f"{result.error or 'failed'}; a rate needs two samples in its window: make "
                         "windowSeconds at least twice the scrape interval")]
-    report(f"{path}:{metric.line}: {field}: ok: {rule.name}/{metric.name} over {window}s = {seen.value:g}")
+    report(Answered(path, metric.line, field, f"{rule.name}/{metric.name} over {window}s = {seen.value:g}"))
     return []
 
 
 def _check_capacity(path: str, index: int, rule: Rule, results: Mapping[QueryKey, QueryResult],
-                    report: Callable[[str], None]) -> list[Problem]:
+                    report: Callable[[Answered], None]) -> list[Problem]:
     capacity = rule.capacity
     assert capacity is not None
     result = results.get((rule.prometheus, capacity.query)) or _NOT_RUN
     field = f"rules[{index}].capacity.query"
     if result.value is None:
         return [Problem(path, capacity.line, field, result.error or "failed")]
-    report(f"{path}:{capacity.line}: {field}: ok: {rule.name}/capacity = {result.value:g} free GPU(s), "
-           f"{capacity.gpus_per_replica} per replica")
+    report(Answered(path, capacity.line, field, f"{rule.name}/capacity = {result.value:g} free GPU(s), "
+                    f"{capacity.gpus_per_replica} per replica"))
     return []
 
 
-def _ok_line(path: str, rule: Rule, metric: MetricSpec, field: str, value: float) -> str:
-    return (f"{path}:{metric.line}: {field}: ok: {rule.name}/{metric.name} = {value:g} "
-            f"(target {metric.target:g}, {metric.type})")
+def _ok_message(rule: Rule, metric: MetricSpec, value: float) -> str:
+    return f"{rule.name}/{metric.name} = {value:g} (target {metric.target:g}, {metric.type})"

@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from plumbing.cli import fail
+from plumbing.cli import EXIT_USAGE, HintingParser, add_version_argument, fail
 from plumbing.errors import ReportedError
+from plumbing.output import JSON, failure_json
 
 PROG = "gpu-autoscaler"
 
@@ -35,7 +36,7 @@ class Subcommand:
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
-    "check": Subcommand("validate a rules file; with --prometheus also run every query once",
+    "check": Subcommand("validate a rules file; with a Prometheus also run every query once",
                         "autoscaler.cli.check"),
     "simulate": Subcommand("replay a metric trace (CSV) through a rule: the replica count after each sync",
                            "autoscaler.cli.simulate"),
@@ -59,10 +60,11 @@ def _chosen(argv: Sequence[str], subcommands: Mapping[str, Subcommand]) -> str |
 def build_parser(argv: Sequence[str] = (), subcommands: Mapping[str, Subcommand] = SUBCOMMANDS,
                  ) -> argparse.ArgumentParser:
     """The parser; the arguments of the chosen subcommand only (all of them when none is chosen)."""
-    parser = argparse.ArgumentParser(
+    parser = HintingParser(
         prog=PROG,
         description="An autoscaler for GPU services that decides exactly what the Kubernetes HPA would.",
     )
+    add_version_argument(parser, PROG)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = _chosen(argv, subcommands)
     for name, sub in subcommands.items():
@@ -71,10 +73,11 @@ def build_parser(argv: Sequence[str] = (), subcommands: Mapping[str, Subcommand]
             continue
         module = importlib.import_module(sub.module)
         if hasattr(module, "add_parser"):
-            module.add_parser(subparsers)
+            child = module.add_parser(subparsers)
         else:
             child = subparsers.add_parser(name, help=sub.help, description=sub.help)
             cast(Callable[[argparse.ArgumentParser], None], module.add_arguments)(child)
+        add_version_argument(child, PROG)
     return parser
 
 
@@ -97,6 +100,8 @@ def main(argv: Sequence[str] | None = None, subcommands: Mapping[str, Subcommand
         return handler(args)
     except ReportedError as exc:
         sys.stdout.flush()
+        if getattr(args, "output", None) == JSON:  # stdout is never an empty document under -o json
+            print(failure_json(str(exc), EXIT_USAGE), flush=True)
         return fail(None, str(exc))
     except BrokenPipeError:  # e.g. `simulate ... | head`: the reader left, which is not an error
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from autoscaler.cli.assumed import (
     refusal,
 )
 from autoscaler.config.rules import RuleSet
+from autoscaler.controller.decision_log import WithoutDecisionLines
 from autoscaler.controller.logfmt import configure_logging
 from autoscaler.controller.loop import Controller, ControllerSettings, SyncReport
 from autoscaler.controller.reload import RulesWatcher, WatchedRules, load_watched
@@ -200,8 +202,11 @@ def main(args: argparse.Namespace) -> int:
         return fail(PROG, str(e))
     stop = threading.Event()
     install_stop_handlers(stop, _stopping)
-    return serve(options, api_client, stop, decision_printer() if options.assume_replicas else None,
-                 loaded=loaded)
+    printer = decision_printer() if options.assume_replicas else None
+    if printer is not None and sys.stdout.isatty():  # the printed line is the decision line on a terminal
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(WithoutDecisionLines())
+    return serve(options, api_client, stop, printer, loaded=loaded)
 
 
 # The Kubernetes client takes 0.35 s to import: it is loaded where a cluster is used (the functions below),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -26,9 +27,13 @@ from autoscaler.planning.trace_csv import Trace, TraceRow, read_trace
 from autoscaler.planning.trace_replay import ReplayedTrace, covers, replay_columns
 from autoscaler.policy import MAX_REPLICAS, Rule, RuleHistory
 from plumbing.cli import number, whole_number
+from plumbing.display import aligned
+from plumbing.output import CSV, FORMATS, JSON, WIDE, add_output_arguments, document
 
 HELP = "replay a metric trace (CSV) through a rule and print the replica count after each sync"
-OUTPUT_HEADER = ("t", "replicas", "desired", "reason")
+OUTPUT_HEADER = ("t", "desired", "proposed", "reason")
+"""`desired` is what it means everywhere (the demo, timeline.csv, `status`, the decision lines): the count the
+controller sets after that sync; `proposed` is the engine's raw count before stabilization and limits."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also print to stderr the replay's overloaded minutes, a new replica serving "
                              "this long after it was asked for (counted as tune and the benchmarks count "
                              "them: docs/rules.md#overloaded-minutes)")
+    add_output_arguments(parser, FORMATS, default=CSV,
+                         what=": wide adds the trace's metric columns, json is one document (docs/rules.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
     check_calendar(trace, args.trace, args.start)
     start = rule.min_replicas if args.replicas is None else args.replicas
     replayed = replay_trace(rule, trace, start, args.start or 0.0)
-    write_output(sys.stdout, trace, replayed)
+    if args.output == CSV:
+        write_output(sys.stdout, trace, replayed, headers=not args.no_headers)
+    elif args.output == JSON:
+        print(json.dumps(as_json(rule, trace, replayed), indent=2))
+    else:
+        print(as_table(rule, trace, replayed, wide=args.output == WIDE, headers=not args.no_headers))
     if args.startup_seconds is not None:
         minutes = trace_overloaded_minutes(rule, trace.times, trace.values, replayed.replicas, start,
                                            args.startup_seconds)
@@ -162,16 +174,45 @@ def replay_trace(rule: Rule, trace: Trace, replicas: int, start: float = 0.0) ->
     return replayed
 
 
-def write_output(out: TextIO, trace: Trace, replayed: ReplayedTrace) -> None:
+def as_json(rule: Rule, trace: Trace, replayed: ReplayedTrace) -> dict[str, object]:
+    """`simulate -o json` (docs/rules.md): the rule and one entry per trace row."""
+    rows = [{"t": t, "desired": replicas, "proposed": desired, "reason": str(reason)}
+            for t, replicas, desired, reason in zip(trace.times, replayed.replicas, replayed.desired,
+                                                    replayed.reasons, strict=True)]
+    return document(rule=rule.name, rows=rows)
+
+
+def as_table(rule: Rule, trace: Trace, replayed: ReplayedTrace, wide: bool = False, headers: bool = True,
+             ) -> str:
+    """The rows aligned; `wide` adds the trace's metric (and capacity) columns after t."""
+    header: list[str] = ["T"]
+    inputs: list[list[float | None]] = []
+    if wide:
+        header += [m.name.upper() for m in rule.metrics]
+        inputs += trace.values
+        if trace.capacity is not None:
+            header.append("CAPACITY")
+            inputs.append(trace.capacity)
+    header += [name.upper() for name in OUTPUT_HEADER[1:]]
+    rows = [[t, *("-" if column[i] is None else f"{column[i]:g}" for column in inputs), replicas,
+             "-" if desired is None else desired, reason]
+            for i, (t, replicas, desired, reason) in enumerate(zip(trace.t_text, replayed.replicas,
+                                                                   replayed.desired, replayed.reasons,
+                                                                   strict=True))]
+    return aligned(header, rows, headers)
+
+
+def write_output(out: TextIO, trace: Trace, replayed: ReplayedTrace, headers: bool = True) -> None:
     """The output CSV, written to `out` at once: a row per write to a pipe costs more than the replay."""
     buffer = io.StringIO()
-    _write_rows(buffer, trace, replayed)
+    _write_rows(buffer, trace, replayed, headers)
     out.write(buffer.getvalue())
 
 
-def _write_rows(out: TextIO, trace: Trace, replayed: ReplayedTrace) -> None:
+def _write_rows(out: TextIO, trace: Trace, replayed: ReplayedTrace, headers: bool = True) -> None:
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(OUTPUT_HEADER)
+    if headers:
+        writer.writerow(OUTPUT_HEADER)
     desired = ["" if count is None else count for count in replayed.desired]
     # a Reason is a StrEnum: written as its value
     writer.writerows(zip(trace.t_text, replayed.replicas, desired, replayed.reasons, strict=True))

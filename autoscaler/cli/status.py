@@ -9,6 +9,7 @@ and WHY says the learned target or why there is none.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +23,10 @@ from autoscaler.kube.backend import NamespaceScope, ScaleBackend
 from autoscaler.planning.plan import describe_metrics
 from autoscaler.policy import Reason
 from autoscaler.reasons import OutcomeReason, SyncReason
-from plumbing.cli import fail
-from plumbing.display import aligned
+from plumbing.cli import EXIT_USAGE, fail
+from plumbing.display import aligned, as_csv
 from plumbing.errors import ReportedError
+from plumbing.output import CSV, JSON, WIDE, add_output_arguments, document, failure_json
 from plumbing.prometheus.config import PrometheusConfig, single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
 
@@ -63,6 +65,9 @@ WHY: dict[OutcomeReason, str] = {
 }
 """The WHY column's phrase for every outcome reason (a test checks that none is missing)."""
 HEADER = ("RULE", "TARGET", "CURRENT", "DESIRED", "BOUNDS", "METRICS (value/target)", "WHY")
+WIDE_HEADER = (*HEADER[:-1], "REASON", "COMPLETE", "MESSAGE")
+CSV_FIELDS = ("rule", "kind", "namespace", "name", "current", "desired", "min", "max", "schedule", "reason",
+              "complete", "message")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -76,6 +81,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_cluster_arguments(p)
     add_namespaces_argument(p)
     add_assume_argument(p, "as `run --dry-run --assume-replicas` does")
+    add_output_arguments(p, what=": json and csv are docs/controller.md's shape")
     p.set_defaults(handler=main)
     return p
 
@@ -86,7 +92,7 @@ NO_CLUSTER_HINT = ("no cluster? --assume-replicas N assumes N replicas for every
 
 def main(args: argparse.Namespace) -> int:
     if args.assume_replicas and args.kubeconfig:
-        return fail(PROG, "--assume-replicas replaces the cluster: drop --kubeconfig, or drop "
+        return _failed(args, "--assume-replicas replaces the cluster: drop --kubeconfig, or drop "
                     "--assume-replicas")
     try:
         rules = load_rules(args.rules)
@@ -99,15 +105,22 @@ def main(args: argparse.Namespace) -> int:
 
             backend = load_api_client(args.kubeconfig)
     except RulesError as e:
-        return fail(PROG, f"invalid rules file:\n{e}")
+        return _failed(args, f"invalid rules file:\n{e}")
     except KubeConfigError as e:
-        return fail(PROG, f"{e}\n{NO_CLUSTER_HINT}")
+        return _failed(args, f"{e}\n{NO_CLUSTER_HINT}")
     except ReportedError as e:
-        return fail(PROG, str(e))
+        return _failed(args, str(e))
     outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=backend,
                       rules=rules, namespaces=args.namespaces)
-    print(render(outcomes))
+    print(rendered(outcomes, args.output, headers=not args.no_headers))
     return 0 if all(o.complete for o in outcomes) else 1
+
+
+def _failed(args: argparse.Namespace, message: str) -> int:
+    """One message on stderr, exit 2; under -o json also the failure document on stdout."""
+    if args.output == JSON:
+        print(failure_json(message, EXIT_USAGE), flush=True)
+    return fail(PROG, message)
 
 
 def gather(
@@ -145,15 +158,58 @@ def why(outcome: RuleOutcome) -> str:
     return f"{phrase} ({outcome.reason}): {outcome.message}"
 
 
-def render(outcomes: Sequence[RuleOutcome]) -> str:
+def render(outcomes: Sequence[RuleOutcome], headers: bool = True) -> str:
     rows = []
     for o in outcomes:
         target = str(o.rule.target)
         metrics = describe_metrics(o.rule, o.observations) if o.observations else "-"
-        low, high = o.bounds
-        bounds = f"{low}-{high}" + (" (schedule)" if o.schedule is not None else "")
-        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), bounds, metrics, why(o)))
-    return aligned(HEADER, rows)  # a message quoting a server or a label shows its control characters escaped
+        rows.append((o.rule.name, target, _num(o.current), _num(o.desired), _bounds(o), metrics, why(o)))
+    # a message quoting a server or a label shows its control characters escaped
+    return aligned(HEADER, rows, headers)
+
+
+def rendered(outcomes: Sequence[RuleOutcome], output: str, headers: bool = True) -> str:
+    """The outcomes in the `-o` format: the table, the wide table, the JSON document or CSV."""
+    if output == JSON:
+        return json.dumps(as_json(outcomes), indent=2)
+    if output == CSV:
+        return as_csv((_record(o) for o in outcomes), CSV_FIELDS, headers)
+    if output == WIDE:
+        rows = [(o.rule.name, str(o.rule.target), _num(o.current), _num(o.desired), _bounds(o),
+                 describe_metrics(o.rule, o.observations) if o.observations else "-", str(o.reason),
+                 "yes" if o.complete else "no", o.message) for o in outcomes]
+        return aligned(WIDE_HEADER, rows, headers)
+    return render(outcomes, headers)
+
+
+def _bounds(o: RuleOutcome) -> str:
+    low, high = o.bounds
+    return f"{low}-{high}" + (" (schedule)" if o.schedule is not None else "")
+
+
+def _record(o: RuleOutcome) -> dict[str, object]:
+    low, high = o.bounds
+    target = o.rule.target
+    return {"rule": o.rule.name, "kind": target.kind, "namespace": target.namespace, "name": target.name,
+            "current": o.current, "desired": o.desired, "min": low, "max": high,
+            "schedule": o.schedule is not None, "reason": str(o.reason), "complete": o.complete,
+            "message": o.message}
+
+
+def as_json(outcomes: Sequence[RuleOutcome]) -> dict[str, object]:
+    """`status -o json`: one entry per rule, in file order (docs/controller.md)."""
+    rules = []
+    for o in outcomes:
+        record = _record(o)
+        target = {"apiVersion": o.rule.target.api_version, "kind": record.pop("kind"),
+                  "namespace": record.pop("namespace"), "name": record.pop("name")}
+        specs = {m.name: m for m in o.rule.metrics}
+        metrics = [{"name": m.name, "value": m.value, "error": m.error,
+                    "target": specs[m.name].target if m.name in specs else None,
+                    "type": specs[m.name].type if m.name in specs else None} for m in o.observations]
+        rules.append({"rule": record.pop("rule"), "target": target, **record, "why": WHY[o.reason],
+                      "metrics": metrics})
+    return document(rules=rules)
 
 
 def _num(value: int | None) -> str:

@@ -46,6 +46,7 @@ from autoscaler.planning.tuning import (
 )
 from autoscaler.policy import MetricObservation, Rule
 from plumbing.cli import number
+from plumbing.output import JSON, TABLE, WIDE, add_output_arguments, document
 from plumbing.prometheus.config import PrometheusConfig, PrometheusConfigError, endpoint_names
 from plumbing.prometheus.range_query import RangeQueryError, RangeSeries, RangeSettings, query_range
 from plumbing.prometheus.session import EndpointSession
@@ -98,8 +99,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=None, metavar="MINUTES",
                         help="the overload budget the pick must meet over the whole range (default: the "
                              "current rule's own overloaded minutes)")
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON document")
-    add_prometheus_arguments(parser, default="http://localhost:9090")
+    add_output_arguments(parser, (TABLE, WIDE, JSON), headers=False, json_alias="deprecated",
+                         what=": wide lists every candidate, not only the Pareto front; json is one document "
+                              "(docs/rules.md)")
+    add_prometheus_arguments(parser)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None = None) -> int:
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
     setup = ReplaySetup(args.step, rule.min_replicas if first is None else first, startup.seconds)
     result = recommend(rule, history, setup, args.max_overloaded_minutes)
     diff = rules_diff(args.rules, rule, result.best.candidate.rule) if result.best else ""
-    if args.json:
+    if args.output == JSON:
         answer = as_json(rule, result, diff, start, end, args.step)
         answer["startup"] = {"seconds": startup.seconds, "source": startup.source}
         if slo is not None:
@@ -135,7 +138,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
         print(f"start-up {startup.seconds:g}s ({startup.source})", file=out)
         if slo is not None:
             print(slo["note"], file=out)
-        write_report(out, rule, result, diff, len(history), args.step)
+        write_report(out, rule, result, diff, len(history), args.step, every=args.output == WIDE)
     return 0
 
 
@@ -288,12 +291,15 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def write_report(out: TextIO, rule: Rule, result: Recommendation, diff: str, steps: int, step: float) -> None:
-    print(f"rule {rule.name}: {steps:,} syncs of {step:g}s replayed, {len(result.scores)} candidates; the "
-          "Pareto table (no candidate has both fewer GPU-hours and fewer overloaded minutes), * the pick:",
-          file=out)
+def write_report(out: TextIO, rule: Rule, result: Recommendation, diff: str, steps: int, step: float,
+                 every: bool = False) -> None:
+    """The table (`every`: of every candidate, else of the Pareto front), the held-out check, the pick."""
+    which = ("every candidate" if every else
+             "the Pareto table (no candidate has both fewer GPU-hours and fewer overloaded minutes)")
+    print(f"rule {rule.name}: {steps:,} syncs of {step:g}s replayed, {len(result.scores)} candidates; "
+          f"{which}, * the pick:", file=out)
     print(f"{'GPU-hours':>10} {'overloaded min':>15} {'changes':>8}  candidate", file=out)
-    front = pareto(result.scores)
+    front = list(result.scores) if every else pareto(result.scores)
     shown = front + [s for s in (result.current, result.best) if s is not None and s not in front]
     for s in sorted(shown, key=lambda s: (s.gpu_hours, s.overloaded_minutes)):
         mark = "*" if s is result.best else " "
@@ -327,7 +333,8 @@ def _score_json(s: Score) -> dict[str, object]:
 
 def as_json(rule: Rule, result: Recommendation, diff: str, start: float, end: float, step: float,
             ) -> dict[str, object]:
-    return {
+    """`tune -o json` (docs/rules.md)."""
+    return document(**{
         "rule": rule.name, "start": _iso(start), "end": _iso(end), "step_seconds": step,
         "current": _score_json(result.current),
         "candidates": [_score_json(s) for s in result.scores],
@@ -343,4 +350,4 @@ def as_json(rule: Rule, result: Recommendation, diff: str, start: float, end: fl
             "kept_current": result.held_out.kept_current,
         },
         "diff": diff,
-    }
+    })

@@ -14,6 +14,8 @@ from autoscaler.policy import MetricObservation, Rule, TargetRef
 from autoscaler.reasons import OutcomeReason, SyncReason
 
 log = logging.getLogger("autoscaler.controller.loop")  # the decision lines keep the controller's logger name
+DECISION = "decision"
+"""The attribute that marks a decision line's log record (`WithoutDecisionLines`)."""
 
 
 def ref_text(ref: TargetRef) -> str:
@@ -73,8 +75,16 @@ def log_decision(
         plan.reason,
         plan.message,
         describe_metrics(rule, observations),
-        extra={"fields": fields},
+        extra={"fields": fields, DECISION: True},
     )
+
+
+class WithoutDecisionLines(logging.Filter):
+    """Leaves out the INFO decision lines, for a terminal on which `run --assume-replicas` already prints each
+    decision on stdout: each decision shows once (a pipe or a file on stdout keeps both)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, DECISION, False)
 
 
 def log_abandoned(rule: Rule, plan: Plan, observations: tuple[MetricObservation, ...], why: str,

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
 from exporter.errors import ServeError
 from exporter.serving.exposition import Exposition, StateKey
-from exporter.serving.status_api import API_PREFIX, encode, refusal
+from exporter.serving.status_api import API_PREFIX, QUICKSTART_PATH, encode, refusal
 from plumbing.web import WebConfig
 from plumbing.web.server import (
     PLAIN,
@@ -49,7 +49,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HANDLER_TIMEOUT_SECONDS = 30.0
 """Idle keep-alive and request-body timeout; the request head has min(this, 10 s)."""
-_HOME = b"<html><body><h1>gpu-exporter</h1><a href='/metrics'>/metrics</a></body></html>\n"
+API_LINKS = ("/api/v1/gpus", QUICKSTART_PATH)
+"""The JSON API's entry points the home page links (each GPU's and trend pages are linked from there)."""
+
+
+def home_page(paths: Sequence[str]) -> bytes:
+    """The page at `/`: a link to each endpoint the server answers, so a browser finds them all."""
+    links = "".join(f"<li><a href='{path}'>{path}</a></li>" for path in paths)
+    return f"<html><body><h1>gpu-exporter</h1><ul>{links}</ul></body></html>\n".encode()
 
 
 class Readiness(Protocol):
@@ -82,10 +89,11 @@ class ExporterServer:
             "/metrics": Route(self._metrics),
             "/healthz": Route(lambda _: Answer(200, b"ok\n"), blocking=False, public=True),
             "/readyz": Route(self._readyz, blocking=False, public=True),
-            "/": Route(lambda _: Answer(200, _HOME, "text/html; charset=utf-8"), blocking=False),
         }
         if api is not None:
             routes[API_PREFIX] = Route(self._api_answer, any_method=True, prefix=True, refusals=_api_refusal)
+        home = home_page([path for path in routes if path != API_PREFIX] + list(API_LINKS if api else ()))
+        routes["/"] = Route(lambda _: Answer(200, home, "text/html; charset=utf-8"), blocking=False)
         settings = ServerSettings(idle_timeout=handler_timeout_seconds, body_timeout=handler_timeout_seconds,
                                   header_timeout=min(handler_timeout_seconds, 10.0), name="exporter-http",
                                   workers=2)  # scrapes share one NVML sweep; a second thread serves the API

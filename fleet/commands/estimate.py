@@ -53,6 +53,7 @@ from fleet.sizing.taskconfig import (
 from fleet.units import MAX_BYTES, format_bytes, parse_bytes, parse_count
 from plumbing.cli import bounded_int, bounded_number
 from plumbing.display import visible
+from plumbing.output import document
 
 HELP = "memory per GPU and GPU count to serve a model (weights, KV cache, activations, overhead)"
 EPILOG = f"""\
@@ -297,9 +298,9 @@ def render(work: Workload, rows: list[Row], memory: GpuMemory, output: str, head
     are a table, or `{"estimates": [...], "fits": ...}`."""
     if output == JSON:
         if len(rows) == 1:
-            return json.dumps(row_json(work, rows[0], memory), indent=2, allow_nan=False)
-        return json.dumps({"estimates": [row_json(work, r, memory) for r in rows],
-                           "fits": all(r.fits for r in rows)}, indent=2, allow_nan=False)
+            return json.dumps(document(**row_json(work, rows[0], memory)), indent=2, allow_nan=False)
+        return json.dumps(document(estimates=[row_json(work, r, memory) for r in rows],
+                                   fits=all(r.fits for r in rows)), indent=2, allow_nan=False)
     if output == CSV:
         records = []
         for r in rows:

@@ -25,6 +25,7 @@ from fleet.querying.polling import Stop, attempts
 from plumbing.cli import duration
 from plumbing.display import visible
 from plumbing.numbers import ascii_int
+from plumbing.output import document
 
 HELP = "every GPU of the cluster: utilization, memory, temperature, power, health, score, holder pods"
 DEFAULT_WATCH_SECONDS = 2.0
@@ -75,7 +76,7 @@ def answer(gpus: list[Gpu], args: argparse.Namespace, *, color: bool = False, no
            compact: bool = False) -> str | None:
     """What one look prints on stdout; None for no GPU in a format for people (`nothing_found` says so)."""
     if args.output == JSON and compact:
-        return json.dumps([as_json(g) for g in gpus], allow_nan=False)
+        return json.dumps(document(gpus=[as_json(g) for g in gpus]), allow_nan=False)
     if gpus or args.output == JSON:
         return formatted(gpus, args.output, headers=not args.no_headers, color=color, now=now)
     return None

@@ -36,6 +36,7 @@ from fleet.querying.connection import connect
 from fleet.units import parse_bytes
 from plumbing.display import shell_word, visible
 from plumbing.numbers import ascii_int
+from plumbing.output import document
 
 EPILOG = f"{ELIGIBILITY}\n\n{EXIT_CODES}"
 """The end of the `--help` of the commands that choose GPUs: who is eligible, then the exit statuses."""
@@ -123,8 +124,8 @@ def report(selection: Selection, output: str, headers: bool = True) -> str:
     where = placement(selection)
     if output == JSON:
         one_node = len({g.node for g in selection.chosen}) == 1
-        return json.dumps({"gpus": [as_json(g) for g in selection.chosen], **where,
-                           "docker": docker_argument(selection) if one_node else None},
+        return json.dumps(document(gpus=[as_json(g) for g in selection.chosen], **where,
+                                   docker=docker_argument(selection) if one_node else None),
                           indent=2, allow_nan=False)
     if output == DOCKER:
         return docker_argument(selection) or ""

@@ -15,6 +15,7 @@ from fleet.output import CSV, JSON, WIDE, aligned, as_csv, whole
 from fleet.placing.inventory import Gpu
 from fleet.units import GIB
 from plumbing.numbers import ascii_int
+from plumbing.output import document
 
 HEADER = ("NODE", "GPU", "MODEL", "UTIL", "MEMORY USED/TOTAL", "TEMP", "POWER", "HEALTH", "SCORE", "HOLDERS")
 WIDE_HEADER = ("NODE", "GPU", "UUID", "MODEL", "UTIL", "MEMORY USED/TOTAL", "FREE", "TEMP", "POWER", "HEALTH",
@@ -117,9 +118,9 @@ def _csv_record(gpu: Gpu) -> dict[str, object]:
 
 def formatted(gpus: Sequence[Gpu], output: str, *, headers: bool = True, color: bool = False,
               now: float | None = None) -> str:
-    """The GPUs in `-o output`: table, wide, json (a list) or csv."""
+    """The GPUs in `-o output`: table, wide, json (`{"schemaVersion": 1, "gpus": [...]}`) or csv."""
     if output == JSON:
-        return json.dumps([as_json(g) for g in gpus], indent=2, allow_nan=False)
+        return json.dumps(document(gpus=[as_json(g) for g in gpus]), indent=2, allow_nan=False)
     if output == CSV:
         return as_csv([_csv_record(g) for g in gpus], CSV_FIELDS, headers)
     return render(gpus, wide=output == WIDE, headers=headers, color=color, now=now)

@@ -10,7 +10,6 @@ works for `gpu-autoscaler check` works here.
 from __future__ import annotations
 
 import argparse
-import os
 
 from fleet.errors import UsageError
 from fleet.querying.prom import MAX_BODY_BYTES, FleetPrometheus
@@ -18,14 +17,14 @@ from plumbing.cli import duration
 from plumbing.deadline import Cancel
 from plumbing.errors import ReportedError
 from plumbing.prometheus.config import DEFAULT_ENDPOINT, Endpoint
-from plumbing.prometheus.flags import DEFAULT_PROMETHEUS, add_prometheus_arguments, prometheus_config
+from plumbing.prometheus.flags import add_prometheus_arguments, prometheus_config
 
 DEFAULT_QUERY_TIMEOUT = 10.0
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     """`--prometheus URL` | `--prometheus-config FILE`, `--endpoint NAME`, `--query-timeout DURATION`."""
-    add_prometheus_arguments(parser, default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS))
+    add_prometheus_arguments(parser)
     parser.add_argument("--endpoint", metavar="NAME",
                         help="which endpoint of --prometheus-config to query (default: 'default', or the "
                         "file's only endpoint)")

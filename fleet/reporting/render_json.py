@@ -10,6 +10,7 @@ import json
 from fleet.output import as_csv
 from fleet.reporting.usage import Report
 from plumbing.numbers import ascii_int
+from plumbing.output import SCHEMA_VERSION
 
 CSV_FIELDS = ("table", "name", "gpu_hours", "busy_gpu_hours", "utilization", "idle_gpu_hours",
               "allocated_idle_gpu_hours", "energy_kwh", "gpu_cost", "energy_cost")
@@ -22,7 +23,7 @@ def render_json(report: Report) -> str:
     for table in ("allocated_idle", "incidents", "xids"):
         for row in document[table]:
             row["gpu"] = ascii_int(row["gpu"])
-    return json.dumps(document, indent=2, allow_nan=False) + "\n"
+    return json.dumps({"schemaVersion": SCHEMA_VERSION, **document}, indent=2, allow_nan=False) + "\n"
 
 
 def render_csv(report: Report, headers: bool = True) -> str:

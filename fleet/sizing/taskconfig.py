@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fleet.errors import UsageError
-from plumbing.files import read_regular
+from plumbing.files import NOT_FOUND, read_regular
 from plumbing.numbers import ascii_int
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
@@ -84,6 +84,8 @@ def read_task_config(path: str) -> TaskConfig:
     try:
         raw = read_regular(path, MAX_FILE_BYTES)  # a FIFO, /dev/zero or a sparse 4 GiB file: refused unread
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError):  # `FILE: not found`, as every tool says it
+            raise UsageError(f"{path}: {NOT_FOUND} (--task-config)") from exc
         raise UsageError(f"{where}: cannot read it: {exc.strerror or type(exc).__name__}") from exc
     if len(raw) > MAX_FILE_BYTES:
         raise UsageError(f"{where}: larger than {MAX_FILE_BYTES:,} bytes")

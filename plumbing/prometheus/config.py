@@ -48,8 +48,9 @@ class PrometheusConfigError(PrometheusClientError):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) if p.line else f"{p.file}: {p.field}: {p.message}"
-                                   for p in self.problems))
+        lines = (str(p) if p.line or p.field == "file" else f"{p.file}: {p.field}: {p.message}"
+                 for p in self.problems)
+        super().__init__("\n".join(lines))
 
 
 @dataclass(frozen=True)

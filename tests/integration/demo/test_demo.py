@@ -76,7 +76,7 @@ def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
     assert replay.returncode == 0, replay.stderr
     replayed = list(csv.DictReader(replay.stdout.splitlines()))
     assert [r["t"] for r in replayed] == [r["t"] for r in rows]
-    assert max(int(r["replicas"]) for r in replayed) >= 6  # the same peak needs the same replicas
+    assert max(int(r["desired"]) for r in replayed) >= 6  # the same peak needs the same replicas
     assert len(rows) >= 30  # about one sync per second for 40 s
     desired = [int(r["desired"]) for r in rows if r["desired"]]
     assert max(desired) >= 6, desired  # the day's peak and its bursts need 6+ replicas

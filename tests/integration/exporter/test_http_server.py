@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import socket
 import threading
 
@@ -90,6 +91,15 @@ def test_health_and_readiness(start_exporter: StartExporter) -> None:
     assert get(base + "/healthz")[:2] == (200, b"ok\n")
     assert get(base + "/readyz")[:2] == (200, b"ready: nvml up\n")
     assert get(base + "/nope")[0] == 404
+
+
+def test_the_home_page_links_every_endpoint_and_each_link_answers(start_exporter: StartExporter) -> None:
+    base, _, _ = start_exporter(gpus=1)
+    status, body, headers = get(base + "/")
+    links = re.findall(r"href='([^']+)'", body.decode())
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert {"/metrics", "/healthz", "/readyz", "/api/v1/gpus", "/api/gpu/status"} <= set(links)
+    assert all(get(base + link)[0] == 200 for link in links), links
 
 
 def test_without_nvml_library_serves_nvml_up_zero_and_stays_alive(start_exporter: StartExporter) -> None:

@@ -43,7 +43,7 @@ def test_utilization_and_memory_read_the_same_in_metrics_api_and_status_json(
     api = json.loads(body)
     config = ExporterConfig(pod_resources=PodResourcesConfig(socket=str(tmp_path / "absent.sock")))
     assert run_status(SimulatedNvml(parse_sim_config(FLEET, "fleet.yaml"), pcie_latency_seconds=0.0), "n1",
-                      config, as_json=True, prog="gpu-exporter") == 0
+                      config, output="json", prog="gpu-exporter") == 0
     cli = json.loads(capsys.readouterr().out)["gpus"][0]
 
     ratio = metrics["gpu_utilization_ratio"]

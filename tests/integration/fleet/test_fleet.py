@@ -35,7 +35,9 @@ def test_status_shows_every_gpu_of_every_node_and_the_dead_one_as_stale(cluster:
 
 def test_the_ranking_score_is_0_for_critical_and_stale_gpus(cluster: Cluster) -> None:
     result = cluster.fleet("status", "-o", "json", "--sort", "score")
-    gpus = json.loads(result.stdout)
+    document = json.loads(result.stdout)
+    assert document["schemaVersion"] == 1
+    gpus = document["gpus"]
     critical, stale = gpus[-2:]  # both idle H100s: the exporter's score is the best, the ranking's 0
     assert (critical["uuid"], critical["health"], critical["score"]) == (uuid("node-b", 1), "critical", 0.0)
     assert critical["availability_score"] > 0.9
@@ -48,14 +50,14 @@ def test_the_ranking_score_is_0_for_critical_and_stale_gpus(cluster: Cluster) ->
 def test_status_json_filters_and_sorts(cluster: Cluster) -> None:
     result = cluster.fleet("status", "-o", "json", "--node", "node-a", "--sort", "score")
     assert result.returncode == 0, result.stderr
-    gpus = json.loads(result.stdout)
+    gpus = json.loads(result.stdout)["gpus"]
     assert [g["uuid"] for g in gpus] == [uuid("node-a", 0), uuid("node-a", 2), uuid("node-a", 1)]
     assert gpus[0]["holders"] == [{"namespace": "ml", "pod": "trainer-0", "container": "main",
                                    "resource": "nvidia.com/gpu"}]
     assert all(isinstance(g["memory_total_bytes"], int) and g["memory_total_bytes"] > 0
                and 0 <= g["availability_score"] <= 1 for g in gpus)
     held = cluster.fleet("status", "--json", "--namespace", "ml")  # --json: the old name of -o json
-    assert [g["uuid"] for g in json.loads(held.stdout)] == [uuid("node-a", 0)]
+    assert [g["uuid"] for g in json.loads(held.stdout)["gpus"]] == [uuid("node-a", 0)]
     none = cluster.fleet("status", "--node", "node-z")
     assert none.returncode == 1 and none.stdout == ""  # the message is on stderr
     assert none.stderr.startswith("no GPU found for --node node-z")
@@ -87,7 +89,8 @@ def test_status_watch_prints_a_json_line_per_look_until_sigterm(cluster: Cluster
 
     def two_looks(proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        looks.extend(json.loads(proc.stdout.readline()) for _ in range(2))  # a pipe: one plain line per look
+        # a pipe: one plain line per look
+        looks.extend(json.loads(proc.stdout.readline())["gpus"] for _ in range(2))
 
     code, _, _ = terminated(cluster, "status", "--watch", "0.2", "-o", "json", "--node", "node-b",
                             ready=two_looks)

@@ -65,7 +65,7 @@ def test_a_task_config_is_one_row_per_combination(tmp_path: Path) -> None:
 def test_json_on_failure_too() -> None:
     code, out, err = run("estimate", "--params", "70B", "--tp", "3", "-o", "json", *FLAT)
     message = "--tp 3: the 64 attention heads are not divisible by it"
-    assert code == 2 and json.loads(out) == {"error": message, "exit_code": 2}
+    assert code == 2 and json.loads(out) == {"schemaVersion": 1, "error": message, "exit_code": 2}
     assert err == f"gpu-fleet estimate: {message}\n"
     code, out, err = run("status", "-o", "json", "--sort", "x")  # refused by argparse
     assert code == 2 and "--sort" in json.loads(out)["error"] and json.loads(out)["exit_code"] == 2

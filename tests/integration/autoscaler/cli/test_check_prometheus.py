@@ -4,6 +4,7 @@ once, every kind of problem."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -57,6 +58,21 @@ def test_good_queries_report_their_value(prometheus: ManagedProcess, tmp_path: P
         "rules.yaml:10: rules[0].metrics[4].query: ok: svc/again = 1 (target 1, Average)",
         f"rules.yaml: OK: 1 rule(s), 5 metric(s), every query returned one value from {prometheus.url}",
     ]
+
+
+def test_json_has_the_answers_and_problems_and_prometheus_url_is_read(
+        prometheus: ManagedProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o json` with the URL from $PROMETHEUS_URL alone: every query was sent there."""
+    (tmp_path / "rules.yaml").write_text(rules_with(("one", "vector(1)"), ("none", "absent(up)")))
+    monkeypatch.setenv("PROMETHEUS_URL", prometheus.url)
+    with contextlib.chdir(tmp_path):
+        result = run_captured([CLI, "check", "--rules", "rules.yaml", "-o", "json"])
+    document = json.loads(result.stdout)
+    assert result.returncode == 2 and document["schemaVersion"] == 1 and document["ok"] is False
+    assert (document["rules"], document["metrics"], document["endpoints"]) == (1, 2, [prometheus.url])
+    assert document["answered"] == [{"file": "rules.yaml", "line": 6, "field": "rules[0].metrics[0].query",
+                                     "message": "svc/one = 1 (target 1, Average)"}]
+    assert [(p["line"], p["field"]) for p in document["problems"]] == [(7, "rules[0].metrics[1].query")]
 
 
 def test_every_bad_query_is_a_problem_with_its_line(prometheus: ManagedProcess, tmp_path: Path) -> None:

@@ -3,7 +3,9 @@ one decision line per rule per sync on stdout, --once and SIGTERM, and the refus
 
 from __future__ import annotations
 
+import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -64,6 +66,33 @@ def test_once_prints_one_line_per_rule(tmp_path: Path, prom: Prom, rules: Path) 
     assert " a: 2 -> 4 DesiredWithinRange | util=160 (target 80) | " in a
     assert " b: 1 -> 2 DesiredWithinRange | load=10 (target 5/replica) | " in b
     assert "Traceback" not in done.stderr
+
+
+def test_on_a_terminal_each_decision_shows_once(tmp_path: Path, prom: Prom, rules: Path) -> None:
+    """stdout and stderr on one terminal (a pty: the boundary under test): the printed decision line, not
+    also the INFO log line of the same decision; a pipe keeps the log line on stderr."""
+    argv = [*CLI, "--rules", str(rules), "--prometheus", prom.url, "--dry-run", "--once",
+            "--metrics-port", "0", "--assume-replicas", "2"]
+    leader, follower = pty.openpty()
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower,
+                          env=no_cluster_env(tmp_path)) as proc:
+        os.close(follower)
+        screen = b""
+        while True:  # until the process closes the terminal (EIO on Linux), bounded by its own --once
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            screen += chunk
+        assert proc.wait(timeout=60) == 0, screen
+    os.close(leader)
+    lines = screen.decode().splitlines()
+    assert len([line for line in lines if " a: 2 -> 4 " in line or "rule a: " in line]) == 1, lines
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=no_cluster_env(tmp_path),
+                           check=False)
+    assert " a: 2 -> 4 " in piped.stdout and "rule a: would scale" in piped.stderr, piped.stderr
 
 
 COUNTING_OPENS = """\
@@ -174,6 +203,11 @@ def test_status_runs_against_assumed_replicas(tmp_path: Path, prom: Prom, rules:
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[1:]]
     assert [(r[0], r[2], r[3]) for r in rows] == [("a", "2", "4"), ("b", "1", "2")], done.stdout
+    as_json = cli("status", "--rules", str(rules), "--assume-replicas", "2", "--assume-replicas", "b=1",
+                  "-o", "json", env={**no_cluster_env(tmp_path), "PROMETHEUS_URL": prom.url})
+    assert as_json.returncode == 0, as_json.stderr
+    assert [(r["rule"], r["current"], r["desired"]) for r in json.loads(as_json.stdout)["rules"]] == [
+        ("a", 2, 4), ("b", 1, 2)]
     refused = cli("status", "--rules", str(rules), "--prometheus", prom.url, "--assume-replicas", "2",
                   "--kubeconfig", "k", env=no_cluster_env(tmp_path))
     assert refused.returncode == 2 and "drop --kubeconfig" in refused.stderr

@@ -50,9 +50,10 @@ def tune(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
 def test_a_slow_scale_down_gets_a_cheaper_recommendation(tune: Tune,
                                                          backfilled_prometheus: BackfilledPrometheus) -> None:
     result = tune(EMBED_RULES, "--since", "3d", "--step", "5m", "--prometheus",
-                  backfilled_prometheus.url, "--json")
-    assert result.returncode == 0, result.stderr
+                  backfilled_prometheus.url, "-o", "json")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
     answer = json.loads(result.stdout)
+    assert answer["schemaVersion"] == 1
     assert answer["current_is_best"] is False
     best, current = answer["recommended"], answer["current"]
     assert best["gpu_hours"] < current["gpu_hours"]
@@ -91,6 +92,15 @@ def test_the_table_and_the_diff(tune: Tune, backfilled_prometheus: BackfilledPro
     assert "GPU-hours  overloaded min  changes  candidate" in result.stdout
     assert "recommended: " in result.stdout
     assert "--- rules.yaml (rule embed, current)" in result.stdout
+    wide = tune(EMBED_RULES, "--since", "2d", "--step", "5m", "--prometheus", backfilled_prometheus.url,
+                "-o", "wide")
+    rows = [line for line in wide.stdout.splitlines() if line[:10].strip().replace(".", "").isdigit()]
+    table_rows = [line for line in result.stdout.splitlines() if line[:10].strip().replace(".", "").isdigit()]
+    assert wide.returncode == 0 and "every candidate" in wide.stdout and len(rows) > len(table_rows)
+    old = tune(EMBED_RULES, "--since", "2d", "--step", "5m", "--prometheus", backfilled_prometheus.url,
+               "--json")  # the old flag: the same document, and a line on stderr saying what to write
+    assert old.returncode == 0 and json.loads(old.stdout)["schemaVersion"] == 1
+    assert old.stderr == "gpu-autoscaler tune: --json is deprecated: use -o json\n"
 
 
 def test_a_fast_rule_is_already_best(tune: Tune, backfilled_prometheus: BackfilledPrometheus) -> None:

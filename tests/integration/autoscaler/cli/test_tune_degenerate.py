@@ -7,6 +7,7 @@ is the control: it gets a table and exit 0."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import urllib.parse
 from collections.abc import Callable
@@ -81,10 +82,12 @@ def test_one_sample_in_121_steps_is_too_little(tmp_path: Path) -> None:
     result = tune(tmp_path, one, "--since", "10h")
     assert result.returncode == 2 and result.stdout == "", result.stdout
     assert "too little history to recommend from: samples at 1 of 121 steps (1 %)" in result.stderr
-    result = tune(tmp_path, lambda start, end, step: [f'[{start}, "12"]'], "--json")
-    assert result.returncode == 2 and result.stdout == ""
-    assert "samples at 1 of 289 steps (0 %), the first 24.0 h before the end" in result.stderr
-    assert "wait until the rule's metrics have a day of samples" in result.stderr
+    result = tune(tmp_path, lambda start, end, step: [f'[{start}, "12"]'], "-o", "json")
+    assert result.returncode == 2
+    error = json.loads(result.stdout)  # under -o json the refusal is a document too, and a line on stderr
+    assert error["exit_code"] == 2 and error["error"] in result.stderr
+    assert "samples at 1 of 289 steps (0 %), the first 24.0 h before the end" in error["error"]
+    assert "wait until the rule's metrics have a day of samples" in error["error"]
 
 
 def test_half_the_steps_is_enough(tmp_path: Path) -> None:

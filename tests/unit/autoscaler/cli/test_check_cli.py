@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.measure import Run
@@ -11,6 +12,20 @@ def test_valid_file(cli: Run, two_rules_file: Path) -> None:
     result = cli("check", str(two_rules_file))
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == f"{two_rules_file}: OK: 2 rule(s), 3 metric(s)\n"
+
+
+def test_json_of_a_valid_and_an_invalid_file(cli: Run, two_rules_file: Path, tmp_path: Path) -> None:
+    result = cli("check", "--rules", str(two_rules_file), "-o", "json")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert json.loads(result.stdout) == {"schemaVersion": 1, "file": str(two_rules_file), "ok": True,
+                                         "rules": 2, "metrics": 3, "endpoints": [], "answered": [],
+                                         "problems": []}
+    (tmp_path / "bad.yaml").write_text("rules:\n  - name: a\n    maxReplicas: x\n")
+    result = cli("check", "--rules", "bad.yaml", "-o", "json")
+    document = json.loads(result.stdout)
+    assert result.returncode == 2 and document["ok"] is False and document["rules"] is None
+    assert document["problems"] and all(p["file"] == "bad.yaml" and p["line"] >= 1
+                                        for p in document["problems"])
 
 
 def test_every_problem_printed_then_exit_2(cli: Run, tmp_path: Path) -> None:
@@ -40,7 +55,7 @@ def test_missing_file(cli: Run) -> None:
     assert result.returncode == 2
     assert (
         result.stdout.splitlines()[0]
-        == "absent.yaml:0: file: cannot read the rules file: No such file or directory"
+        == "absent.yaml: not found"
     )
 
 

@@ -3,7 +3,7 @@ the runner in tests/unit/plumbing/prometheus/test_runner_http.py)."""
 
 from __future__ import annotations
 
-from autoscaler.cli.check import check_queries, unknown_endpoints
+from autoscaler.cli.check import Answered, check_queries, unknown_endpoints
 from autoscaler.config.rules import parse_rules
 from plumbing.prometheus.config import PrometheusConfig, endpoint_from_url
 from plumbing.prometheus.runner import QueryResult
@@ -31,10 +31,10 @@ def test_problems_keep_their_lines_and_results_follow_the_rules_endpoint() -> No
         ("default", "broken"): QueryResult(None, "NoSeries", "query returned no series"),
         ("mimir", "shared"): QueryResult(7.0),
     }
-    reported: list[str] = []
+    reported: list[Answered] = []
     problems = check_queries(parse_rules(TEXT, "r.yaml"), results, reported.append)
     assert [str(p) for p in problems] == ["r.yaml:7: rules[0].metrics[1].query: query returned no series"]
-    assert reported == [
+    assert [str(a) for a in reported] == [
         "r.yaml:6: rules[0].metrics[0].query: ok: a/u = 0.5 (target 1, Average)",
         "r.yaml:13: rules[1].metrics[0].query: ok: b/u = 7 (target 1, Average)",
     ]

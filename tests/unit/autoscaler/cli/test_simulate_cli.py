@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,8 @@ def test_replays_and_applies_each_sync(cli: Run, rules_file: Path, tmp_path: Pat
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     rows = output_rows(result.stdout)
-    assert result.stdout.splitlines()[0] == "t,replicas,desired,reason"
-    assert [(r["t"], r["replicas"], r["desired"], r["reason"]) for r in rows] == [
+    assert result.stdout.splitlines()[0] == "t,desired,proposed,reason"
+    assert [(r["t"], r["desired"], r["proposed"], r["reason"]) for r in rows] == [
         ("0", "3", "3", "DesiredWithinRange"),  # starts at minReplicas 2; util 90/80 -> ceil(2.25)
         ("15", "6", "6", "DesiredWithinRange"),  # util 2 * 3 = 6 (queue failed, but this is a scale-up)
         ("30", "6", "", "MetricsFailed"),
@@ -42,7 +43,7 @@ def test_start_replicas_flag_and_out_of_bounds_correction(cli: Run, rules_file: 
     trace = write(tmp_path, "trace.csv", HEADER + "0,80,\n15,80,\n")
     result = cli("simulate", str(rules_file), trace, "--replicas", "14")
     assert result.returncode == 0, result.stderr
-    assert [(r["replicas"], r["reason"]) for r in output_rows(result.stdout)] == [
+    assert [(r["desired"], r["reason"]) for r in output_rows(result.stdout)] == [
         ("10", "AboveMaxReplicas"),
         ("10", "WithinTolerance"),
     ]
@@ -53,7 +54,7 @@ def test_target_at_zero_is_held_as_the_controller_does(cli: Run, rules_file: Pat
     result = cli("simulate", str(rules_file), trace, "--replicas", "0")
     assert result.returncode == 0, result.stderr
     # minReplicas 2 > 0: the controller (as the HPA) leaves a target scaled to zero alone, so simulate does
-    assert [(r["replicas"], r["desired"], r["reason"]) for r in output_rows(result.stdout)] == [
+    assert [(r["desired"], r["proposed"], r["reason"]) for r in output_rows(result.stdout)] == [
         ("0", "", "ScalingDisabled"),
         ("0", "", "ScalingDisabled"),
     ]
@@ -63,14 +64,14 @@ def test_trace_with_a_byte_order_mark(cli: Run, rules_file: Path, tmp_path: Path
     (tmp_path / "excel.csv").write_bytes(("\ufeff" + HEADER + "0,90,100\r\n").encode("utf-8"))
     result = cli("simulate", str(rules_file), str(tmp_path / "excel.csv"))
     assert result.returncode == 0, result.stderr
-    assert [(r["t"], r["replicas"]) for r in output_rows(result.stdout)] == [("0", "3")]
+    assert [(r["t"], r["desired"]) for r in output_rows(result.stdout)] == [("0", "3")]
 
 
 def test_rule_flag_selects_among_several(cli: Run, two_rules_file: Path, tmp_path: Path) -> None:
     trace = write(tmp_path, "t.csv", "t,util\n0,1.6\n")
     result = cli("simulate", str(two_rules_file), trace, "--rule", "reranker")
     assert result.returncode == 0, result.stderr
-    assert output_rows(result.stdout)[0]["replicas"] == "2"
+    assert output_rows(result.stdout)[0]["desired"] == "2"
 
 
 BAD_TRACES = [
@@ -124,7 +125,7 @@ def test_missing_trace_file(cli: Run, rules_file: Path) -> None:
     result = cli("simulate", str(rules_file), "nope.csv")
     assert (result.returncode, result.stderr) == (
         2,
-        "nope.csv:0: file: cannot read the trace: No such file or directory\n",
+        "nope.csv: not found\n",
     )
 
 
@@ -199,7 +200,7 @@ def test_capacity_column_and_scale_to_zero(cli: Run, tmp_path: Path) -> None:
                   "75,0,0\n105,0,0\n120,0,0\n135,0,0\n")  # idle after the last activity at t=60
     result = cli("simulate", rules, trace)
     assert result.returncode == 0, result.stderr
-    assert [(r["t"], r["replicas"], r["reason"]) for r in output_rows(result.stdout)] == [
+    assert [(r["t"], r["desired"], r["reason"]) for r in output_rows(result.stdout)] == [
         ("0", "0", "Idle"),
         ("15", "1", "Activated"),
         ("30", "3", "CapacityLimited"),
@@ -270,3 +271,22 @@ def test_a_trace_value_that_parses_to_infinity_names_file_line_and_column(cli: R
     result = cli("simulate", str(rules_file), trace)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("trace.csv:3: queue: expected a finite number"), result.stderr
+
+
+def test_every_output_format_carries_the_same_rows(cli: Run, rules_file: Path, tmp_path: Path) -> None:
+    trace = write(tmp_path, "trace.csv", HEADER + "0,90,100\n15,160,\n30,,\n45,20,10\n")
+    as_csv = output_rows(cli("simulate", "--rules", str(rules_file), trace).stdout)
+    expected = [(float(r["t"]), int(r["desired"]), int(r["proposed"]) if r["proposed"] else None, r["reason"])
+                for r in as_csv]
+    document = json.loads(cli("simulate", "--rules", str(rules_file), trace, "-o", "json").stdout)
+    assert document["schemaVersion"] == 1 and document["rule"] == "embedding-service"
+    assert [(r["t"], r["desired"], r["proposed"], r["reason"]) for r in document["rows"]] == expected
+    table = cli("simulate", "--rules", str(rules_file), trace, "-o", "table").stdout.splitlines()
+    assert table[0].split() == ["T", "DESIRED", "PROPOSED", "REASON"]
+    assert [line.split() for line in table[1:]] == [
+        [r["t"], r["desired"], r["proposed"] or "-", r["reason"]] for r in as_csv]
+    wide = cli("simulate", "--rules", str(rules_file), trace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split() == ["T", "GPU_UTILIZATION", "QUEUE", "DESIRED", "PROPOSED", "REASON"]
+    assert wide[2].split()[:3] == ["15", "160", "-"]  # a failed query: no value
+    bare = cli("simulate", "--rules", str(rules_file), trace, "--no-headers").stdout
+    assert bare.splitlines() == cli("simulate", "--rules", str(rules_file), trace).stdout.splitlines()[1:]

@@ -352,7 +352,7 @@ def test_problem_string_format() -> None:
 
 
 def test_unreadable_file_is_a_rules_error(tmp_path: Path) -> None:
-    with pytest.raises(RulesError, match=r"missing\.yaml:0: file: cannot read the rules file: No such file"):
+    with pytest.raises(RulesError, match=r"/missing\.yaml: not found$"):
         load_rules(tmp_path / "missing.yaml")
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(RulesError, match=r"bin\.yaml:1: file: not UTF-8 text \(byte 0xff at offset 0\)"):

@@ -198,7 +198,7 @@ def test_simulate_start_applies_schedules(cli: Run, tmp_path: Path, start: str |
     result = cli("simulate", "--rules", "rules.yaml", "trace.csv", *(["--start", start] if start else []))
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert [r["replicas"] for r in rows] == replicas
+    assert [r["desired"] for r in rows] == replicas
     if start and replicas[1] == "4":
         assert [r["reason"] for r in rows] == ["WithinTolerance", "BelowMinReplicas", "TooFewReplicas"]
 

@@ -6,7 +6,7 @@ import json
 import logging
 
 from autoscaler.cli.run import RunOptions
-from autoscaler.cli.status import render
+from autoscaler.cli.status import CSV_FIELDS, render, rendered
 from autoscaler.config.schedules import ScheduleBounds
 from autoscaler.controller.logfmt import JsonFormatter
 from autoscaler.controller.loop import RuleOutcome
@@ -30,9 +30,9 @@ def test_json_formatter_puts_decision_fields_at_top_level() -> None:
     assert line["time"].endswith("+00:00")
 
 
-def test_status_table() -> None:
+def _two_outcomes() -> list[RuleOutcome]:
     rules = ruleset(rule("embed"), rule("kg"))
-    outcomes = [
+    return [
         RuleOutcome(
             rule=rules.get("embed"),
             current=3,
@@ -52,6 +52,10 @@ def test_status_table() -> None:
             error="not found",
         ),
     ]
+
+
+def test_status_table() -> None:
+    outcomes = _two_outcomes()
     lines = render(outcomes).splitlines()
     assert lines[0].split()[:4] == ["RULE", "TARGET", "CURRENT", "DESIRED"]
     assert lines[1].split()[:6] == ["embed", "Deployment/ml/embed", "3", "5", "1-10", "util=95"]
@@ -93,3 +97,28 @@ def test_status_table_shows_a_servers_escapes_inert() -> None:
     lines = render([outcome]).splitlines()
     assert len(lines) == 2 and "\x1b" not in lines[1] and "\u009b" not in lines[1]
     assert '"x\\x1b]0;owned\\x07\\x0a\\u009b2J" not found' in lines[1]
+
+
+def test_status_json_is_one_document_of_every_rule() -> None:
+    document = json.loads(rendered(_two_outcomes(), "json"))
+    assert document["schemaVersion"] == 1
+    embed, kg = document["rules"]
+    assert embed == {
+        "rule": "embed", "target": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "ml",
+                                    "name": "embed"},
+        "current": 3, "desired": 5, "min": 1, "max": 10, "schedule": False, "reason": "ScaleUpLimit",
+        "complete": True, "message": "scale up 3 -> 5 limited by policy Pods 2/60s", "why": "rate-limited",
+        "metrics": [{"name": "util", "value": 95.0, "error": None, "target": 80.0, "type": "Average"}]}
+    assert (kg["current"], kg["desired"], kg["complete"]) == (None, None, False)
+    assert kg["metrics"][0]["value"] is None and kg["metrics"][0]["error"].startswith("NoSeries")
+
+
+def test_status_csv_and_wide_carry_the_same_rows() -> None:
+    lines = rendered(_two_outcomes(), "csv").splitlines()
+    assert lines[0] == ",".join(CSV_FIELDS)
+    assert lines[1].startswith("embed,Deployment,ml,embed,3,5,1,10,False,ScaleUpLimit,True,")
+    assert lines[2].startswith("kg,Deployment,ml,kg,,,1,10,False,FailedGetScale,False,")
+    assert rendered(_two_outcomes(), "csv", headers=False).splitlines() == lines[1:]
+    wide = rendered(_two_outcomes(), "wide").splitlines()
+    assert wide[0].split()[-3:] == ["REASON", "COMPLETE", "MESSAGE"]
+    assert wide[1].split()[8:10] == ["ScaleUpLimit", "yes"]

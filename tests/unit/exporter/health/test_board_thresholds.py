@@ -90,7 +90,7 @@ def test_status_of_a_simulated_h100_at_80c(tmp_path: Path, capsys: pytest.Captur
     sim.write_text(HOT_H100)
     config = tmp_path / "exporter.yaml"
     config.write_text(f"pod_resources: {{socket: {tmp_path / 'absent.sock'}}}\n")
-    assert main(["status", "--simulate-config", str(sim), "--config", str(config), "--json", *flags]) == 0
+    assert main(["status", "--simulate-config", str(sim), "--config", str(config), "-o", "json", *flags]) == 0
     gpu = json.loads(capsys.readouterr().out)["gpus"][0]
     assert (gpu["temperature_celsius"], gpu["state"], gpu["state_reason"]) == (80, state, reason)
     assert not {"sw_thermal", "hw_thermal"} & set(gpu["clocks_event_reasons"])
