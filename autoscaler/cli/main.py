@@ -1,10 +1,9 @@
 """`gpu-autoscaler` command line: one small registry of subcommands, each living in its own module.
 
-To add a subcommand, add one entry to SUBCOMMANDS naming a module that defines either
-`add_arguments(parser: argparse.ArgumentParser) -> None` and `run(args: argparse.Namespace) -> int`, or
-`add_parser(subparsers) -> ArgumentParser` (registering itself under its name, optionally with
-`set_defaults(handler=...)`) and `main(args) -> int`. Only the module of the subcommand being run is imported,
-so `check` never pays for the Kubernetes client.
+To add a subcommand, add one entry to SUBCOMMANDS naming a module that defines the three names every
+subcommand of the three CLIs exposes (gpu-fleet's too): `HELP: str` (one line, the same as its entry here),
+`add_arguments(parser: argparse.ArgumentParser) -> None` and `run(args: argparse.Namespace) -> int`. Only the
+module of the subcommand being run is imported, so `check` never pays for the Kubernetes client.
 Every ReportedError (ours, or the Prometheus client's) becomes its message on stderr and exit status 2, never
 a traceback.
 """
@@ -29,20 +28,20 @@ PROG = "gpu-autoscaler"
 
 @dataclass(frozen=True)
 class Subcommand:
-    """A subcommand: its one-line help and the module holding its arguments and handler (see above)."""
+    """A subcommand: its one-line help (listed without importing the module) and the module (see above)."""
 
     help: str
     module: str
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
-    "check": Subcommand("validate a rules file; with a Prometheus also run every query once",
-                        "autoscaler.cli.check"),
-    "simulate": Subcommand("replay a metric trace (CSV) through a rule: the replica count after each sync",
-                           "autoscaler.cli.simulate"),
-    "tune": Subcommand("replay a rule's metric history with candidate behaviors and targets; recommend one",
-                       "autoscaler.cli.tune"),
-    "run": Subcommand("run the controller: query Prometheus, decide, patch the targets' scale",
+    "check": Subcommand("validate a rules file; with --prometheus (or $PROMETHEUS_URL) also run every query "
+                        "once", "autoscaler.cli.check"),
+    "simulate": Subcommand("replay a metric trace (CSV) through a rule and print the replica count after "
+                           "each sync", "autoscaler.cli.simulate"),
+    "tune": Subcommand("replay a rule's metric history with candidate behaviors and targets; recommend the "
+                       "cheapest", "autoscaler.cli.tune"),
+    "run": Subcommand("run the controller: query Prometheus, decide, patch the scale of the targets",
                       "autoscaler.cli.run"),
     "status": Subcommand("show what the controller would decide now for every rule (read-only)",
                          "autoscaler.cli.status"),
@@ -72,22 +71,16 @@ def build_parser(argv: Sequence[str] = (), subcommands: Mapping[str, Subcommand]
             subparsers.add_parser(name, help=sub.help, description=sub.help)  # listed, not loaded
             continue
         module = importlib.import_module(sub.module)
-        if hasattr(module, "add_parser"):
-            child = module.add_parser(subparsers)
-        else:
-            child = subparsers.add_parser(name, help=sub.help, description=sub.help)
-            cast(Callable[[argparse.ArgumentParser], None], module.add_arguments)(child)
+        child = subparsers.add_parser(name, help=sub.help, description=sub.help)
+        cast(Callable[[argparse.ArgumentParser], None], module.add_arguments)(child)
         add_version_argument(child, PROG)
     return parser
 
 
 def _handler(args: argparse.Namespace, subcommands: Mapping[str, Subcommand],
              ) -> Callable[[argparse.Namespace], int]:
-    explicit = getattr(args, "handler", None)
-    if explicit is not None:
-        return cast(Callable[[argparse.Namespace], int], explicit)
     module = importlib.import_module(subcommands[args.command].module)
-    return cast(Callable[[argparse.Namespace], int], getattr(module, "run", None) or module.main)
+    return cast(Callable[[argparse.Namespace], int], module.run)
 
 
 def main(argv: Sequence[str] | None = None, subcommands: Mapping[str, Subcommand] = SUBCOMMANDS) -> int:

@@ -1,7 +1,8 @@
 """`gpu-autoscaler run`: the controller process (flags, wiring, signals, the loop).
 
-`add_parser` registers the subcommand on the CLI's subparsers; `serve` wires an already-built API client, so
-tests run the whole process in-process against their fake API server, and `main` runs it for real.
+`HELP`, `add_arguments` and `run` are the subcommand contract (autoscaler/cli/main.py); `serve` wires an
+already-built API client, so tests run the whole process in-process against their fake API server, and `run`
+runs it for real.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autoscaler.cli.args import DEFAULT_PROMETHEUS, add_cluster_arguments, add_namespaces_argument
 from autoscaler.cli.assumed import (
@@ -99,15 +100,14 @@ batch_size = whole_number(0, 1000, what="an integer")
 """argparse type of --prometheus-batch-size: an integer in [0, 1000]."""
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register `run` on the CLI's subparsers (argparse's _SubParsersAction)."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "run",
-        help="run the controller: query Prometheus, decide, patch the scale of the targets",
-        description="Every --interval: read each rule's target scale, run its PromQL queries, decide "
-        "with the "
-        "HPA algorithm and patch the scale subresource when the count changes.",
-    )
+HELP = "run the controller: query Prometheus, decide, patch the scale of the targets"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of `run`."""
+    p.description = ("Every --interval: read each rule's target scale, run its PromQL queries, decide "
+                     "with the "
+                     "HPA algorithm and patch the scale subresource when the count changes.")
     add_cluster_arguments(p, rules_help="rules file (reloaded when it changes)")
     add_namespaces_argument(p)
     add_assume_argument(p, "needs --dry-run; prints each sync's decisions to stdout")
@@ -162,11 +162,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="name of the Lease (default: %(default)s)",
     )
     p.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
-    p.set_defaults(handler=main)
-    return p
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """The `run` handler: exit 0 (stopped by a signal, or --once with all rules synced), 1, 2 (bad input:
     rules file, kubeconfig, a --metrics-port that cannot be served)."""
     configure_logging(args.log_format)
@@ -236,7 +234,7 @@ def serve(
     loaded: WatchedRules | None = None,
 ) -> int:
     """Run the controller until `stop` is set (or once); returns the process exit code. `loaded`: the rules
-    file as `main` read it (None: read here), so the file is read once."""
+    file as `run` read it (None: read here), so the file is read once."""
     if loaded is None:
         try:
             loaded = load_watched(options.rules)

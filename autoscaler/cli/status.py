@@ -70,27 +70,25 @@ CSV_FIELDS = ("rule", "kind", "namespace", "name", "current", "desired", "min", 
               "complete", "message")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "status",
-        help="show what the controller would decide now for every rule (read-only)",
-        description="Reads every target's scale and runs every query once, then prints a table: "
-        "rule, target, "
-        "current, desired, each metric's value/target, and why. Never patches, posts no events.",
-    )
+HELP = "show what the controller would decide now for every rule (read-only)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of `status`."""
+    p.description = ("Reads every target's scale and runs every query once, then prints a table: "
+                     "rule, target, "
+                     "current, desired, each metric's value/target, and why. Never patches, posts no events.")
     add_cluster_arguments(p)
     add_namespaces_argument(p)
     add_assume_argument(p, "as `run --dry-run --assume-replicas` does")
     add_output_arguments(p, what=": json and csv are docs/controller.md's shape")
-    p.set_defaults(handler=main)
-    return p
 
 
 NO_CLUSTER_HINT = ("no cluster? --assume-replicas N assumes N replicas for every rule "
                    "(docs/try-without-a-cluster.md)")
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.assume_replicas and args.kubeconfig:
         return _failed(args, "--assume-replicas replaces the cluster: drop --kubeconfig, or drop "
                     "--assume-replicas")

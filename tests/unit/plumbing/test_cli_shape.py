@@ -5,6 +5,7 @@ a real process only where what a process imports is under test)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -15,7 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autoscaler.cli.main import SUBCOMMANDS as AUTOSCALER_SUBCOMMANDS
 from autoscaler.cli.main import build_parser as autoscaler_parser
+from fleet.cli import COMMANDS as FLEET_COMMANDS
+from fleet.cli import SUBCOMMANDS as FLEET_SUBCOMMANDS
 from fleet.cli import build_parser as fleet_parser
 from plumbing.cli import CLIENT_LIBRARIES, did_you_mean, version, version_text
 from tests.measure import run_in_process
@@ -172,3 +176,32 @@ def test_a_failure_under_o_json_is_a_json_document_too(tmp_path: Path, capsys: p
         document = json.loads(result.stdout)
         assert result.returncode == 2 and document["schemaVersion"] == 1 and document["exit_code"] == 2
         assert document["error"] in result.stderr
+
+
+CONTRACT = ("HELP", "add_arguments", "run")
+RETIRED = ("add_parser", "main", "handler")
+
+
+def subcommand_modules() -> dict[str, str]:
+    """Every subcommand of the three CLIs and the module holding it."""
+    return {**{f"gpu-autoscaler {name}": sub.module for name, sub in AUTOSCALER_SUBCOMMANDS.items()},
+            **{f"gpu-fleet {name}": f"{FLEET_COMMANDS}.{name}" for name in FLEET_SUBCOMMANDS}}
+
+
+@pytest.mark.parametrize(("command", "module_name"), sorted(subcommand_modules().items()))
+def test_every_subcommand_module_exposes_help_add_arguments_and_run(command: str, module_name: str) -> None:
+    """One contract for every subcommand: a one-line HELP, add_arguments(parser), run(args) -> int; the
+    parser-and-handler pair `run` and `status` used to have is gone."""
+    module = importlib.import_module(module_name)
+    assert isinstance(module.HELP, str) and module.HELP and "\n" not in module.HELP
+    assert callable(module.add_arguments) and callable(module.run)
+    assert not [name for name in RETIRED if hasattr(module, name)], command
+    parser = argparse.ArgumentParser()
+    assert module.add_arguments(parser) is None
+    assert parser.get_default("handler") is None and parser.get_default("func") is None
+
+
+def test_the_autoscaler_lists_each_subcommand_with_its_modules_help() -> None:
+    """main.py lists a subcommand without importing it: the line it lists is the module's HELP."""
+    assert {name: sub.help for name, sub in AUTOSCALER_SUBCOMMANDS.items()} == {
+        name: importlib.import_module(sub.module).HELP for name, sub in AUTOSCALER_SUBCOMMANDS.items()}

@@ -1,4 +1,5 @@
-"""The subcommand registry: both module conventions dispatch, only the chosen module is imported."""
+"""The subcommand registry: a module exposing HELP/add_arguments/run dispatches; only the chosen one is
+imported."""
 
 from __future__ import annotations
 
@@ -11,22 +12,23 @@ import pytest
 from autoscaler.cli.main import SUBCOMMANDS, Subcommand, main
 
 ARGUMENTS_STYLE = '''
+HELP = "first"
+
 def add_arguments(parser):
     parser.add_argument("--n", type=int, default=1)
 
 def run(args):
     return args.n + 10
 '''
-PARSER_STYLE = '''
+FAILING = '''
 from autoscaler.errors import UsageError
 
-def add_parser(subparsers):
-    parser = subparsers.add_parser("two", help="second")
-    parser.add_argument("--fail", action="store_true")
-    parser.set_defaults(handler=handle)
-    return parser
+HELP = "second"
 
-def handle(args):
+def add_arguments(parser):
+    parser.add_argument("--fail", action="store_true")
+
+def run(args):
     if args.fail:
         raise UsageError("two: --fail: asked to fail")
     return 7
@@ -36,7 +38,7 @@ BROKEN = "raise RuntimeError('imported although not chosen')\n"
 
 @pytest.fixture
 def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Subcommand]]:
-    for name, text in {"cli_one": ARGUMENTS_STYLE, "cli_two": PARSER_STYLE, "cli_broken": BROKEN}.items():
+    for name, text in {"cli_one": ARGUMENTS_STYLE, "cli_two": FAILING, "cli_broken": BROKEN}.items():
         (tmp_path / f"{name}.py").write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield {"one": Subcommand("first", "cli_one"), "two": Subcommand("second", "cli_two"),
@@ -50,7 +52,7 @@ def test_add_arguments_and_run_style(registry: dict[str, Subcommand]) -> None:
     assert "cli_broken" not in sys.modules
 
 
-def test_add_parser_and_handler_style(registry: dict[str, Subcommand]) -> None:
+def test_another_module_dispatches_to_its_own_run(registry: dict[str, Subcommand]) -> None:
     assert main(["two"], registry) == 7
 
 
