@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from autoscaler.cli.args import add_prometheus_arguments, prometheus_config
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, now: float | None =
     first = next((s.recorded_replicas for s in history if s.recorded_replicas is not None), None)
     setup = ReplaySetup(args.step, rule.min_replicas if first is None else first, startup.seconds)
     result = recommend(rule, history, setup, args.max_overloaded_minutes)
-    diff = rules_diff(args.rules, rule, result.best.candidate.rule) if result.best else ""
+    diff = rules_diff(args.rules, Path(args.rules).read_text(encoding="utf-8"), rule,
+                      result.best.candidate.rule) if result.best else ""
     if args.output == JSON:
         answer = as_json(rule, result, diff, start, end, args.step)
         answer["startup"] = {"seconds": startup.seconds, "source": startup.source}

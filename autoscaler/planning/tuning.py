@@ -18,10 +18,9 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import yaml
-
 from autoscaler.config.panic import with_panic_queries
 from autoscaler.planning.counterfactual import HistoryStep, ReplaySetup, Scored, score_ranges
+from autoscaler.planning.rules_edit import edited_rule
 from autoscaler.policy import Rule
 from autoscaler.policy.spec import Forecast, OverloadBudget, Panic, ScalingPolicy
 
@@ -304,13 +303,12 @@ def tuned_fields(rule: Rule) -> dict[str, object]:
     return fields
 
 
-def rules_diff(path: str, current: Rule, proposed: Rule) -> str:
-    """A unified diff of the rule's tunable fields (YAML), from the current rule to the proposed one."""
-    def text(rule: Rule) -> list[str]:
-        body: str = yaml.safe_dump({"rules": [{"name": rule.name, **tuned_fields(rule)}]}, sort_keys=False,
-                                   default_flow_style=None)
-        return body.splitlines(keepends=True)
-
-    return "".join(difflib.unified_diff(text(current), text(proposed),
-                                        f"{path} (rule {current.name}, current)",
-                                        f"{path} (rule {current.name}, recommended)", n=2))
+def rules_diff(path: str, text: str, current: Rule, proposed: Rule) -> str:
+    """A patch of the user's rules file `text` (read from `path`) from the current rule to the proposed one:
+    a unified diff touching the changed fields' lines only, headed `a/PATH` and `b/PATH` so that `git apply`
+    or `patch -p1` applies it from the directory tune ran in."""
+    edited = edited_rule(text, current.name, tuned_fields(current), tuned_fields(proposed))
+    lines = difflib.unified_diff(text.splitlines(keepends=True), edited.splitlines(keepends=True),
+                                 f"a/{path}", f"b/{path}")
+    return "".join(line if line.endswith("\n") else f"{line}\n\\ No newline at end of file\n"
+                   for line in lines)

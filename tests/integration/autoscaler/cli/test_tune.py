@@ -58,7 +58,7 @@ def test_a_slow_scale_down_gets_a_cheaper_recommendation(tune: Tune,
     best, current = answer["recommended"], answer["current"]
     assert best["gpu_hours"] < current["gpu_hours"]
     assert best["overloaded_minutes"] <= current["overloaded_minutes"]
-    assert "-      stabilizationWindowSeconds: 3600" in answer["diff"]
+    assert "-        stabilizationWindowSeconds: 3600" in answer["diff"]
     assert len(answer["candidates"]) > 10
     # three days: chosen on the first two, checked on the last
     assert answer["held_out"] is not None and answer["held_out"]["kept_current"] is False
@@ -91,7 +91,7 @@ def test_the_table_and_the_diff(tune: Tune, backfilled_prometheus: BackfilledPro
     assert result.returncode == 0, result.stderr
     assert "GPU-hours  overloaded min  changes  candidate" in result.stdout
     assert "recommended: " in result.stdout
-    assert "--- rules.yaml (rule embed, current)" in result.stdout
+    assert "--- a/rules.yaml\n+++ b/rules.yaml\n" in result.stdout
     wide = tune(EMBED_RULES, "--since", "2d", "--step", "5m", "--prometheus", backfilled_prometheus.url,
                 "-o", "wide")
     rows = [line for line in wide.stdout.splitlines() if line[:10].strip().replace(".", "").isdigit()]

@@ -2,12 +2,14 @@
 Prometheus' /api/v1/query_range: NaN at every step is no sample (exit 2, as the docs say), one sample in 121
 steps is too little to recommend from, and an answer Prometheus never sends (points off the grid, more points
 than steps, a million of them) is refused before a number is taken from it. A day of samples at every step
-is the control: it gets a table and exit 0."""
+is the control: it gets a table and exit 0; with bursts over a slow scale-down it gets a recommendation whose
+diff the real `patch` applies to the user's commented file."""
 
 from __future__ import annotations
 
 import functools
 import json
+import subprocess
 import sys
 import urllib.parse
 from collections.abc import Callable
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.config.rules import load_rules
+from autoscaler.planning.tuning import candidates, tuned_fields
 from tests.measure import Measured, run_captured
 from tests.support import QuietHandler, http_server
 
@@ -111,3 +115,55 @@ def test_an_answer_prometheus_never_sends_is_refused(tmp_path: Path, points: Poi
     assert result.returncode == 2 and result.stdout == "", result.stdout
     assert "malformed answer" in result.stderr or "larger than" in result.stderr
     assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+COMMENTED_RULES = """\
+# our serving rules: keep this comment
+rules:
+  - name: web   # the chat front end
+    target: {kind: Deployment, namespace: ml, name: web}
+    maxReplicas: 10
+    metrics:
+      - name: rps
+        query: 'sum(r)'
+        type: Total
+        target: 10   # requests per second a replica serves
+    behavior:
+      scaleDown:
+        # an hour: the old, slow setting
+        stabilizationWindowSeconds: 3600
+        policies:
+          - type: Pods
+            value: 1
+            periodSeconds: 600
+"""
+
+
+def test_the_diff_is_a_patch_of_the_users_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bursts every 2 hours over a slow scale-down: tune recommends a change, and its diff, applied by the
+    real `patch -p1` where tune ran, gives a file that loads as the recommended rule, comments and all."""
+    def bursts(start: float, end: float, step: float) -> list[str]:
+        return [f'[{start + k * step}, "{80 if k % 24 < 3 else 10}"]'
+                for k in range(int((end - start) // step) + 1)]
+
+    (tmp_path / "rules.yaml").write_text(COMMENTED_RULES)
+    monkeypatch.chdir(tmp_path)
+    with http_server(handler(bursts)) as url:
+        result = run_captured([CLI, "tune", "--rules", "rules.yaml", "--prometheus", url, "--startup-seconds",
+                               "0", "--since", "1d", "--step", "5m", "-o", "json"])
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    diff = answer["diff"]
+    assert diff.startswith("--- a/rules.yaml\n+++ b/rules.yaml\n"), diff
+    applied = subprocess.run(["patch", "-p1", "--no-backup-if-mismatch"], input=diff, text=True,
+                             capture_output=True, cwd=tmp_path, timeout=60, check=False)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    patched = (tmp_path / "rules.yaml").read_text()
+    for line in COMMENTED_RULES.splitlines():
+        if "#" in line:
+            assert line[line.index("#"):] in patched
+    (tmp_path / "before.yaml").write_text(COMMENTED_RULES)
+    before = load_rules(tmp_path / "before.yaml").get("web")
+    [recommended] = [c.rule for c in candidates(before, 0.0) if c.label == answer["recommended"]["candidate"]]
+    assert tuned_fields(load_rules(tmp_path / "rules.yaml").get("web")) == tuned_fields(recommended) \
+        != tuned_fields(before)

@@ -90,7 +90,7 @@ def test_candidates_start_with_the_current_rule_and_are_distinct(tmp_path: Path)
     assert {c.rule.overload_budget for c in found} == {None, OverloadBudget(10.0, 120)}
     [forecast] = [c for c in found if c.rule.forecast is not None]
     assert forecast.label == "forecast 1d, lead 300s" and forecast.rule.forecast == Forecast(86_400, 300)
-    assert "forecast:" in rules_diff("rules.yaml", rule, forecast.rule)
+    assert "+    forecast:" in rules_diff("rules.yaml", SLOW, rule, forecast.rule)
 
 
 def test_a_slow_scale_down_gets_a_cheaper_recommendation_with_no_more_overload(tmp_path: Path) -> None:
@@ -142,11 +142,13 @@ def test_a_failed_step_is_never_overloaded(tmp_path: Path) -> None:
 def test_the_diff_shows_only_the_changed_fields(tmp_path: Path) -> None:
     rule = rule_of(tmp_path, SLOW)
     proposed = next(c.rule for c in candidates(rule) if c.label == "scaleDown window 300s")
-    diff = rules_diff("rules.yaml", rule, proposed)
-    assert diff.startswith("--- rules.yaml (rule web, current)\n+++ rules.yaml (rule web, recommended)\n")
+    diff = rules_diff("rules.yaml", SLOW, rule, proposed)
+    assert diff.startswith("--- a/rules.yaml\n+++ b/rules.yaml\n")
     changed = [line for line in diff.splitlines()[2:] if line[:1] in "+-"]
-    assert changed == ["-      stabilizationWindowSeconds: 3600", "+      stabilizationWindowSeconds: 300"]
-    assert rules_diff("rules.yaml", rule, rule) == ""
+    down = ("      scaleDown: {{stabilizationWindowSeconds: {}, "
+            "policies: [{{type: Pods, value: 1, periodSeconds: 600}}]}}")
+    assert changed == ["-" + down.format(3600), "+" + down.format(300)]
+    assert rules_diff("rules.yaml", SLOW, rule, rule) == ""
 
 
 def test_steps_start_at_the_first_sample_and_mark_gaps_as_failed(tmp_path: Path) -> None:
