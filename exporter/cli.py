@@ -7,25 +7,20 @@ Bad flags, a bad --simulate-config, --config or --web-config-file or a port in u
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
-import os
-import socket
 import sys
 import threading
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
-from exporter.config import ExporterConfig, load_config
+from exporter import status_cli
+from exporter.backend_args import add_backend_arguments, exporter_config, node_name, nvml_backend
+from exporter.config import ExporterConfig
 from exporter.errors import ConfigError, ExporterError
 from exporter.malloc import limit_malloc_arenas
-from exporter.nvml.adapter import real_nvml
-from exporter.pods.procfs import DEFAULT_PROC_ROOT
-from exporter.simulator.config import MAX_SIMULATED_GPUS, default_config
-from exporter.simulator.config_file import load_sim_config
 from exporter.simulator.nvml import SimulatedNvml
 from exporter.source import SourceSettings
-from exporter.status_cli import run_status
 from plumbing.cli import (
     HintingParser,
     add_version_argument,
@@ -34,12 +29,13 @@ from plumbing.cli import (
     install_stop_handlers,
     port_number,
     silence_stdout,
-    whole_number,
 )
-from plumbing.output import add_output_arguments
 from plumbing.web import WebConfig, WebConfigError, load_web_config
 
 PROG = "gpu-exporter"
+COMMANDS: dict[str, ModuleType] = {"status": status_cli}
+"""The subcommands: each module exposes `HELP`, `add_arguments(parser)` and `run(args) -> int`, the contract
+of every subcommand of the three CLIs (docs/development.md)."""
 
 log = logging.getLogger(__name__)
 
@@ -55,41 +51,9 @@ class _Parser(HintingParser):
         raise UsageError(self.hinted(message))
 
 
-def _backend_flags(suppress: bool) -> argparse.ArgumentParser:
-    """Flags both `gpu-exporter` and `gpu-exporter status` take. On the subcommand their defaults are
-    suppressed, so `gpu-exporter --simulate 2 status` keeps the value given before the subcommand."""
-    default: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
-    backend = _Parser(add_help=False)
-    group = backend.add_mutually_exclusive_group()
-    group.add_argument("--simulate", type=whole_number(0, MAX_SIMULATED_GPUS, what="a GPU count"),
-                       metavar="N",
-                       help="serve N simulated H100-class GPUs instead of the real NVML", **default)
-    group.add_argument("--simulate-config", metavar="FILE",
-                       help="simulated GPUs, load patterns and faults from this YAML file", **default)
-    backend.add_argument("--node-name", metavar="NAME",
-                         help="value of the node label (default: $NODE_NAME, else the host name)", **default)
-    backend.add_argument("--config", metavar="FILE",
-                         help="YAML file: health thresholds, history, trend, pod-resources, XID settings",
-                         **default)
-    backend.add_argument("--temperature-from-board", action="store_true",
-                         help="health temperature bands from each board's own NVML thresholds (throttled "
-                              "from its max operating temperature, critical above its slowdown); the "
-                              "config file's health.temperature_from_board", **default)
-    backend.add_argument("--pod-resources-socket", metavar="PATH",
-                         help="kubelet pod-resources socket (default: the config file's, else "
-                              "/var/lib/kubelet/pod-resources/kubelet.sock)", **default)
-    backend.add_argument("--proc-root", metavar="PATH",
-                         help="where to read /proc/<pid>/cgroup of GPU processes and the driver's device "
-                              "minors (the host's /proc mounted in the DaemonSet; default /proc)",
-                         default=argparse.SUPPRESS if suppress else DEFAULT_PROC_ROOT)
-    backend.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                         help="log level on stderr (default INFO; WARNING for status)", **default)
-    return backend
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, parents=[_backend_flags(suppress=False)],
-                     description="NVIDIA GPU metrics for Prometheus.")
+    parser = _Parser(prog=PROG, description="NVIDIA GPU metrics for Prometheus.")
+    add_backend_arguments(parser, suppress=False)
     add_version_argument(parser, PROG)
     parser.add_argument("--address", default="0.0.0.0",
                         help="listen address, IPv4 or IPv6 (default 0.0.0.0; '::' for every IPv6 address)")
@@ -101,39 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="TLS and basic auth of the HTTP endpoints, in the exporter-toolkit web config "
                              "format (node_exporter's --web.config.file); see docs/web-config.md")
     commands = parser.add_subparsers(dest="command", metavar="{status}")
-    status = commands.add_parser("status", parents=[_backend_flags(suppress=True)],  # type: ignore[list-item]  # stubs: parents of the subparser class
-                                 help="print the local GPUs once and exit")
-    add_version_argument(status, PROG)
-    add_output_arguments(status, json_alias="deprecated",
-                         what=": wide adds the whole UUID and the PCI bus id; json and csv are "
-                              "docs/exporter.md's shape")
+    for name, command in COMMANDS.items():
+        child = commands.add_parser(name, help=command.HELP)
+        command.add_arguments(child)
+        add_version_argument(child, PROG)
     return parser
-
-
-def node_name(flag: str | None) -> str:
-    return flag or os.environ.get("NODE_NAME") or socket.gethostname()
-
-
-def nvml_backend(args: argparse.Namespace) -> Any:
-    """The real pynvml module, or a SimulatedNvml per --simulate / --simulate-config."""
-    if args.simulate_config:
-        return SimulatedNvml(load_sim_config(args.simulate_config))
-    if args.simulate is not None:
-        return SimulatedNvml(default_config(args.simulate))
-    return real_nvml()
-
-
-def exporter_config(args: argparse.Namespace) -> ExporterConfig:
-    """The --config file (defaults without one), with --pod-resources-socket and --temperature-from-board
-    taking precedence."""
-    config = load_config(args.config) if args.config else ExporterConfig()
-    if getattr(args, "temperature_from_board", False):
-        config = dataclasses.replace(config, health=dataclasses.replace(config.health,
-                                                                        temperature_from_board=True))
-    if args.pod_resources_socket:
-        config = dataclasses.replace(config, pod_resources=dataclasses.replace(
-            config.pod_resources, socket=args.pod_resources_socket))
-    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,10 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = args.log_level or ("WARNING" if args.command == "status" else "INFO")
         logging.basicConfig(level=level, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if args.command is not None:
+            return int(COMMANDS[args.command].run(args))
         config = exporter_config(args)  # a bad file: ConfigError, exit 2, before anything starts
-        if args.command == "status":
-            return run_status(nvml_backend(args), node_name(args.node_name), config, args.output, PROG,
-                              args.proc_root, headers=not args.no_headers)
         return serve(args, config)
     except (UsageError, ConfigError, ExporterError, WebConfigError) as exc:
         return fail(PROG, f"error: {exc}")

@@ -7,6 +7,7 @@ JSON say `pod-resources unavailable` with the reason, and the holder columns sta
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
@@ -15,6 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from exporter.backend_args import add_backend_arguments, exporter_config, node_name, nvml_backend
 from exporter.config import ExporterConfig
 from exporter.errors import NvmlUnavailableError
 from exporter.health.state import HealthThresholds
@@ -28,13 +30,29 @@ from exporter.serving.status_api import GpuStatus, gpu_json
 from exporter.serving.status_service import gpu_statuses
 from exporter.source import mean_by_pid
 from plumbing.display import aligned, as_csv, visible
-from plumbing.output import CSV, JSON, WIDE, document
+from plumbing.output import CSV, JSON, WIDE, add_output_arguments, document
 
 Holders = Mapping[str, tuple[DeviceHolder, ...]]
 
 log = logging.getLogger(__name__)
 
 NO_GPU_HINT = "no GPU or driver here? --simulate N shows N simulated GPUs (docs/exporter.md)"
+HELP = "print the local GPUs once and exit"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The backend flags (kept when given before `status`) and -o."""
+    add_backend_arguments(parser, suppress=True)
+    add_output_arguments(parser, json_alias="deprecated",
+                         what=": wide adds the whole UUID and the PCI bus id; json and csv are "
+                              "docs/exporter.md's shape")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the GPUs once and print them: 0, or 1 without NVML; a bad config file raises ConfigError."""
+    config = exporter_config(args)
+    return run_status(nvml_backend(args), node_name(args.node_name), config, args.output, "gpu-exporter",
+                      args.proc_root, headers=not args.no_headers)
 
 
 def run_status(nvml: Any, node: str, config: ExporterConfig, output: str, prog: str,

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from autoscaler.cli.main import SUBCOMMANDS as AUTOSCALER_SUBCOMMANDS
 from autoscaler.cli.main import build_parser as autoscaler_parser
+from exporter.cli import COMMANDS as EXPORTER_COMMANDS
 from fleet.cli import COMMANDS as FLEET_COMMANDS
 from fleet.cli import SUBCOMMANDS as FLEET_SUBCOMMANDS
 from fleet.cli import build_parser as fleet_parser
@@ -185,11 +186,13 @@ RETIRED = ("add_parser", "main", "handler")
 def subcommand_modules() -> dict[str, str]:
     """Every subcommand of the three CLIs and the module holding it."""
     return {**{f"gpu-autoscaler {name}": sub.module for name, sub in AUTOSCALER_SUBCOMMANDS.items()},
-            **{f"gpu-fleet {name}": f"{FLEET_COMMANDS}.{name}" for name in FLEET_SUBCOMMANDS}}
+            **{f"gpu-fleet {name}": f"{FLEET_COMMANDS}.{name}" for name in FLEET_SUBCOMMANDS},
+            **{f"gpu-exporter {name}": module.__name__ for name, module in EXPORTER_COMMANDS.items()}}
 
 
 @pytest.mark.parametrize(("command", "module_name"), sorted(subcommand_modules().items()))
 def test_every_subcommand_module_exposes_help_add_arguments_and_run(command: str, module_name: str) -> None:
+    assert len(subcommand_modules()) == len(AUTOSCALER_SUBCOMMANDS) + len(FLEET_SUBCOMMANDS) + 1
     """One contract for every subcommand: a one-line HELP, add_arguments(parser), run(args) -> int; the
     parser-and-handler pair `run` and `status` used to have is gone."""
     module = importlib.import_module(module_name)
