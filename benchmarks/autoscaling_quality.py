@@ -31,7 +31,7 @@ from autoscaler.errors import RulesError
 from autoscaler.policy import Rule
 from autoscaler.policy.spec import Forecast, OverloadBudget
 from benchmarks.capacity_quality import capacity_table, capacity_verdict, run_capacity
-from benchmarks.example_rules import embedding_service_rules
+from benchmarks.example_rules import USERS_HPA, embedding_service_rules
 from demo.clairvoyant import Bound, min_gpu_hours
 from demo.cluster import ClusterSettings
 from demo.reactive_floor import fewest_overloaded, idealized_reactive
@@ -45,15 +45,6 @@ this benchmark's tables is about it, and benchmarks.held_out measures the recomm
 SHIPPED_RULES = ROOT / "examples" / "gpu-inference-rules.yaml"
 PANIC_RULES = ROOT / "examples" / "gpu-inference-panic-rules.yaml"
 
-USERS_HPA = embedding_service_rules(name="users-hpa", behavior="""\
-    behavior:
-      scaleUp:
-        stabilizationWindowSeconds: 300
-        policies: [{type: Percent, value: 100, periodSeconds: 60}]
-      scaleDown:
-        stabilizationWindowSeconds: 600
-        policies: [{type: Percent, value: 50, periodSeconds: 60}]
-""")
 
 HPA_DEFAULTS = embedding_service_rules(name="hpa-defaults")
 

@@ -26,3 +26,15 @@ rules:
     maxReplicas: 10
     metrics:
 {metrics}{behavior}"""
+
+
+USERS_HPA = embedding_service_rules(name="users-hpa", behavior="""\
+    behavior:
+      scaleUp:
+        stabilizationWindowSeconds: 300
+        policies: [{type: Percent, value: 100, periodSeconds: 60}]
+      scaleDown:
+        stabilizationWindowSeconds: 600
+        policies: [{type: Percent, value: 50, periodSeconds: 60}]
+""")
+"""The users' HPA on GPU utilization, as they run it today: configuration (a) of the quality benchmarks."""

@@ -43,7 +43,7 @@ from pathlib import Path
 from autoscaler.config.rules import load_rules, parse_rules
 from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
-from benchmarks.example_rules import embedding_service_rules
+from benchmarks.example_rules import USERS_HPA
 from demo.batching import BatchingReplica, Request
 from demo.clairvoyant import min_gpu_hours
 from demo.cluster import ClusterSettings
@@ -63,15 +63,6 @@ MIN_BIN_SAMPLES = 5
 BIN_WIDTH = 0.25
 """Requests a second per replica: the width of the learning's load bins."""
 TRAINING_REPLICAS = 4
-USERS_HPA = embedding_service_rules(name="users-hpa", behavior="""\
-    behavior:
-      scaleUp:
-        stabilizationWindowSeconds: 300
-        policies: [{type: Percent, value: 100, periodSeconds: 60}]
-      scaleDown:
-        stabilizationWindowSeconds: 600
-        policies: [{type: Percent, value: 50, periodSeconds: 60}]
-""")
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from autoscaler.config.rules import parse_rules
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.kube.scale import KubernetesScaleBackend
 from demo.processes import free_port
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
 from tests.fake_kube.apiserver import FakeApiServer, Workload
+from tests.integration.autoscaler.controller.conftest import RealController
 from tests.prom import Prom
 from tests.rules import rule, rules_yaml
 
@@ -32,23 +33,13 @@ def exposition_value(c: Controller, name: str, **labels: str) -> float | None:
 
 
 @pytest.fixture
-def make(apiserver: FakeApiServer, prom: Prom) -> Iterator[Callable[..., Controller]]:
-    made: list[tuple[Controller, PromQLRunner]] = []
-
+def make(real_controller: RealController, prom: Prom) -> Callable[..., Controller]:
     def build(*texts: str, prometheus: str | None = None, request_timeout: float = 1.0) -> Controller:
-        ruleset = parse_rules(rules_yaml(*texts), "rules.yaml")
-        runner = PromQLRunner(
-            PromQLSettings(prometheus or prom.url, query_timeout=1.0, budget=2.0, backoff_initial=0.05)
-        )
-        backend = KubernetesScaleBackend(apiserver.api_client(), request_timeout=request_timeout)
-        c = Controller(backend, runner, ruleset, time.time, settings=ControllerSettings())
-        made.append((c, runner))
-        return c
+        settings = PromQLSettings(prometheus or prom.url, query_timeout=1.0, budget=2.0, backoff_initial=0.05)
+        return real_controller(parse_rules(rules_yaml(*texts), "rules.yaml"), settings,
+                               request_timeout=request_timeout)
 
-    yield build
-    for c, runner in made:
-        c.close()
-        runner.close()
+    return build
 
 
 def test_scales_from_real_metrics_and_reports(

@@ -5,17 +5,16 @@ failed per-pod query or pod patch is told and the scale-down goes on, and no oth
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from autoscaler.config.rules import parse_rules
-from autoscaler.controller.loop import Controller, ControllerSettings
+from autoscaler.controller.loop import Controller
 from autoscaler.kube.deletion_cost import COST_ANNOTATION, OURS_ANNOTATION
-from autoscaler.kube.scale import KubernetesScaleBackend
-from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
-from tests.fake_kube.apiserver import ANSWER_TIMEOUT, FakeApiServer
+from plumbing.prometheus.runner import PromQLSettings
+from tests.fake_kube.apiserver import FakeApiServer
+from tests.integration.autoscaler.controller.conftest import RealController
 from tests.prom import Prom
 from tests.rules import rule, rules_yaml
 
@@ -35,21 +34,12 @@ def costs_rule(name: str, load: str, cost_query: str) -> str:
 
 
 @pytest.fixture
-def controller(apiserver: FakeApiServer, prom: Prom) -> Iterator[Callable[..., Controller]]:
-    made: list[tuple[Controller, PromQLRunner]] = []
-
+def controller(real_controller: RealController, prom: Prom) -> Callable[..., Controller]:
     def build(*texts: str) -> Controller:
-        runner = PromQLRunner(PromQLSettings(prom.url, query_timeout=2.0, budget=4.0, backoff_initial=0.05))
-        backend = KubernetesScaleBackend(apiserver.api_client(), request_timeout=ANSWER_TIMEOUT)
-        c = Controller(backend, runner, parse_rules(rules_yaml(*texts), "rules.yaml"), time.time,
-                       settings=ControllerSettings())
-        made.append((c, runner))
-        return c
+        return real_controller(parse_rules(rules_yaml(*texts), "rules.yaml"),
+                               PromQLSettings(prom.url, query_timeout=2.0, budget=4.0, backoff_initial=0.05))
 
-    yield build
-    for c, runner in made:
-        c.close()
-        runner.close()
+    return build
 
 
 def serve(prom: Prom, values: dict[str, float]) -> None:

@@ -17,11 +17,11 @@ import pytest
 
 from autoscaler.config.rules import parse_rules
 from autoscaler.controller.loop import Controller
-from autoscaler.kube.scale import KubernetesScaleBackend
 from plumbing.prometheus.config import endpoint_from_url
-from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
+from plumbing.prometheus.runner import PromQLSettings
 from tests.fake_kube.apiserver import FakeApiServer
 from tests.history import BackfilledPrometheus, HistorySpec, start_backfilled_prometheus
+from tests.integration.autoscaler.controller.conftest import RealController
 from tests.measure import run_in_process
 from tests.slo_history import DAYS, KNEE_AT_OBJECTIVE, RATE_QUERY, REPLICAS, TTFT_QUERY, backfilled_blocks
 from tests.unit.autoscaler.controller.fakes import sample
@@ -66,21 +66,13 @@ def week() -> Iterator[BackfilledPrometheus]:
 
 
 @pytest.fixture
-def make(apiserver: FakeApiServer, week: BackfilledPrometheus) -> Iterator[Callable[[str], Controller]]:
-    made: list[tuple[Controller, PromQLRunner]] = []
-
+def make(real_controller: RealController, week: BackfilledPrometheus) -> Callable[[str], Controller]:
     def build(mode: str) -> Controller:
-        runner = PromQLRunner(PromQLSettings(week.url, query_timeout=20.0, budget=30.0),
-                              endpoint_from_url(week.url))
-        backend = KubernetesScaleBackend(apiserver.api_client(), request_timeout=5.0)
-        c = Controller(backend, runner, parse_rules(rules(mode), "rules.yaml"), time.time)
-        made.append((c, runner))
-        return c
+        return real_controller(parse_rules(rules(mode), "rules.yaml"),
+                               PromQLSettings(week.url, query_timeout=20.0, budget=30.0),
+                               endpoint=endpoint_from_url(week.url))
 
-    yield build
-    for c, runner in made:
-        c.close()
-        runner.close()
+    return build
 
 
 def test_learns_the_knee_from_a_week_publishes_it_and_scales_on_it(
