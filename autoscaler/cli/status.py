@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autoscaler.cli.args import add_cluster_arguments, add_namespaces_argument, prometheus_config
 from autoscaler.cli.assumed import add_assume_argument, assumed_backend, assumed_replicas
 from autoscaler.config.rules import load_rules
 from autoscaler.controller.loop import ControllerSettings, RuleOutcome
+from autoscaler.controller.slo_learning import SloLearning
 from autoscaler.controller.wiring import wire
 from autoscaler.errors import KubeConfigError, RulesError
 from autoscaler.kube.backend import NamespaceScope, ScaleBackend
 from autoscaler.planning.plan import describe_metrics
-from autoscaler.policy import Reason
+from autoscaler.policy import Reason, Rule
 from autoscaler.reasons import OutcomeReason, SyncReason
 from plumbing.cli import EXIT_USAGE, fail
 from plumbing.display import aligned, as_csv
@@ -108,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
         return _failed(args, f"{e}\n{NO_CLUSTER_HINT}")
     except ReportedError as e:
         return _failed(args, str(e))
-    outcomes = gather(rules_path=args.rules, prometheus=endpoints or args.prometheus, api_client=backend,
-                      rules=rules, namespaces=args.namespaces)
-    print(rendered(outcomes, args.output, headers=not args.no_headers))
+    outcomes, learning = gather_learning(rules_path=args.rules, prometheus=endpoints or args.prometheus,
+                                         api_client=backend, rules=rules, namespaces=args.namespaces)
+    print(rendered(outcomes, args.output, headers=not args.no_headers, learning=learning))
     return 0 if all(o.complete for o in outcomes) else 1
 
 
@@ -128,6 +129,14 @@ def gather(
     """One dry-run sync without events, the outcomes in file order; with `namespaces`, a target elsewhere is
     refused before any API call, as `run --namespaces` refuses it. `api_client` is the cluster's client, or
     a backend of its own (the assumed counts of --assume-replicas)."""
+    return gather_learning(rules_path, prometheus, api_client, rules, namespaces)[0]
+
+
+def gather_learning(
+    rules_path: str, prometheus: str | PrometheusConfig, api_client: ApiClient | ScaleBackend,
+    rules: Any | None = None, namespaces: frozenset[str] | None = None,
+) -> tuple[tuple[RuleOutcome, ...], dict[str, SloLearning]]:
+    """`gather`'s outcomes, and what every slo rule learned (by rule name) for `-o json`."""
     rules = rules if rules is not None else load_rules(rules_path)
     config = single_endpoint(prometheus) if isinstance(prometheus, str) else prometheus
     backend: ScaleBackend
@@ -148,7 +157,9 @@ def gather(
     ) as wiring:
         controller = wiring.controller
         controller.learn_due(controller.clock())  # every slo rule's target, not one a sync as `run` does
-        return controller.sync_once().outcomes
+        outcomes = controller.sync_once().outcomes
+        learned = {o.rule.name: controller.slo(o.rule.name) for o in outcomes if o.rule.slo is not None}
+        return outcomes, learned
 
 
 def why(outcome: RuleOutcome) -> str:
@@ -166,10 +177,12 @@ def render(outcomes: Sequence[RuleOutcome], headers: bool = True) -> str:
     return aligned(HEADER, rows, headers)
 
 
-def rendered(outcomes: Sequence[RuleOutcome], output: str, headers: bool = True) -> str:
-    """The outcomes in the `-o` format: the table, the wide table, the JSON document or CSV."""
+def rendered(outcomes: Sequence[RuleOutcome], output: str, headers: bool = True,
+             learning: Mapping[str, SloLearning] | None = None) -> str:
+    """The outcomes in the `-o` format: the table, the wide table, the JSON document or CSV; `learning`
+    (by rule name) is what the slo rules learned, for the JSON's `slo`."""
     if output == JSON:
-        return json.dumps(as_json(outcomes), indent=2)
+        return json.dumps(as_json(outcomes, learning), indent=2)
     if output == CSV:
         return as_csv((_record(o) for o in outcomes), CSV_FIELDS, headers)
     if output == WIDE:
@@ -194,8 +207,10 @@ def _record(o: RuleOutcome) -> dict[str, object]:
             "message": o.message}
 
 
-def as_json(outcomes: Sequence[RuleOutcome]) -> dict[str, object]:
+def as_json(outcomes: Sequence[RuleOutcome], learning: Mapping[str, SloLearning] | None = None,
+            ) -> dict[str, object]:
     """`status -o json`: one entry per rule, in file order (docs/controller.md)."""
+    learning = learning or {}
     rules = []
     for o in outcomes:
         record = _record(o)
@@ -206,8 +221,18 @@ def as_json(outcomes: Sequence[RuleOutcome]) -> dict[str, object]:
                     "target": specs[m.name].target if m.name in specs else None,
                     "type": specs[m.name].type if m.name in specs else None} for m in o.observations]
         rules.append({"rule": record.pop("rule"), "target": target, **record, "why": WHY[o.reason],
-                      "metrics": metrics})
+                      "metrics": metrics, "slo": _slo_json(o.rule, learning.get(o.rule.name, SloLearning()))})
     return document(rules=rules)
+
+
+def _slo_json(rule: Rule, learning: SloLearning) -> dict[str, object] | None:
+    """The rule's objective as the controller holds it: the learned target, or why none (None: no slo)."""
+    slo = rule.slo
+    if slo is None:
+        return None
+    configured = next(m.target for m in rule.metrics if m.name == slo.learn)
+    return {"metric": slo.learn, "learned_target": learning.target, "configured_target": configured,
+            "mode": slo.mode, "reason": learning.why_none()}
 
 
 def _num(value: int | None) -> str:

@@ -72,13 +72,17 @@ class SloLearning:
             using = "used" if slo.mode == "scale" else "observed only"
             return (f"slo: {slo.learn} target {self.learned.target:.4g} learned ({using}; "
                     f"{self.learned.message})")
+        return f"slo: no learned target ({self.why_none()}); {slo.learn} keeps its target {configured:g}"
+
+    def why_none(self) -> str | None:
+        """Why no target is learned (None: one is)."""
+        if self.learned is not None and self.learned.target is not None:
+            return None
         if self.learned is not None:
-            why = f"{self.learned.reason}: {self.learned.message}"
-        elif self.error is not None:
-            why = f"history not read: {self.error}"
-        else:
-            why = "history not read yet"
-        return f"slo: no learned target ({why}); {slo.learn} keeps its target {configured:g}"
+            return f"{self.learned.reason}: {self.learned.message}"
+        if self.error is not None:
+            return f"history not read: {self.error}"
+        return "history not read yet"
 
 
 def learning_step(slo: Slo) -> float:

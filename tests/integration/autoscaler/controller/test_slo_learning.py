@@ -123,7 +123,15 @@ def test_status_shows_the_learned_target(week: BackfilledPrometheus, tmp_path: P
                                          capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "rules.yaml").write_text(rules("scale"))
     cli = str(Path(sys.executable).parent / "gpu-autoscaler")
-    result = run_in_process([cli, "status", "--rules", str(tmp_path / "rules.yaml"), "--prometheus", week.url,
-                             "--assume-replicas", str(CURRENT)], capsys)
+    args = [cli, "status", "--rules", str(tmp_path / "rules.yaml"), "--prometheus", week.url,
+            "--assume-replicas", str(CURRENT)]
+    result = run_in_process(args, capsys)
     assert result.returncode == 0, result.stderr
     assert "slo: requests_per_second target " in result.stdout and "learned (used" in result.stdout
+    as_json = run_in_process([*args, "-o", "json"], capsys)
+    assert as_json.returncode == 0, as_json.stderr
+    (chat,) = json.loads(as_json.stdout)["rules"]
+    slo = chat["slo"]
+    assert (slo["metric"], slo["configured_target"], slo["mode"], slo["reason"]) == (
+        "requests_per_second", CONFIGURED, "scale", None)
+    assert KNEE_AT_OBJECTIVE - 4 <= slo["learned_target"] <= KNEE_AT_OBJECTIVE

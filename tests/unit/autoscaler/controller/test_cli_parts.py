@@ -10,7 +10,9 @@ from autoscaler.cli.status import CSV_FIELDS, render, rendered
 from autoscaler.config.schedules import ScheduleBounds
 from autoscaler.controller.logfmt import JsonFormatter
 from autoscaler.controller.loop import RuleOutcome
+from autoscaler.controller.slo_learning import SloLearning
 from autoscaler.policy import MetricObservation
+from autoscaler.policy.slo import learn_target
 from tests.rules import rule, ruleset
 
 
@@ -108,9 +110,24 @@ def test_status_json_is_one_document_of_every_rule() -> None:
                                     "name": "embed"},
         "current": 3, "desired": 5, "min": 1, "max": 10, "schedule": False, "reason": "ScaleUpLimit",
         "complete": True, "message": "scale up 3 -> 5 limited by policy Pods 2/60s", "why": "rate-limited",
-        "metrics": [{"name": "util", "value": 95.0, "error": None, "target": 80.0, "type": "Average"}]}
+        "metrics": [{"name": "util", "value": 95.0, "error": None, "target": 80.0, "type": "Average"}],
+        "slo": None}
     assert (kg["current"], kg["desired"], kg["complete"]) == (None, None, False)
     assert kg["metrics"][0]["value"] is None and kg["metrics"][0]["error"].startswith("NoSeries")
+
+
+def test_status_json_says_why_an_slo_rule_learned_no_target() -> None:
+    """A rule with `slo` whose history was too short: the configured target stays, and the JSON says why."""
+    rules = ruleset(rule("chat", extra="slo: {latency: 'q_ttft', objectiveSeconds: 0.5, learn: util, "
+                                       "bounds: {min: 2, max: 40}, mode: observe}"))
+    outcome = RuleOutcome(rule=rules.get("chat"), current=2, desired=2, reason="WithinTolerance", message="",
+                          observations=(MetricObservation("util", 80.0),), ok=True)
+    learning = SloLearning(learned=learn_target([(1.0, 0.1)] * 5, 0.5, 2, 40))
+    slo = json.loads(rendered([outcome], "json", learning={"chat": learning}))["rules"][0]["slo"]
+    assert slo.pop("reason").startswith("TooFewSamples: 5 samples")
+    assert slo == {"metric": "util", "learned_target": None, "configured_target": 80.0, "mode": "observe"}
+    unread = json.loads(rendered([outcome], "json"))["rules"][0]["slo"]
+    assert unread["learned_target"] is None and unread["reason"] == "history not read yet"
 
 
 def test_status_csv_and_wide_carry_the_same_rows() -> None:
