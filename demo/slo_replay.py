@@ -222,6 +222,7 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
             count += 1
         for server in ready:
             server.advance(start + step)
+        holding = len(draining)  # a replica draining at the step's start holds its GPU in that sample
         still = []
         for server, deadline in draining:
             server.advance(min(deadline, start + step))
@@ -236,7 +237,7 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
         successes.append(finishing[0])
         finishing[0] = 0
         if 0 <= start <= trace.duration_seconds:  # the samples demo.clairvoyant's bound counts
-            held = sum(1 for r in deployment.replicas() if r.gpu is not None) + len(draining)
+            held = sum(1 for r in deployment.replicas() if r.gpu is not None) + holding
             gpu_samples += held
             ready_profile.append(len(ready))
             if load > capacity_load * len(ready):
@@ -248,7 +249,8 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
                          settings.sync_seconds)
             wanted = scaler(view)
             if wanted < deployment.spec_replicas and scale_down.deletion_cost_query is not None:
-                _set_deletion_costs(deployment, servers, annotations, scale_down.deletion_cost_query, end)
+                set_costs_before_scale_down(deployment, servers, annotations, scale_down.deletion_cost_query,
+                                            end)
             if wanted != deployment.spec_replicas:
                 before = set(servers)
                 deployment.scale_to(wanted)
@@ -267,8 +269,8 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
                       overloaded * step / 60.0, tuple(ready_profile))
 
 
-def _set_deletion_costs(deployment: SimulatedDeployment, servers: dict[str, BatchingReplica],
-                        annotations: dict[str, dict[str, str]], query: str, now: float) -> None:
+def set_costs_before_scale_down(deployment: SimulatedDeployment, servers: dict[str, BatchingReplica],
+                                annotations: dict[str, dict[str, str]], query: str, now: float) -> None:
     """What the controller does before a scale-down patch: each pod's cost from the per-pod query (what a
     ready replica's server exports; a loading one exports nothing), patched where it changes, the ranking
     handed to the simulated ReplicaSet."""
