@@ -11,9 +11,11 @@ every 15 s (the rules through the controller's own planning, `autoscaler.plannin
   users' HPA   - GPU utilization, target 80 (the users' set-up of benchmarks.autoscaling_quality)
   recommended  - examples/gpu-inference-rules.yaml; its request-rate target is the README's recipe, 90 % of
                  what one replica serves flat out (0.9 x requests_per_load)
-  llm example  - examples/llm-vllm-rules.yaml: queue and KV cache
-  learned slo  - the recommended rule's request-rate metric and behavior, its target learned from a training
-                 history (below); without the GPU-utilization metric, which reads ~100 % at any batch
+  llm example  - examples/llm-vllm-rules.yaml: queue and KV cache (and its podDeletionCost)
+  learned slo  - examples/llm-vllm-slo-rules.yaml as `load_rules` reads it, its target learned by the
+                 controller's own code (below); three ways of scaling down: as shipped (podDeletionCost: the
+                 idlest replica goes, its requests are aborted, vLLM's default), without deletion costs (the
+                 newest goes), and with deletion costs and a drain of `GRACE_SECONDS`
   planner      - in the manner of Dynamo's SLA planner: every 60 s, the next interval's request rate
                  predicted as the last interval's, replicas = prediction / the profile's capacity at the
                  objective
@@ -21,48 +23,64 @@ and, per configuration, the clairvoyant bound on GPU-hours (demo.clairvoyant) at
 overloaded minutes (load per ready replica above the capacity at the objective). Every configuration runs
 2..16 replicas on a pool of 16 GPUs.
 
-The learned target. The `slo` rules-file block is not in this branch: the benchmark models it as the method
-the issue states, applied to a training history that none of the scored traces is: the `noisy` trace drawn
-with another seed, served by 4 fixed replicas (so it crosses the knee), one sample a minute of (requests a
-second per ready replica, p90 TTFT of that minute's requests); samples binned by load; the target is the
-highest bin whose 0.9-quantile of p90 TTFT is within the objective, every lower bin within it too, and at
-least `MIN_BIN_SAMPLES` samples in it.
+The learned target. The slo rule's `slo` block is learned as `gpu-autoscaler run` learns it:
+`autoscaler.controller.slo_learning.learn` (read_samples, then autoscaler.policy.slo.learn_target) reads
+`ServiceHistory`, a `HistorySource` over the service's own history, and `SloLearning.rule` puts the target
+into the rule. The history is the example rule itself, with its configured target, serving a day that none of
+the scored traces is (the held-out day of demo.traces, `daily-2`: other bursts, another seed); it answers the
+three queries the learning asks, one point a minute, and refuses any other.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import math
 import random
+import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autoscaler.config.rules import load_rules, parse_rules
+from autoscaler.controller.past import recorded_query
+from autoscaler.controller.slo_learning import SloLearning, learn
 from autoscaler.planning.plan import count_all_failed, plan_replicas
 from autoscaler.policy import MetricObservation, Rule, RuleHistory
+from autoscaler.policy.slo import Learned
 from benchmarks.example_rules import USERS_HPA
 from demo.batching import BatchingReplica, Request
 from demo.clairvoyant import min_gpu_hours
 from demo.cluster import ClusterSettings
 from demo.replay import ReplaySettings
 from demo.serving_profile import ServingProfile, load_profile
-from demo.slo_replay import FleetView, Scaler, SloFigures, SloSettings, ceil_replicas, serve
-from demo.traces import Trace, benchmark_traces, noisy
+from demo.slo_replay import FleetView, ScaleDown, Scaler, SloFigures, SloSettings, ceil_replicas, serve
+from demo.traces import Trace, benchmark_traces, held_out_traces
+from plumbing.prometheus.range_query import RangeSeries
 from plumbing.prometheus.syntax import largest_range_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 RECOMMENDED_RULES = ROOT / "examples" / "gpu-inference-rules.yaml"
 LLM_RULES = ROOT / "examples" / "llm-vllm-rules.yaml"
-PANIC_RULES = ROOT / "examples" / "gpu-inference-panic-rules.yaml"
+SLO_RULES = ROOT / "examples" / "llm-vllm-slo-rules.yaml"
 MAX_REPLICAS = 16
 PLANNER_INTERVAL_SECONDS = 60.0
-MIN_BIN_SAMPLES = 5
-BIN_WIDTH = 0.25
-"""Requests a second per replica: the width of the learning's load bins."""
-TRAINING_REPLICAS = 4
+GRACE_SECONDS = 60.0
+"""The drain's grace period: longer than the longest generation within the objective (960 tokens at 50 ms)."""
+CONFIG_KEYS = ("users", "recommended", "llm", "slo", "slo-newest", "slo-drain", "planner")
+TRAINING_TRACE = "daily-2"
+"""The held-out day the learned target is trained on (demo.traces.held_out_traces)."""
+TTFT = "vllm:time_to_first_token_seconds"
+ITL = "vllm:time_per_output_token_seconds"
+BUCKETS = {
+    TTFT: (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+           40.0, 80.0, 160.0, 640.0, 2560.0),
+    ITL: (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+          80.0),
+}
+"""vLLM's histogram bounds (vllm/v1/metrics): what histogram_quantile reads."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ class Configuration:
     scaler: Callable[[], Scaler]
     """A fresh scaler for one run (a rule's keeps its history)."""
     min_replicas: int = 2
+    scale_down: ScaleDown = field(default_factory=ScaleDown)
 
 
 @dataclass(frozen=True)
@@ -107,9 +126,10 @@ def rule_scaler(rule: Rule) -> Scaler:
 def _observe(name: str, query: str, panic_query: str | None, view: FleetView) -> MetricObservation:
     """The rule's metric as the emulated fleet answers it (names as demo.replay knows them)."""
     if name == "requests_per_second":
-        panic = view.request_rates(largest_range_seconds(panic_query)) if panic_query else None
-        return MetricObservation(name, view.request_rates(largest_range_seconds(query) or 15.0),
-                                 panic_value=panic)
+        # vLLM's success counter counts a request when it finishes; the gateway's when it arrives
+        rates = view.success_rates if "vllm:request_success_total" in query else view.request_rates
+        panic = rates(largest_range_seconds(panic_query)) if panic_query else None
+        return MetricObservation(name, rates(largest_range_seconds(query) or 15.0), panic_value=panic)
     if name == "gpu_utilization":
         return MetricObservation(name, view.gpu_utilization, None if view.gpu_utilization is not None
                                  else "no GPU held")
@@ -195,71 +215,257 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def training_history(profile: ServingProfile, settings: SloSettings) -> list[tuple[float, float]]:
-    """(requests a second per ready replica, p90 TTFT) per minute of the training trace (see the module)."""
-    trace = noisy(level=3.5, seed=11)
-    finished: list[Request] = []
-    serve(trace, lambda view: TRAINING_REPLICAS, TRAINING_REPLICAS, profile,
-          dataclasses.replace(settings, warmup_seconds=0.0), observe=finished.append)
-    minutes: dict[int, list[float]] = {}
-    for request in finished:
-        if request.ttft is not None and 0 <= request.arrival < trace.duration_seconds:
-            minutes.setdefault(int(request.arrival // 60), []).append(request.ttft)
-    return [(len(ttfts) / 60.0 / TRAINING_REPLICAS, _quantile(ttfts, 0.9))
-            for _, ttfts in sorted(minutes.items()) if len(ttfts) >= 10]
+class UnaskedQuery(ValueError):
+    """A query the service's emulated history does not hold: the learning asked for something else."""
 
 
-def learn_target(samples: Sequence[tuple[float, float]], objective_seconds: float,
-                 quantile: float = 0.9) -> float | None:
-    """The highest per-replica load bin (its lower edge) whose `quantile` of latency samples stays within the
-    objective, with every lower bin within it too; None when no bin qualifies or none came close (no bin
-    with enough samples above the objective: the service never showed where its limit is)."""
-    bins: dict[int, list[float]] = {}
-    for value, latency in samples:
-        bins.setdefault(int(value // BIN_WIDTH), []).append(latency)
-    learned: float | None = None
-    came_close = False
-    for index in sorted(bins):
-        latencies = bins[index]
-        if len(latencies) < MIN_BIN_SAMPLES:
-            continue
-        if _quantile(latencies, quantile) <= objective_seconds:
-            if not came_close:
-                learned = index * BIN_WIDTH
+@dataclass(frozen=True)
+class LatencyTerm:
+    """One `histogram_quantile(q, sum by (le) (rate(NAME_bucket{...}[W]))) / divisor` of a latency query."""
+
+    name: str
+    quantile: float
+    window_minutes: int
+    divisor: float
+
+
+_TERM = (r"histogram_quantile\(\s*([0-9.]+)\s*,\s*sum by \(le\) \(rate\((vllm:[a-z_]+)_bucket\{[^}]*\}"
+         r"\[(\w+)\]\)\)\)(?:\s*/\s*([0-9.]+))?")
+
+
+def latency_terms(query: str) -> tuple[LatencyTerm, ...]:
+    """The terms of a latency query the emulated service answers: one histogram quantile of vLLM's TTFT or
+    inter-token latency, or the worse of two as shares of their objectives (`A / a > B / b or B / b`); a
+    ValueError for any other query."""
+    one = re.fullmatch(rf"\s*{_TERM}\s*", query)
+    worse = re.fullmatch(rf"\s*({_TERM})\s*>\s*({_TERM})\s*or\s*({_TERM})\s*", query)
+    if one is not None:
+        groups = [one.groups()]
+    elif worse is not None and " ".join(worse.group(6).split()) == " ".join(worse.group(11).split()):
+        groups = [worse.groups()[1:5], worse.groups()[6:10]]
+    else:
+        raise ValueError(f"latency query {query!r}: the emulated service answers histogram_quantile(q, sum "
+                         f"by (le) (rate({TTFT}_bucket or {ITL}_bucket[W]))), or the worse of two as "
+                         "'A / a > B / b or B / b'")
+    terms = []
+    for quantile, name, window, divisor in groups:
+        if name not in BUCKETS:
+            raise ValueError(f"latency query {query!r}: {name} is not a histogram the emulated server keeps")
+        minutes = _window_minutes(f"x[{window}]")
+        terms.append(LatencyTerm(name, float(quantile), minutes, float(divisor or 1.0)))
+    return tuple(terms)
+
+
+class ServiceHistory:
+    """The service's own history as Prometheus holds it: one point a minute of the three series the
+    controller's learning reads for `rule` (its `slo.latency` query, its `slo.learn` metric's query and, for
+    a `Total` metric, the replicas the controller recorded), recorded from a run of `serve`; a
+    `HistorySource` that refuses any other query.
+
+    Each point is what the query returns at that minute: a latency term is `histogram_quantile` over vLLM's
+    buckets of the observations in its window (linear within a bucket, as Prometheus interpolates; none: no
+    point); TTFT is observed at the first token, inter-token latency as the request's mean, once per token
+    after the first, when it finishes (the emulated server keeps no per-token times). A request-rate term is
+    its counter's increase over its window, and the replica count the one the controller read at its last
+    sync before that minute. Pass `record` the scaler and `observe` every finished request."""
+
+    def __init__(self, rule: Rule) -> None:
+        slo = rule.slo
+        if slo is None:
+            raise ValueError(f"rule {rule.name!r} has no slo block: nothing to learn")
+        metric = next(m for m in rule.metrics if m.name == slo.learn)
+        self.rule = rule
+        self.terms = latency_terms(slo.latency)
+        self.counts = counter_of(metric.query)
+        self.latency_query, self.metric_query = slo.latency, metric.query
+        self.replicas_query = recorded_query(rule) if metric.type == "Total" else None
+        self.rate_minutes = _window_minutes(metric.query)
+        self._observed: dict[str, dict[int, list[int]]] = {name: {} for name in BUCKETS}
+        """Histogram -> minute -> observations per bucket (the last: +Inf)."""
+        self._successes: dict[int, int] = {}
+        self._arrived: dict[int, int] = {}
+        self._recorded: dict[int, int] = {}
+        """Minute -> the replicas the controller read at its last sync of that minute."""
+
+    def observe(self, request: Request) -> None:
+        if request.first_token is not None and request.ttft is not None:
+            self._add(TTFT, request.first_token, request.ttft, 1)
+        if request.finished is not None and request.mean_itl is not None and request.output_tokens > 1:
+            self._add(ITL, request.finished, request.mean_itl, request.output_tokens - 1)
+        if request.finished is not None and not request.refused:
+            minute = math.floor(request.finished / 60)
+            self._successes[minute] = self._successes.get(minute, 0) + 1
+
+    def _add(self, name: str, t: float, value: float, times: int) -> None:
+        bounds = BUCKETS[name]
+        counts = self._observed[name].setdefault(math.floor(t / 60), [0] * (len(bounds) + 1))
+        counts[bisect.bisect_left(bounds, value)] += times
+
+    def record(self, scaler: Scaler) -> Scaler:
+        def recording(view: FleetView) -> int:
+            minute = math.floor(view.t / 60)
+            self._recorded[minute] = view.spec_replicas
+            if view.t == minute * 60:
+                self._arrived[minute - 1] = round(view.request_rates(60.0) * 60)
+            return scaler(view)
+        return recording
+
+    @property
+    def last_minute(self) -> int:
+        return max(self._recorded, default=0)
+
+    def run_range(self, query: str, start: float, end: float, step: float) -> RangeSeries:
+        """The query's points at start + k * step up to `end`; UnaskedQuery for any query but the three."""
+        if query == self.latency_query:
+            at: Callable[[int], float | None] = self._latency
+        elif query == self.metric_query:
+            at = self._rate
+        elif query == self.replicas_query:
+            at = self._replicas
         else:
-            came_close = True
-    return learned if came_close else None
+            raise UnaskedQuery(f"the service's history holds no series for {query!r}")
+        if step % 60 or start % 60:
+            raise UnaskedQuery(f"the history is kept a minute apart (asked: from {start:g} every {step:g} s)")
+        first = min(self._recorded, default=0)
+        minutes = range(max(first, math.ceil(start / 60)), min(self.last_minute, math.floor(end / 60)) + 1,
+                        round(step / 60))
+        values = {minute * 60.0: at(minute) for minute in minutes}
+        return RangeSeries(query, {t: v for t, v in values.items() if v is not None})
+
+    def _latency(self, minute: int) -> float | None:
+        values = []
+        for term in self.terms:
+            bounds = BUCKETS[term.name]
+            counts = [0] * (len(bounds) + 1)
+            for m in range(minute - term.window_minutes, minute):
+                for index, count in enumerate(self._observed[term.name].get(m, ())):
+                    counts[index] += count
+            value = histogram_quantile(term.quantile, bounds, counts)
+            if value is not None:
+                values.append(value / term.divisor)
+        return max(values, default=None)
+
+    def _rate(self, minute: int) -> float | None:
+        per_minute = self._successes if self.counts == "finished" else self._arrived
+        return sum(per_minute.get(m, 0) for m in range(minute - self.rate_minutes, minute)) / (
+            self.rate_minutes * 60.0)
+
+    def _replicas(self, minute: int) -> float | None:
+        count = self._recorded.get(minute - 1)
+        return None if count is None else float(count)
+
+
+ARRIVALS_COUNTER = "envoy_cluster_upstream_rq_total"
+"""The gateway's counter of requests sent to the replicas, counted when a request starts."""
+
+
+def counter_of(query: str) -> str:
+    """Which counter a request-rate query reads: 'arrived' (the gateway's) or 'finished' (vLLM's
+    vllm:request_success_total); a ValueError for any other."""
+    if ARRIVALS_COUNTER in query:
+        return "arrived"
+    if "vllm:request_success_total" in query:
+        return "finished"
+    raise ValueError(f"query {query!r}: the emulated service answers the rate of {ARRIVALS_COUNTER} or of "
+                     "vllm:request_success_total only")
+
+
+def _window_minutes(query: str) -> int:
+    seconds = largest_range_seconds(query)
+    if seconds < 60 or seconds % 60:
+        raise ValueError(f"query {query!r}: the emulated history keeps whole minutes (range {seconds:g} s)")
+    return int(seconds // 60)
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[int]) -> float | None:
+    """Prometheus's histogram_quantile over per-bucket `counts` (`bounds`, then +Inf): linear within the
+    bucket holding the rank; the highest finite bound when the rank falls in +Inf; None without counts."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = q * total
+    below = 0
+    for index, count in enumerate(counts):
+        if below + count >= rank and count > 0:
+            if index == len(bounds):
+                return bounds[-1]
+            lower = 0.0 if index == 0 else bounds[index - 1]
+            return lower + (bounds[index] - lower) * (rank - below) / count
+        below += count
+    return bounds[-1]
+
+
+@dataclass(frozen=True)
+class Training:
+    """What the slo rule learned, and from what."""
+
+    trace: Trace
+    learned: Learned
+    rule: Rule
+    """The rule as it decides: the learned target in place of the configured one (unchanged without one)."""
+    figures: SloFigures
+    """The training run itself, scored as any other."""
+
+
+def train(rule: Rule, trace: Trace, profile: ServingProfile, settings: SloSettings) -> Training:
+    """The example rule, with its configured target, serving `trace`; then the controller's learning over
+    that history, as `gpu-autoscaler run` learns it an hour later."""
+    history = ServiceHistory(rule)
+    figures = serve(trace, history.record(rule_scaler(rule)), rule.min_replicas, profile, settings,
+                    observe=history.observe, scale_down=deletion_costs(rule))
+    assert rule.slo is not None
+    learned = learn(rule, rule.slo, history, now=(history.last_minute + 2) * 60.0)
+    return Training(trace, learned, SloLearning(learned=learned).rule(rule), figures)
+
+
+def describe(training: Training) -> str:
+    """What was learned, from what: the lines the benchmark prints before its table."""
+    rule, learned, figures = training.rule, training.learned, training.figures
+    assert rule.slo is not None
+    target = next(m.target for m in rule.metrics if m.name == rule.slo.learn)
+    return (f"trained on {training.trace.name} ({training.trace.description}, "
+            f"{training.trace.duration_seconds / 3600:g} h), served by {SLO_RULES.name} with its configured "
+            f"target: attainment {figures.attainment:.2%}, {figures.gpu_hours:.2f} GPU-h\n"
+            f"learned: {learned.reason} ({learned.message}); {rule.slo.learn} target {target:.4g} per "
+            "replica in every run below")
+
+
+def training_trace() -> Trace:
+    return next(t for t in held_out_traces() if t.name == TRAINING_TRACE)
 
 
 # -------------------------------------------------------------------------------------------------- the run
 
-def configurations(profile: ServingProfile, settings: SloSettings,
-                   capacity: float, learned: float) -> tuple[Configuration, ...]:
+def configurations(settings: SloSettings, capacity: float, slo: Rule) -> tuple[Configuration, ...]:
+    """`slo`: the slo example as it decides (its learned target in place)."""
     users = _bounded(parse_rules(USERS_HPA, "<users-hpa>").rules[0])
     recommended = _bounded(_with_rate_target(load_rules(RECOMMENDED_RULES).rules[0],
                                              0.9 * settings.requests_per_load))
     llm = _bounded(load_rules(LLM_RULES).rules[0])
-    slo = _bounded(_rate_only(_with_rate_target(load_rules(RECOMMENDED_RULES).rules[0], learned)))
-    slo_panic = _bounded(_rate_only(_with_rate_target(load_rules(PANIC_RULES).rules[0], learned)))
+    target = next(m.target for m in slo.metrics if slo.slo is not None and m.name == slo.slo.learn)
+    costs = deletion_costs(slo)
     return (Configuration("users", "users' HPA (GPU utilization)", lambda: rule_scaler(users)),
             Configuration("recommended", "recommended rule", lambda: rule_scaler(recommended)),
-            Configuration("llm", "LLM example (queue + KV cache)", lambda: rule_scaler(llm)),
-            Configuration("slo", f"learned slo rule ({learned:g} req/s per replica)",
-                          lambda: rule_scaler(slo)),
-            Configuration("slo-panic", "learned slo rule + panic (examples/gpu-inference-panic-rules.yaml)",
-                          lambda: rule_scaler(slo_panic)),
+            Configuration("llm", "LLM example (queue + KV cache)", lambda: rule_scaler(llm),
+                          scale_down=deletion_costs(llm)),
+            Configuration("slo", f"slo example, learned target {target:.4g} req/s per replica, deletion "
+                          "cost", lambda: rule_scaler(slo), scale_down=costs),
+            Configuration("slo-newest", "the same, no deletion cost (the newest replica goes)",
+                          lambda: rule_scaler(slo), scale_down=ScaleDown()),
+            Configuration("slo-drain", f"the same, deletion cost + drain ({GRACE_SECONDS:g} s grace)",
+                          lambda: rule_scaler(slo),
+                          scale_down=dataclasses.replace(costs, grace_seconds=GRACE_SECONDS)),
             Configuration("planner", f"planner (Dynamo-like, {capacity:.2f} req/s per replica)",
                           lambda: planner_scaler(capacity)))
 
 
+def deletion_costs(rule: Rule) -> ScaleDown:
+    """A scale-down as the controller runs it for `rule`: with its podDeletionCost query, if it has one."""
+    return ScaleDown(rule.pod_deletion_cost.query if rule.pod_deletion_cost else None)
+
+
 def _bounded(rule: Rule) -> Rule:
     return dataclasses.replace(rule, min_replicas=2, max_replicas=MAX_REPLICAS)
-
-
-def _rate_only(rule: Rule) -> Rule:
-    """The rule without its GPU-utilization metric: on an LLM server it reads ~100 % at any batch (the
-    profile's NVML column), so it says nothing of the capacity the learned target is about."""
-    return dataclasses.replace(rule, metrics=tuple(m for m in rule.metrics if m.name != "gpu_utilization"))
 
 
 def _with_rate_target(rule: Rule, target: float) -> Rule:
@@ -282,7 +488,8 @@ def run(traces: Sequence[Trace], profile: ServingProfile, settings: SloSettings,
                               lambda t, load=trace: load(t) / capacity_load)
         for config in (*configs, Configuration("clairvoyant", "clairvoyant",
                                                lambda t=trace: clairvoyant_scaler(t, settings, capacity))):
-            figures = serve(trace, config.scaler(), config.min_replicas, profile, settings, capacity_load)
+            figures = serve(trace, config.scaler(), config.min_replicas, profile, settings, capacity_load,
+                            scale_down=config.scale_down)
             bound = min_gpu_hours(in_capacities, figures.overloaded_minutes, config.min_replicas,
                                   MAX_REPLICAS, replay_settings).gpu_hours
             outcomes.append(Outcome(trace.name, config.key, figures, bound))
@@ -312,7 +519,7 @@ def verdict(outcomes: Sequence[Outcome]) -> str:
     by = {(o.trace, o.key): o.figures for o in outcomes}
     lines = []
     for trace in dict.fromkeys(o.trace for o in outcomes):
-        for key in ("slo", "slo-panic"):
+        for key in ("slo", "slo-drain"):
             slo = by.get((trace, key))
             if slo is None:
                 continue
@@ -325,6 +532,10 @@ def verdict(outcomes: Sequence[Outcome]) -> str:
                     better = "better than" if dominates(slo, by[(trace, other)]) else "NOT better than"
                     notes.append(f"{better} {other}")
             lines.append(f"- {trace}: {key} " + "; ".join(notes))
+        cuts = [f"{key} {by[(trace, key)].cut:,}" for key in ("slo", "slo-newest", "slo-drain")
+                if (trace, key) in by]
+        if cuts:
+            lines.append(f"- {trace}: cut by scale-down: " + ", ".join(cuts))
     return "\n".join(lines)
 
 
@@ -372,22 +583,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--traces: unknown trace(s) {', '.join(unknown)}; known: "
                          f"{', '.join(t.name for t in traces)}")
         traces = [t for t in traces if t.name in wanted]
+    keys = {key.strip() for key in args.configs.split(",") if key.strip()}
+    if sorted(keys - set(CONFIG_KEYS)):
+        parser.error(f"--configs: unknown {', '.join(sorted(keys - set(CONFIG_KEYS)))}; known: "
+                     f"{', '.join(CONFIG_KEYS)}")
     settings = SloSettings(cluster=ClusterSettings(startup_delay_seconds=args.startup_delay))
     profile = load_profile()
     capacity = capacity_at_objective(profile, settings)
-    learned = learn_target(training_history(profile, settings), settings.objective.ttft_seconds)
-    print(f"profile {profile.name}: capacity at the objective {capacity:.2f} req/s per replica; "
-          f"learned target {learned} req/s per replica", flush=True)
-    if learned is None:
-        print("the training history never came close to the objective: nothing learned", file=sys.stderr)
-        return 1
-    configs = configurations(profile, settings, capacity, learned)
-    if args.configs:
-        keys = {key.strip() for key in args.configs.split(",") if key.strip()}
-        unknown = sorted(keys - {c.key for c in configs})
-        if unknown:
-            known = ", ".join(c.key for c in configs)
-            parser.error(f"--configs: unknown {', '.join(unknown)}; known: {known}")
+    print(f"profile {profile.name}: capacity at the objective {capacity:.2f} req/s per replica", flush=True)
+    training = train(load_rules(SLO_RULES).rules[0], training_trace(), profile, settings)
+    print(describe(training), flush=True)
+    configs = configurations(settings, capacity, training.rule)
+    if keys:
         configs = tuple(c for c in configs if c.key in keys)
     labels = {c.key: c.label for c in configs} | {"clairvoyant": "clairvoyant (knows the trace)"}
     outcomes = run(traces, profile, settings, configs, capacity)

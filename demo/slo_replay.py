@@ -6,9 +6,16 @@ token and inter-token latency) per GPU-hour, not by GPU-equivalents. This replay
 output lengths drawn from stated distributions, routes each to the ready replica with the fewest requests in
 flight, and serves them with `demo.batching.BatchingReplica` (the profile's step and prefill times). Replicas
 come and go through `demo.cluster.SimulatedDeployment`, so a new one serves only after the start-up delay and
-holds its GPU while loading. A request in flight on a replica that a scale-down removes is cut (and misses
-the objective). Every `sync_seconds` a scaler (a rule through the controller's own planning, or a baseline)
-sees the fleet's signals and sets the replica count. Pure simulated time: no wall clock.
+holds its GPU while loading. Every `sync_seconds` a scaler (a rule through the controller's own planning, or a
+baseline) sees the fleet's signals and sets the replica count. Pure simulated time: no wall clock.
+
+A scale-down (`ScaleDown`) removes replicas as the controller and the ReplicaSet do: with a rule's
+`podDeletionCost`, each ready replica first gets the cost the controller would set from that per-pod query
+(`autoscaler.kube.deletion_cost`), so the idlest go; without it, the newest go. A removed replica's requests
+in flight are cut at once (and miss the objective), as vLLM aborts them on SIGTERM by default
+(`--shutdown-timeout=0`); with `grace_seconds` it drains instead (`--shutdown-timeout` within the pod's
+`terminationGracePeriodSeconds`): it gets no new request, keeps its GPU (counted in GPU-hours) until its last
+request finishes or the grace period ends, and only what is unfinished then is cut.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from autoscaler.kube.backend import PodMeta
+from autoscaler.kube.deletion_cost import COST_ANNOTATION, cost_patches
 from demo.batching import BatchingReplica, Request
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.serving_profile import ServingProfile
@@ -75,6 +84,9 @@ class FleetView:
     ready: int
     request_rates: Callable[[float], float]
     """Mean arrival rate (requests a second) over the last `window` seconds, as rate(...[window])."""
+    success_rates: Callable[[float], float]
+    """Mean rate of requests finished (vllm:request_success_total) over the last `window` seconds: the
+    arrival rate a generation later while the replicas keep up, their throughput when they do not."""
     waiting: int
     running: int
     kv_cache_usage: float | None
@@ -84,6 +96,40 @@ class FleetView:
 
 
 Scaler = Callable[[FleetView], int]
+
+
+@dataclass(frozen=True)
+class ScaleDown:
+    """Which replicas a scale-down removes and what becomes of their requests in flight."""
+
+    deletion_cost_query: str | None = None
+    """The rule's `podDeletionCost.query` (None: no costs are set, the ReplicaSet removes the newest)."""
+    grace_seconds: float | None = None
+    """None: a removed replica's requests are cut at once (vLLM's default, `--shutdown-timeout=0`); else it
+    drains for at most this long (`--shutdown-timeout` with `terminationGracePeriodSeconds` above it)."""
+
+    def __post_init__(self) -> None:
+        if self.grace_seconds is not None and not self.grace_seconds >= 0:
+            raise ValueError(f"grace_seconds must be >= 0 (got {self.grace_seconds})")
+        if self.deletion_cost_query is not None:
+            counted(self.deletion_cost_query)
+
+
+def counted(query: str) -> tuple[bool, bool]:
+    """Whether a per-pod `podDeletionCost` query counts a replica's requests running
+    (`vllm:num_requests_running`) and its requests waiting (`..._waiting`); a ValueError for a query that
+    names neither (the emulated server has no other per-pod series)."""
+    running, waiting = "running" in query, "waiting" in query
+    if not (running or waiting):
+        raise ValueError(f"podDeletionCost query {query!r}: the emulated server answers only its requests "
+                         "running and waiting per pod")
+    return running, waiting
+
+
+def pod_value(query: str, server: BatchingReplica) -> int:
+    """What the per-pod `query` returns for one replica."""
+    running, waiting = counted(query)
+    return (len(server.running) if running else 0) + (len(server.waiting) if waiting else 0)
 
 
 @dataclass(frozen=True)
@@ -103,12 +149,13 @@ class SloFigures:
 
 
 def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfile, settings: SloSettings,
-          capacity_load: float = 1.0, observe: Callable[[Request], None] | None = None) -> SloFigures:
+          capacity_load: float = 1.0, observe: Callable[[Request], None] | None = None,
+          scale_down: ScaleDown = ScaleDown()) -> SloFigures:
     """Play `trace` (after a mirrored warm-up) with the replica count set by `scaler` at every sync.
 
     `capacity_load`: the load one replica serves within the objective; samples whose load per ready replica
     exceeds it count as overloaded minutes (what the clairvoyant bound is computed against). `observe` sees
-    every finished request (a training history's latencies)."""
+    every finished request (a training history's latencies). `scale_down`: deletion costs and draining."""
     step = settings.step_seconds
     per_sync = round(settings.sync_seconds / step)
     if per_sync < 1 or abs(settings.sync_seconds / step - per_sync) > 1e-9:
@@ -122,17 +169,35 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
     def finished(request: Request) -> None:
         if observe is not None:
             observe(request)
+        if not request.refused:
+            finishing[0] += 1
         if request.arrival >= 0:
             scored["requests"] += 1
             scored["met"] += objective.met(request)
 
     servers: dict[str, BatchingReplica] = {}
+    annotations: dict[str, dict[str, str]] = {}
+    """Each replica's pod annotations as the controller left them (its deletion costs)."""
+    draining: list[tuple[BatchingReplica, float]] = []
+    """Removed replicas still finishing their requests, each with the end of its grace period."""
     cut = preemptions = 0
-    arrivals: list[float] = []
+    arrivals: list[int] = []
     """Arrivals per step, for rate windows."""
+    successes: list[int] = []
+    """Requests finished per step."""
+    finishing = [0]
+    """Requests finished so far in the current step."""
     busy_at_sync: dict[str, float] = {}
     gpu_samples = overloaded = 0
     ready_profile: list[int] = []
+
+    def cut_all(server: BatchingReplica) -> None:
+        nonlocal cut, preemptions
+        preemptions += server.preemptions  # counted before the replica goes
+        lost = sum(1 for request in server.take_all() if request.arrival >= 0)
+        cut += lost
+        scored["requests"] += lost
+
     steps = int((settings.warmup_seconds + trace.duration_seconds + settings.drain_seconds) // step)
     for index in range(steps):
         start = -settings.warmup_seconds + index * step
@@ -157,9 +222,22 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
             count += 1
         for server in ready:
             server.advance(start + step)
+        holding = len(draining)  # a replica draining at the step's start holds its GPU in that sample
+        still = []
+        for server, deadline in draining:
+            server.advance(min(deadline, start + step))
+            if server.in_flight and deadline > start + step:
+                still.append((server, deadline))
+            elif server.in_flight:
+                cut_all(server)  # the grace period is over: the kubelet kills what is left
+            else:
+                preemptions += server.preemptions
+        draining = still
         arrivals.append(count)
+        successes.append(finishing[0])
+        finishing[0] = 0
         if 0 <= start <= trace.duration_seconds:  # the samples demo.clairvoyant's bound counts
-            held = sum(1 for r in deployment.replicas() if r.gpu is not None)
+            held = sum(1 for r in deployment.replicas() if r.gpu is not None) + holding
             gpu_samples += held
             ready_profile.append(len(ready))
             if load > capacity_load * len(ready):
@@ -167,34 +245,63 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
         if index % per_sync == per_sync - 1:
             end = start + step
             clock_now[0] = end
-            view = _view(end, deployment, servers, arrivals, step, busy_at_sync, settings.sync_seconds)
+            view = _view(end, deployment, servers, arrivals, successes, step, busy_at_sync,
+                         settings.sync_seconds)
             wanted = scaler(view)
+            if wanted < deployment.spec_replicas and scale_down.deletion_cost_query is not None:
+                set_costs_before_scale_down(deployment, servers, annotations, scale_down.deletion_cost_query,
+                                            end)
             if wanted != deployment.spec_replicas:
                 before = set(servers)
                 deployment.scale_to(wanted)
                 kept = {r.name for r in deployment.replicas()}
                 for name in before - kept:
                     removed = servers.pop(name)
-                    preemptions += removed.preemptions  # counted before the replica goes
-                    lost = removed.take_all()
-                    scored_lost = sum(1 for request in lost if request.arrival >= 0)
-                    cut += scored_lost
-                    scored["requests"] += scored_lost
+                    annotations.pop(name, None)
+                    if scale_down.grace_seconds is None or not removed.in_flight:
+                        cut_all(removed)
+                    else:
+                        draining.append((removed, end + scale_down.grace_seconds))
+    for server, _ in draining:  # the run ended within their grace period (a drain longer than the run)
+        cut_all(server)
     preemptions += sum(server.preemptions for server in servers.values())
     return SloFigures(scored["requests"], scored["met"], cut, gpu_samples * step / 3_600.0, preemptions,
                       overloaded * step / 60.0, tuple(ready_profile))
 
 
+def set_costs_before_scale_down(deployment: SimulatedDeployment, servers: dict[str, BatchingReplica],
+                                annotations: dict[str, dict[str, str]], query: str, now: float) -> None:
+    """What the controller does before a scale-down patch: each pod's cost from the per-pod query (what a
+    ready replica's server exports; a loading one exports nothing), patched where it changes, the ranking
+    handed to the simulated ReplicaSet."""
+    pods = deployment.replicas()
+    in_flight = {r.name: float(pod_value(query, servers[r.name])) for r in pods
+                 if r.gpu is not None and r.ready(now) and r.name in servers}
+    metas = [PodMeta(r.name, annotations.get(r.name, {})) for r in pods]
+    for name, patch in cost_patches(metas, in_flight).items():
+        held = annotations.setdefault(name, {})
+        for key, value in patch.items():
+            if value is None:
+                held.pop(key, None)
+            else:
+                held[key] = value
+        cost = held.get(COST_ANNOTATION)
+        deployment.set_deletion_cost(name, None if cost is None else int(cost))
+
+
 def _view(now: float, deployment: SimulatedDeployment, servers: dict[str, BatchingReplica],
-          arrivals: list[int], step: float, busy_at_sync: dict[str, float], sync_seconds: float) -> FleetView:
+          arrivals: list[int], successes: list[int], step: float, busy_at_sync: dict[str, float],
+          sync_seconds: float) -> FleetView:
     replicas = deployment.replicas()
     held = [r for r in replicas if r.gpu is not None]
     ready = [servers[r.name] for r in held if r.ready(now) and r.name in servers]
 
-    def rates(window: float) -> float:
-        count = max(1, round(window / step))
-        recent = arrivals[-count:]
-        return sum(recent) / (len(recent) * step) if recent else 0.0
+    def rate_of(counts: list[int]) -> Callable[[float], float]:
+        def rate(window: float) -> float:
+            count = max(1, round(window / step))
+            recent = counts[-count:]
+            return sum(recent) / (len(recent) * step) if recent else 0.0
+        return rate
 
     busy = 0.0
     for replica in held:
@@ -204,7 +311,8 @@ def _view(now: float, deployment: SimulatedDeployment, servers: dict[str, Batchi
             busy += min(1.0, (server.busy_seconds - before) / sync_seconds)
             busy_at_sync[replica.name] = server.busy_seconds
     return FleetView(
-        t=now, spec_replicas=len(replicas), ready=len(ready), request_rates=rates,
+        t=now, spec_replicas=len(replicas), ready=len(ready), request_rates=rate_of(arrivals),
+        success_rates=rate_of(successes),
         waiting=sum(len(s.waiting) for s in ready), running=sum(len(s.running) for s in ready),
         kv_cache_usage=sum(s.kv_cache_usage for s in ready) / len(ready) if ready else None,
         gpu_utilization=100.0 * busy / len(held) if held else None)
