@@ -183,7 +183,7 @@ def play(args: argparse.Namespace, trace: Trace, world: SimulatedWorld, controll
     """The scenario loop: drive the GPUs every tick, sync the controller every interval."""
     start = last = time.monotonic()
     next_sync = start
-    recorder.start_serving(world.llm.tally())
+    recorder.start_serving(world.llm.tally(), world.llm.objective)
     while not stop.is_set():
         now = time.monotonic()
         elapsed = now - start

@@ -167,6 +167,11 @@ class BatchingServerCollector:
         self._tally = ServedTally()
 
     @property
+    def objective(self) -> Objective:
+        """What a request must meet to count as `met`."""
+        return self._objective
+
+    @property
     def cut(self) -> int:
         """Requests in flight on replicas that went away."""
         return self.tally().cut

@@ -85,6 +85,7 @@ class DemoRecorder:
     served: ServedTally = field(default_factory=ServedTally)
     """Its requests since then: what the summary scores."""
     objective: Objective = field(default_factory=Objective)
+    """The objective the server scored its requests by (the summary states it)."""
 
     def clock_text(self, unix: float) -> str:
         """The controller's time as its schedules read it: in the first schedule's zone (UTC without one)."""
@@ -112,10 +113,11 @@ class DemoRecorder:
         self.peak_pending = max(self.peak_pending, snapshot.pending)
         self.pool_gpus = len(snapshot.gpus)
 
-    def start_serving(self, tally: ServedTally) -> None:
+    def start_serving(self, tally: ServedTally, objective: Objective | None = None) -> None:
         """The scenario starts: the server's requests count from `tally` on (the wait before is not
-        scored)."""
+        scored), scored by `objective` (the default one when not given)."""
         self.served_since = tally
+        self.objective = objective or Objective()
 
     def record_served(self, tally: ServedTally) -> ServedTally:
         """The server's tally now; returns the requests scored since the previous call."""
