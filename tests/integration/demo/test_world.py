@@ -130,7 +130,7 @@ def test_a_scale_down_cuts_the_requests_of_the_replicas_it_removes_and_counts_th
     assert set(in_flight) == {"inference-0001", "inference-0002"}
     for pod, count in in_flight.items():
         sim.deployment.set_deletion_cost(pod, int(count) + 1)  # what the controller's query would give
-    idlest = min(in_flight, key=lambda pod: (in_flight[pod], pod))
+    idlest = min(in_flight, key=lambda pod: (in_flight[pod], -int(pod[-4:])))  # a tie: the newest goes
     sim.deployment.scale_to(1)
     tally = sim.llm.tally()
     assert [r.name for r in sim.deployment.replicas()] == sorted(set(in_flight) - {idlest})
