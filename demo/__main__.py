@@ -51,8 +51,9 @@ from plumbing.cli import duration, install_stop_handlers, silence_stdout
 from plumbing.prometheus.config import single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
 
-REQUESTS_PER_GPU_SECOND = 10.0
-"""Requests per second one simulated GPU serves at 100 % (the demo rules' target 9 = 90 % of a GPU)."""
+REQUESTS_PER_GPU_SECOND = 8.0
+"""Requests per second one GPU's worth of load sends: about what one replica of the emulated server (default
+profile and lengths) serves flat out, so a load of 1.0 is one busy replica (the rate rules' 7: ~90 %)."""
 log = logging.getLogger("demo")
 
 
@@ -182,6 +183,7 @@ def play(args: argparse.Namespace, trace: Trace, world: SimulatedWorld, controll
     """The scenario loop: drive the GPUs every tick, sync the controller every interval."""
     start = last = time.monotonic()
     next_sync = start
+    recorder.start_serving(world.llm.tally(), world.llm.objective)
     while not stop.is_set():
         now = time.monotonic()
         elapsed = now - start
@@ -194,13 +196,15 @@ def play(args: argparse.Namespace, trace: Trace, world: SimulatedWorld, controll
         if now >= next_sync:
             report = controller.sync_once()
             snapshot = world.deployment.snapshot(snapshot.load)
+            served = world.llm.tally()
             for outcome in report.outcomes:
-                print(recorder.sync(elapsed, snapshot, outcome, report.timestamp), flush=True)
+                print(recorder.sync(elapsed, snapshot, outcome, report.timestamp, served), flush=True)
             next_sync += args.interval
             if next_sync < time.monotonic():  # a slow sync: skip the missed ones, do not burst
                 next_sync = time.monotonic() + args.interval
         stop.wait(max(0.0, min(TICK_SECONDS, next_sync - time.monotonic())))
     recorder.elapsed = min(time.monotonic() - start, args.duration)
+    recorder.record_served(world.llm.tally())
 
 
 def _shown(path: Path) -> str:

@@ -8,7 +8,8 @@ tenants' pods (`set_others`) take free GPUs before our Pending replicas, as a hi
 but never evict a running replica. Scale-down removes replicas at once, in the ReplicaSet controller's order:
 Pending first, then still loading, then ready; within each group the lowest pod-deletion cost first (set by
 the controller's `podDeletionCost` through the demo's scale backend), then newest first. `on_removed` is told
-the names a scale-down removed: the hook by which a server model counts the requests they were serving (cut).
+the names a scale-down removed, and those the same order without deletion costs would have removed instead:
+the hook by which a server model counts the requests they were serving (cut), with and without the costs.
 
 Load is in GPU-equivalents (see demo.traces): the ready replicas share it evenly, so each ready GPU is busy
 `load / ready` (capped at 1.0; demand above 1.0 queues). A loading replica's GPU shows `loading_utilization`.
@@ -123,6 +124,17 @@ class ClusterSnapshot:
         return self.demand_per_ready > line
 
 
+@dataclass(frozen=True)
+class ScaleDown:
+    """One scale-down: the replicas it removed, and those the ReplicaSet's order without any pod-deletion cost
+    (Pending, loading, then ready, newest first) would have removed at the same instant."""
+
+    removed: tuple[str, ...]
+    without_costs: tuple[str, ...]
+    costs_set: bool = False
+    """Some replica had a pod-deletion cost when the ReplicaSet chose (the controller set them before)."""
+
+
 OTHER_UTILIZATION = 0.8
 """GPU utilization (0..1) of a GPU held by the other tenant (a training job keeps it busy)."""
 
@@ -149,8 +161,8 @@ class SimulatedDeployment:
         self._nodes = tuple(self.settings.node_of(index) for index in range(self.settings.gpu_count))
         self._costs: dict[str, int] = {}
         """Replica name -> its pod-deletion cost (absent: 0, as the annotation's default)."""
-        self.on_removed: Callable[[tuple[str, ...]], None] | None = None
-        """Told the names each scale-down removes, under the Deployment's lock (keep it short)."""
+        self.on_removed: Callable[[ScaleDown], None] | None = None
+        """Told each scale-down, under the Deployment's lock (keep it short)."""
         if replicas < 0:
             raise ValueError(f"replicas must be >= 0 (got {replicas})")
         self._add(replicas, clock(), ready_now=start_ready)
@@ -194,12 +206,15 @@ class SimulatedDeployment:
                 ranked = sorted(self._replicas, key=lambda r: self._deletion_rank(r, now))
                 cut = len(self._replicas) - replicas
                 removed, keep = ranked[:cut], ranked[cut:]
+                costs_set = any(self._costs.get(r.name, 0) != 0 for r in ranked)
+                by_default = sorted(self._replicas, key=lambda r: self._deletion_rank(r, now, costs=False))
                 self._replicas = sorted(keep, key=lambda r: (r.created_at, r.name))
                 for replica in removed:
                     self._costs.pop(replica.name, None)
                 self._schedule(now)
                 if self.on_removed is not None:
-                    self.on_removed(tuple(r.name for r in removed))
+                    self.on_removed(ScaleDown(tuple(r.name for r in removed),
+                                              tuple(r.name for r in by_default[:cut]), costs_set))
 
     def set_deletion_cost(self, name: str, cost: int | None) -> bool:
         """The replica's pod-deletion cost (None: none); False when no replica has that name."""
@@ -264,11 +279,13 @@ class SimulatedDeployment:
             updated.append(replica)
         self._replicas = updated
 
-    def _deletion_rank(self, replica: Replica, now: float) -> tuple[int, int, float, tuple[int, ...]]:
-        """Lower ranks go first: Pending, then loading, then ready; within a group the lowest deletion cost,
-        then the newest."""
+    def _deletion_rank(self, replica: Replica, now: float,
+                       costs: bool = True) -> tuple[int, int, float, tuple[int, ...]]:
+        """Lower ranks go first: Pending, then loading, then ready; within a group the lowest deletion cost
+        (`costs` False: as if none were set), then the newest."""
         group = 0 if replica.gpu is None else (1 if not replica.ready(now) else 2)
-        return (group, self._costs.get(replica.name, 0), -replica.created_at, _reverse(replica.name))
+        cost = self._costs.get(replica.name, 0) if costs else 0
+        return (group, cost, -replica.created_at, _reverse(replica.name))
 
 
 def _reverse(name: str) -> tuple[int, ...]:

@@ -20,9 +20,10 @@ What the metrics return (the simulated answers to the rule's queries, by metric 
   `[...]` in the query; the rate at that instant when it has none), so a one-minute rate lags a burst by about
   half a minute and smooths the jitter. Unlike utilization it does not saturate at 100 %. With
   `behavior.panic` its panic-window query is answered the same way over the shorter window.
-- `queue` and `kv_cache`: the emulated LLM server's `sum(vllm:num_requests_waiting)` and
-  `avg(vllm:kv_cache_usage_perc)` over the ready replicas (demo/llm_server.py's `LlmQueue`, stepped with the
-  load at every step: arrivals beyond what the ready replicas serve wait, and drain at the spare capacity).
+- `queue`, `running` and `kv_cache`: the emulated LLM server's `sum(vllm:num_requests_waiting)`,
+  `sum(vllm:num_requests_running)` and `avg(vllm:kv_cache_usage_perc)` over the ready replicas
+  (demo/llm_server.py's fluid `LlmQueue`, stepped with the load at every step: arrivals beyond what the ready
+  replicas serve wait, and drain at the spare capacity; a batch holds throughput x its service time).
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ DecideFunction = Callable[[Rule, int, Sequence[MetricObservation], RuleHistory, 
 GPU_UTILIZATION = "gpu_utilization"
 REQUESTS_PER_SECOND = "requests_per_second"
 QUEUE = "queue"
+RUNNING = "running"
 KV_CACHE = "kv_cache"
-KNOWN_METRICS = (GPU_UTILIZATION, REQUESTS_PER_SECOND, QUEUE, KV_CACHE)
+KNOWN_METRICS = (GPU_UTILIZATION, REQUESTS_PER_SECOND, QUEUE, RUNNING, KV_CACHE)
 
 def query_range_seconds(query: str) -> float:
     """The largest range selector of a PromQL query in seconds (`rate(x[1m])` -> 60, `[1h30m]` -> 5400, a
@@ -165,6 +167,8 @@ def observations(rule: Rule, snapshot: ClusterSnapshot, settings: ReplaySettings
             result.append(MetricObservation(metric.name, rate, panic_value=short))
         elif metric.name == QUEUE:
             result.append(MetricObservation(metric.name, llm.waiting))
+        elif metric.name == RUNNING:
+            result.append(MetricObservation(metric.name, llm.running_per_replica * snapshot.ready))
         elif metric.name == KV_CACHE:
             if snapshot.ready == 0:
                 result.append(MetricObservation(metric.name, None, "no ready replica"))

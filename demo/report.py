@@ -22,13 +22,18 @@ from autoscaler.controller.loop import RuleOutcome
 from autoscaler.planning.overload import OVERLOAD_LINE
 from autoscaler.policy import MetricSpec, Reason, Rule
 from demo.cluster import ClusterSnapshot
+from demo.llm_server import ServedTally
 from demo.plots import DemoPoint, plot_demo
+from demo.slo_replay import Objective
 
 LINE_WIDTH = 120
 """The live line fits a 120-column terminal: the decision's message is in timeline.csv and summary.md."""
 SIMULATED_GPU_COLUMN = "gpu_util_simulated"
 """timeline.csv's column of the Deployment's mean GPU utilization (%), as simulated: shown whatever the rule
 queries, next to the rule's own metrics as Prometheus returned them."""
+SERVED_COLUMNS = ("requests", "slo_met", "cut", "cut_without_costs")
+"""timeline.csv's columns of the emulated LLM server's requests scored since the previous sync: how many, the
+share (%) that met the objective, and those cut by a scale-down with and without the pod-deletion costs."""
 
 
 @dataclass
@@ -75,6 +80,12 @@ class DemoRecorder:
     """Each window opening or closing, as the summary tells it."""
     _open: str | None = None
     """The label of the schedule window whose minReplicas is in effect (None: none open)."""
+    served_since: ServedTally | None = None
+    """The emulated LLM server's tally when the scenario started (None: no server figures recorded)."""
+    served: ServedTally = field(default_factory=ServedTally)
+    """Its requests since then: what the summary scores."""
+    objective: Objective = field(default_factory=Objective)
+    """The objective the server scored its requests by (the summary states it)."""
 
     def clock_text(self, unix: float) -> str:
         """The controller's time as its schedules read it: in the first schedule's zone (UTC without one)."""
@@ -102,10 +113,25 @@ class DemoRecorder:
         self.peak_pending = max(self.peak_pending, snapshot.pending)
         self.pool_gpus = len(snapshot.gpus)
 
+    def start_serving(self, tally: ServedTally, objective: Objective | None = None) -> None:
+        """The scenario starts: the server's requests count from `tally` on (the wait before is not
+        scored), scored by `objective` (the default one when not given)."""
+        self.served_since = tally
+        self.objective = objective or Objective()
+
+    def record_served(self, tally: ServedTally) -> ServedTally:
+        """The server's tally now; returns the requests scored since the previous call."""
+        if self.served_since is None:
+            self.served_since = tally
+        total = tally - self.served_since
+        interval, self.served = total - self.served, total
+        return interval
+
     def sync(self, t: float, snapshot: ClusterSnapshot, outcome: RuleOutcome,
-             now: float | None = None) -> str:
+             now: float | None = None, served: ServedTally | None = None) -> str:
         """Record one sync of the rule; returns the live line to print, after a line saying that a schedule
-        window opened or closed when one did (`now`: the controller's time of the sync)."""
+        window opened or closed when one did (`now`: the controller's time of the sync; `served`: the LLM
+        server's tally, for timeline.csv's SERVED_COLUMNS)."""
         self.elapsed = max(self.elapsed, t)
         self.peak_pending = max(self.peak_pending, snapshot.pending)
         self.pool_gpus = len(snapshot.gpus)
@@ -140,6 +166,12 @@ class DemoRecorder:
             row.update({"pending": str(snapshot.pending), "free_gpus": str(snapshot.free_gpus)})
         if self.rule.schedules:
             row.update({"clock": "" if now is None else self.clock_text(now), "schedule": self._open or ""})
+        if served is not None:
+            interval = self.record_served(served)
+            attainment = interval.attainment
+            row.update({"requests": str(interval.requests),
+                        "slo_met": "" if attainment is None else f"{100.0 * attainment:.1f}",
+                        "cut": str(interval.cut), "cut_without_costs": str(interval.cut_without_costs)})
         row.update({"driver": driver or "", "message": outcome.message})
         self.rows.append(row)
         metrics = " ".join(("*" if m.name == driver else "")
@@ -211,6 +243,29 @@ class DemoRecorder:
                                             or "no window open during the run") + ".")
         return lines
 
+    def _served_lines(self) -> list[str]:
+        """The emulated LLM server's part of the summary: how users would judge the run."""
+        if self.served_since is None:
+            return []
+        served, objective = self.served, self.objective
+        attainment = served.attainment
+        met = "-" if attainment is None else f"{attainment:.1%}"
+        cut = f"- Requests cut by the scale-downs ({served.scale_downs}): {served.cut}"
+        if self.rule.pod_deletion_cost is None:
+            cut += (" (the rule sets no pod-deletion cost: the ReplicaSet's default order, newest first, "
+                    "chose).")
+        else:
+            cut += (" with the pod-deletion costs the controller set (in effect at "
+                    f"{served.scale_downs_with_costs} of them), {served.cut_without_costs} without them (at "
+                    "each scale-down, those in flight on the replicas the ReplicaSet's default order, newest "
+                    "first, would have removed instead).")
+        return [
+            f"- Requests served by the emulated LLM server: {served.requests}, {met} within the objective "
+            f"(time to first token <= {objective.ttft_seconds:g} s and mean inter-token latency <= "
+            f"{objective.itl_seconds * 1000:g} ms; a cut request misses it).",
+            cut,
+        ]
+
     def _mean_busy(self) -> float:
         """Mean utilization of the GPUs held over the run, weighted by GPU-seconds (idle loaders count)."""
         return self.busy_gpu_seconds / self.gpu_seconds if self.gpu_seconds > 0 else 0.0
@@ -222,6 +277,8 @@ class DemoRecorder:
             columns += ["pending", "free_gpus"]
         if self.rule.schedules:
             columns += ["clock", "schedule"]
+        if self.served_since is not None:
+            columns += list(SERVED_COLUMNS)
         columns += ["reason", "driver", "message"]
         with path.open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
@@ -263,6 +320,7 @@ class DemoRecorder:
             "- Syncs each metric drove (asked for the most replicas): "
             + (", ".join(f"{name} {count}" for name, count in self.drivers.most_common()) or "none") + ".",
             *self._guard_lines(),
+            *self._served_lines(),
             "",
             "| decision reason | syncs |", "|---|---:|",
             *[f"| {reason} | {count} |" for reason, count in self.reasons.most_common()], "",

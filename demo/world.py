@@ -10,8 +10,16 @@ pod-resources API), so a rule selects its GPUs with `pod=~"<name>-.*"` exactly a
 
 The service itself exposes `service_requests_total{namespace,service}` (requests it received) on a third
 endpoint, as an inference server or its gateway would; demand-based rules query its rate. It also answers
-as an LLM server would (demo/llm_server.py): vLLM's queue, batch, KV-cache and time-to-first-token series per
-ready replica, from a queue that fills when the load outgrows the ready replicas.
+as an LLM server would (demo/llm_server.py's `BatchingServerCollector`, with the default serving profile):
+the same requests, arriving at the load's rate, each go to the ready replica with the fewest in flight and
+are served by that replica's emulated continuous batching; vLLM's series per ready replica. A replica that a
+scale-down removes loses its requests in flight (the Deployment's `on_removed`), counted with the deletion
+costs the controller set and, per scale-down, without them.
+
+The exporters' GPU utilization stays the load's share per ready GPU (1.0 = `requests_per_gpu_second`, about
+what one replica of the profile serves flat out), not the emulated server's busy time: a batching server is
+busy, and NVML reads ~100 %, at any load (docs/llm-signals.md), and the rate rules (demo/demo-rules.yaml,
+demo/capacity-rules.yaml) are the recommended GPU configuration, written for a utilization that follows load.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from prometheus_client.core import CounterMetricFamily, Metric
 
 from demo.cluster import OTHER_NAMESPACE, OTHER_WORKLOAD, ClusterSnapshot, SimulatedDeployment
 from demo.llm_server import SERVED_NAMES as LLM_NAMES
-from demo.llm_server import LlmQueue, LlmServerCollector
+from demo.llm_server import BatchingServerCollector
+from demo.serving_profile import ServingProfile, load_profile
 from exporter.app import ExporterApp
 from exporter.metric_table import ALL_METRICS
 from exporter.scrape.holders import PodRef
@@ -112,7 +121,9 @@ class SimulatedWorld:
     """Starts the exporters and the service endpoint; `drive()` pushes the cluster state into them."""
 
     def __init__(self, deployment: SimulatedDeployment, requests_per_gpu_second: float,
-                 sweep_interval: float = 0.5) -> None:
+                 sweep_interval: float = 0.5, profile: ServingProfile | None = None) -> None:
+        """`profile`: the emulated server's (the default profile when not given). The world takes the
+        Deployment's `on_removed` hook: its scale-downs cut the removed replicas' requests."""
         settings = deployment.settings
         self.deployment = deployment
         self.requests_per_gpu_second = requests_per_gpu_second
@@ -132,7 +143,8 @@ class SimulatedWorld:
         self._uuids = [gpu_uuid(n + 1, i)
                        for n in range(settings.nodes) for i in range(settings.gpus_per_node)]
         self._counter = _RequestCounter(deployment.namespace, deployment.name)  # service = Deployment
-        self.llm = LlmServerCollector(LlmQueue(capacity=requests_per_gpu_second), deployment.namespace)
+        self.llm = BatchingServerCollector(profile or load_profile(), deployment.namespace)
+        deployment.on_removed = self.llm.scale_down
         self._registry = CollectorRegistry()
         self._registry.register(self._counter)
         self._registry.register(self.llm)
@@ -166,8 +178,8 @@ class SimulatedWorld:
             self._service_server = None
 
     def drive(self, load: float, elapsed_seconds: float, backlog: bool = True) -> ClusterSnapshot:
-        """Set every GPU from the cluster state under `load`; count the requests of `elapsed_seconds`
-        (`backlog` False: the LLM server queues none of them, as before the day starts)."""
+        """Set every GPU from the cluster state under `load`; count the requests of `elapsed_seconds` and
+        serve them (`backlog` False: the LLM server queues none of them, as before the day starts)."""
         snapshot = self.deployment.snapshot(load)
         settings = self.deployment.settings
         replicas = {r.name: r for r in self.deployment.replicas()}
@@ -223,7 +235,8 @@ class SimulatedWorld:
             f'pod=~"{name}-.*"), container="{CONTAINER}", node={nodes};',
             f'  - {REQUESTS_METRIC}{{namespace="{namespace}", service="{name}"}}, the requests the service '
             "receives (a counter: query its rate());",
-            "  - vLLM's vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc and "
-            f'the vllm:time_to_first_token_seconds histogram, per ready replica (namespace="{namespace}", '
+            "  - vLLM's vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc, "
+            "vllm:request_success_total and the vllm:time_to_first_token_seconds and "
+            f'vllm:time_per_output_token_seconds histograms, per ready replica (namespace="{namespace}", '
             f'pod=~"{name}-.*").',
         ])

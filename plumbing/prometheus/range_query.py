@@ -111,7 +111,7 @@ def _get(session: EndpointSession, query: str, start: float, end: float, step: f
          settings: RangeSettings) -> bytes:
     where = session.endpoint.display_url
     params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
-              "timeout": f"{settings.timeout:g}s"}
+              "timeout": f"{settings.timeout:.3f}"}  # seconds: Prometheus refuses "1.6s"
     try:
         status, raw = bounded_exchange(
             lambda: session.get_api("/api/v1/query_range", params, settings.timeout),

@@ -1,16 +1,21 @@
 """The demo's simulated world served for real: exporters label GPUs with the replicas holding them and show
-the cluster model's utilization; the service endpoint counts the requests of the load."""
+the cluster model's utilization; the service endpoint counts the requests of the load and serves them as an
+emulated continuous-batching LLM server, whose replicas a scale-down cuts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import requests
 
 from demo.cluster import ClusterSettings, SimulatedDeployment
+from demo.processes import running, start_prometheus
 from demo.world import SimulatedWorld
 from tests.clock import ManualClock
 from tests.scrape import Samples, fetch, samples
+from tests.support import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -85,20 +90,78 @@ def test_the_other_tenants_gpus_carry_its_pods_so_only_unheld_gpus_read_as_free(
     assert len(sim.deployment.unschedulable_since()) == 1
 
 
-def test_the_service_answers_as_an_llm_server_with_a_queue_per_ready_replica(
+def test_the_service_answers_as_an_llm_server_with_a_batch_per_ready_replica(
         world: tuple[SimulatedWorld, ManualClock]) -> None:
-    """Two ready replicas serve 20 requests a second; 30 a second for 5 s leave 50 waiting, 25 each, their
-    batches and KV caches full; a loading replica serves none of it and has no series yet."""
+    """The same requests as the counter (10 a second per GPU of load), served by one emulated batching replica
+    per ready pod; a loading replica serves none of them and has no series yet."""
     sim, clock = world
     sim.deployment.scale_to(3)  # inference-0003 loads for 30 s
-    sim.drive(3.0, 5.0)
+    for _ in range(20):
+        sim.drive(1.0, 0.5)  # 10 requests a second for 10 s, well within two replicas
     served = scrape(sim.service_port)
-    waiting = {labels["pod"]: value for labels, value in served["vllm:num_requests_waiting"]}
-    assert waiting == {"inference-0001": pytest.approx(25.0), "inference-0002": pytest.approx(25.0)}
-    assert all(value == 1.0 for _, value in served["vllm:kv_cache_usage_perc"])
-    assert {labels["namespace"] for labels, _ in served["vllm:num_requests_running"]} == {"demo"}
-    clock.now += 30  # the third replica is ready: 30 a second are served, 10 more than arrive: it drains
-    sim.drive(2.0, 10.0)
-    drained = scrape(sim.service_port)
-    assert {value for _, value in drained["vllm:num_requests_waiting"]} == {0.0}
-    assert len(drained["vllm:time_to_first_token_seconds_count"]) == 3
+    running = {labels["pod"]: value for labels, value in served["vllm:num_requests_running"]}
+    assert set(running) == {"inference-0001", "inference-0002"} and all(v > 0 for v in running.values())
+    successes = {labels["pod"]: value for labels, value in served["vllm:request_success_total"]}
+    assert 60 < sum(successes.values()) < 130  # about 100 arrived; those in a batch are not counted yet
+    itl = served["vllm:time_per_output_token_seconds_count"]
+    assert {labels["namespace"] for labels, _ in itl} == {"demo"}
+    clock.now += 30  # the third replica is ready: it takes its share of the new requests
+    sim.drive(1.0, 5.0)
+    later = scrape(sim.service_port)
+    assert len(later["vllm:time_to_first_token_seconds_count"]) == 3
+    assert sim.llm.tally().met == sim.llm.tally().finished > 60  # all within the objective at this load
+
+
+def test_a_scale_down_cuts_the_requests_of_the_replicas_it_removes_and_counts_the_default_orders(
+        world: tuple[SimulatedWorld, ManualClock]) -> None:
+    """With deletion costs from each pod's requests in flight (as the controller sets them), the idlest
+    replica goes; the requests the newest would have lost without them are counted beside."""
+    sim, _ = world
+    sim.deployment.scale_to(3)
+    sim.drive(0.0, 0.0)
+    sim.deployment.scale_to(2)  # loading replicas go first: nothing served, nothing cut
+    assert sim.llm.tally().scale_downs == 1 and sim.llm.tally().cut == 0
+    for _ in range(10):
+        sim.drive(1.5, 0.5)
+    served = scrape(sim.service_port)
+    in_flight = {labels["pod"]: value for labels, value in served["vllm:num_requests_running"]}
+    for labels, value in served["vllm:num_requests_waiting"]:
+        in_flight[labels["pod"]] += value
+    assert set(in_flight) == {"inference-0001", "inference-0002"}
+    for pod, count in in_flight.items():
+        sim.deployment.set_deletion_cost(pod, int(count) + 1)  # what the controller's query would give
+    idlest = min(in_flight, key=lambda pod: (in_flight[pod], -int(pod[-4:])))  # a tie: the newest goes
+    sim.deployment.scale_to(1)
+    tally = sim.llm.tally()
+    assert [r.name for r in sim.deployment.replicas()] == sorted(set(in_flight) - {idlest})
+    assert (tally.cut, tally.cut_without_costs) == (in_flight[idlest], in_flight["inference-0002"])
+    assert (tally.scale_downs, tally.scale_downs_with_costs) == (2, 1)
+
+
+def test_prometheus_scrapes_the_llm_servers_series_as_vllm_names_them(
+        world: tuple[SimulatedWorld, ManualClock]) -> None:
+    """What the demo's rule queries, through a real scrape: vLLM's names with their colons (the classic text
+    format), per pod, the success counter's rate among them."""
+    sim, _ = world
+    sim.drive(1.0, 2.0)
+    config: dict[str, object] = {
+        "global": {"scrape_interval": "200ms", "scrape_timeout": "180ms"},
+        "scrape_configs": [{"job_name": "inference-service", "static_configs": [
+            {"targets": sim.scrape_targets()["inference-service"]}]}],
+    }
+    with running(start_prometheus(config)) as prometheus:
+        def query(text: str) -> list[dict[str, Any]]:
+            answer = requests.get(f"{prometheus.url}/api/v1/query", params={"query": text}, timeout=5)
+            result: list[dict[str, Any]] = answer.json()["data"]["result"]
+            return result
+
+        def rate_seen() -> list[dict[str, Any]]:
+            sim.drive(1.0, 0.2)  # the load flows while Prometheus scrapes, as the demo's driver does
+            return [r for r in query('sum by (pod) (rate(vllm:request_success_total{namespace="demo"}[2s]))')
+                    if float(r["value"][1]) > 0]
+
+        rates = wait_for(rate_seen, timeout=30, what="a success rate per pod", interval=0.2)
+        assert {r["metric"]["pod"] for r in rates} <= {"inference-0001", "inference-0002"}
+        running_pods = {r["metric"]["pod"] for r in query('vllm:num_requests_running{namespace="demo"}')}
+        assert running_pods == {"inference-0001", "inference-0002"}
+        assert query('sum(vllm:time_to_first_token_seconds_count{pod=~"inference-.*"})')

@@ -11,7 +11,8 @@ from wsgiref.simple_server import WSGIServer, make_server
 import pytest
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from demo.llm_server import ITL, KV_CACHE, RUNNING, TTFT, WAITING, BatchingServerCollector
+from demo.cluster import ScaleDown
+from demo.llm_server import ITL, KV_CACHE, RUNNING, SUCCESS, TTFT, WAITING, BatchingServerCollector
 from demo.serving_profile import load_profile
 from tests.scrape import Samples, fetch, samples
 
@@ -53,3 +54,39 @@ def test_two_ready_pods_serve_vllms_series_from_their_own_batches(
     assert set(_by_pod(second, RUNNING)) == {"llm-0001"} and collector.cut > 0
     assert _by_pod(second, WAITING)["llm-0001"] > 0
     assert _by_pod(second, f"{TTFT}_count")["llm-0001"] >= counts["llm-0001"]
+
+
+def test_each_served_request_counts_once_as_a_success_and_in_the_tally(
+        served: tuple[BatchingServerCollector, str]) -> None:
+    collector, url = served
+    collector.update(6.0, ["llm-0001", "llm-0002"], 60.0)  # well within two replicas' capacity
+    found = samples(fetch(url))
+    successes = {labels["pod"]: value for labels, value in found[SUCCESS]}
+    assert successes == _by_pod(found, f"{TTFT}_count")
+    assert {labels["finished_reason"] for labels, _ in found[SUCCESS]} == {"stop"}
+    tally = collector.tally()
+    assert tally.finished == sum(successes.values()) > 200
+    assert tally.met == tally.finished and tally.attainment == 1.0  # every request within the objective
+    assert (tally.cut, tally.cut_without_costs, tally.scale_downs) == (0, 0, 0)
+    collector.update(60.0, ["llm-0001"], 60.0)  # llm-0002 went away; one replica far past its capacity
+    later = collector.tally() - tally
+    assert later.cut > 0 and later.met < later.finished  # the overload misses the objective
+
+
+def test_a_scale_down_cuts_the_removed_replicas_requests_and_counts_those_the_default_order_would_have_cut(
+        served: tuple[BatchingServerCollector, str]) -> None:
+    collector, url = served
+    pods = ["llm-0001", "llm-0002", "llm-0003"]
+    collector.update(18.0, pods, 30.0)
+    in_flight = {pod: running + waiting for (pod, running), waiting in zip(
+        _by_pod(samples(fetch(url)), RUNNING).items(), _by_pod(samples(fetch(url)), WAITING).values(),
+        strict=True)}
+    assert all(count > 0 for count in in_flight.values()), in_flight
+    before = collector.tally()
+    collector.scale_down(ScaleDown(removed=("llm-0001",), without_costs=("llm-0003",), costs_set=True))
+    event = collector.tally() - before
+    assert (event.cut, event.cut_without_costs) == (in_flight["llm-0001"], in_flight["llm-0003"])
+    assert (event.scale_downs, event.scale_downs_with_costs, event.finished) == (1, 1, 0)
+    collector.update(18.0, pods, 1.0)  # a driver tick that read the Deployment before the scale-down
+    assert set(_by_pod(samples(fetch(url)), RUNNING)) == {"llm-0002", "llm-0003"}  # llm-0001 never returns
+    assert collector.tally().cut == event.cut

@@ -1,6 +1,7 @@
 """The demo's side of `podDeletionCost`: the in-memory backend lists and annotates the simulated replicas, the
 simulated ReplicaSet removes the lowest cost first among ready replicas (newest first without costs), and
-`on_removed` tells which replicas a scale-down took: under the real controller."""
+`on_removed` tells which replicas a scale-down took, and which the order without costs would have taken:
+under the real controller."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from autoscaler.controller.loop import Controller
 from autoscaler.errors import NotFoundError
 from autoscaler.kube.deletion_cost import COST_ANNOTATION, OURS_ANNOTATION
 from autoscaler.policy import TargetRef
-from demo.cluster import ClusterSettings, SimulatedDeployment
+from demo.cluster import ClusterSettings, ScaleDown, SimulatedDeployment
 from demo.scale_backend import InMemoryScaleBackend, selector_of
 from plumbing.prometheus.runner import QueryResult
 from plumbing.prometheus.series import SeriesValues
@@ -62,7 +63,7 @@ def deployment_of(replicas: int) -> tuple[InMemoryScaleBackend, SimulatedDeploym
 ])
 def test_a_scale_down_keeps_the_busy_replicas_only_with_the_costs(rules: str, kept: set[str]) -> None:
     backend, deployment, clock = deployment_of(4)
-    removed: list[tuple[str, ...]] = []
+    removed: list[ScaleDown] = []
     deployment.on_removed = removed.append
     running = {"inference-0001": 0, "inference-0002": 1, "inference-0003": 6, "inference-0004": 3}
     controller = Controller(backend, LoadAndRunning(18.0, running), parse_rules(rules, "r.yaml"), clock)
@@ -71,7 +72,10 @@ def test_a_scale_down_keeps_the_busy_replicas_only_with_the_costs(rules: str, ke
     finally:
         controller.close()
     assert {r.name for r in deployment.replicas()} == kept
-    assert [set(names) for names in removed] == [{f"inference-000{i}" for i in range(1, 5)} - kept]
+    [event] = removed
+    assert set(event.removed) == {f"inference-000{i}" for i in range(1, 5)} - kept
+    assert set(event.without_costs) == {"inference-0003", "inference-0004"}  # newest first, costs or not
+    assert event.costs_set == (rules == WITH_COSTS)
 
 
 def test_the_backend_lists_and_annotates_the_replicas() -> None:

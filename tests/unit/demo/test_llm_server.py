@@ -1,6 +1,6 @@
-"""The demo's emulated LLM server: a queue that fills when the load outgrows the ready replicas and drains at
-their spare capacity, a batch and KV cache that fill with the load, a time to first token that grows with the
-queue; exposed under vLLM's names with histograms that only grow."""
+"""The fluid LLM server the quality replays step: a queue that fills when the load outgrows the ready replicas
+and drains at their spare capacity, a batch and KV cache that fill with the load; and the demo's LLM rule,
+which reads only series the demo's emulated server serves."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.config.rules import load_rules
-from demo.llm_server import KV_CACHE, RUNNING, TTFT, WAITING, LlmQueue, LlmServerCollector
+from autoscaler.config.rules import load_rules, parse_rules
+from demo.llm_server import RUNNING, SUCCESS, LlmQueue
 from demo.replay import ReplaySettings, replay
 from demo.traces import sudden_burst
 from demo.world import served_names_in
 from tests import REPO_ROOT
-from tests.scrape import collect
 
 CAPACITY = 10.0  # requests a second per replica
 
@@ -59,10 +58,28 @@ def test_without_backlog_what_cannot_be_served_is_turned_away_but_the_batch_stil
     assert queue.waiting == pytest.approx(50.0)
 
 
+QUEUE_AND_KV_CACHE = """
+rules:
+  - name: inference
+    target: {kind: Deployment, namespace: demo, name: inference}
+    minReplicas: 2
+    maxReplicas: 10
+    metrics:
+      - {name: queue, query: sum(vllm:num_requests_waiting), type: Total, target: 4}
+      - {name: kv_cache, query: avg(vllm:kv_cache_usage_perc), type: Average, target: 0.8}
+    behavior:
+      scaleUp:
+        stabilizationWindowSeconds: 12
+        policies: [{type: Pods, value: 4, periodSeconds: 5}, {type: Percent, value: 100, periodSeconds: 5}]
+      scaleDown: {stabilizationWindowSeconds: 20, policies: [{type: Percent, value: 50, periodSeconds: 5}]}
+      panic: {thresholdPercent: 200}
+"""
+
+
 def test_the_quality_replay_reads_the_queue_and_the_kv_cache_from_the_same_model() -> None:
-    """demo/llm-rules.yaml replayed: its signals come from an LlmQueue stepped with the trace, so a burst
-    beyond the ready replicas fills the queue and the rule scales up on it."""
-    rule = load_rules(REPO_ROOT / "demo" / "llm-rules.yaml").rules[0]
+    """A rule on the queue and the KV cache replayed: its signals come from an LlmQueue stepped with the
+    trace, so a burst beyond the ready replicas fills the queue and the rule scales up on it."""
+    [rule] = parse_rules(QUEUE_AND_KV_CACHE, "llm.yaml").rules
     result = replay(rule, sudden_burst(base=1.5, peak=6.0, start_seconds=600.0, length_seconds=600.0,
                                        duration_seconds=1_800.0), ReplaySettings(warmup_seconds=0.0))
     ups = [sync for sync in result.syncs if sync.replicas > sync.current]
@@ -72,25 +89,11 @@ def test_the_quality_replay_reads_the_queue_and_the_kv_cache_from_the_same_model
     assert downs and downs[-1].t > 1_200.0 and "kv_cache" in downs[-1].message  # back down after it
 
 
-def test_each_ready_replica_serves_vllms_series_and_its_histogram_only_grows() -> None:
-    collector = LlmServerCollector(LlmQueue(capacity=CAPACITY), "ml")
-    collector.update(30.0, ["svc-0001", "svc-0002"], 10.0)  # 10 requests a second too many
-    first = collect(collector)
-    assert {labels["pod"]: value for labels, value in first[WAITING]} == {"svc-0001": 50.0, "svc-0002": 50.0}
-    assert all(value == 1.0 for _, value in first[KV_CACHE])
-    assert all(value == CAPACITY * 2.0 for _, value in first[RUNNING])
-    collector.update(30.0, ["svc-0001", "svc-0002", "svc-0003"], 10.0)
-    second = collect(collector)
-    assert {labels["pod"] for labels, _ in second[WAITING]} == {"svc-0001", "svc-0002", "svc-0003"}
-    counts = {labels["pod"]: value for labels, value in second[f"{TTFT}_count"]}
-    before = {labels["pod"]: value for labels, value in first[f"{TTFT}_count"]}
-    assert all(counts[pod] >= before[pod] for pod in before)  # a counter never goes back
-    assert counts["svc-0003"] == pytest.approx(100.0)  # a third of the step's 300 requests
-
-
 def test_the_llm_demo_rules_read_only_series_the_demo_serves() -> None:
-    """demo/llm-rules.yaml scales the demo's service on its queue and KV cache: every metric names a series
-    the emulated server exposes, so the demo runs it (rather than exiting with nothing to demo)."""
+    """demo/llm-rules.yaml scales the demo's service on its served request rate and its batches, and ranks
+    its pods by their running requests: every query names a series the emulated server exposes, so the demo
+    runs it (rather than exiting with nothing to demo)."""
     rules = load_rules(REPO_ROOT / "demo" / "llm-rules.yaml")
     [rule] = rules.rules
-    assert [served_names_in(metric.query) for metric in rule.metrics] == [[WAITING], [KV_CACHE]]
+    assert [served_names_in(metric.query) for metric in rule.metrics] == [[SUCCESS], [RUNNING]]
+    assert rule.pod_deletion_cost is not None and served_names_in(rule.pod_deletion_cost.query) == [RUNNING]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from autoscaler.config.rules import load_rules, parse_rules
 from autoscaler.controller.loop import RuleOutcome
 from autoscaler.policy import MetricObservation
 from demo.cluster import ClusterSettings, SimulatedDeployment
+from demo.llm_server import ServedTally
 from demo.report import DemoRecorder
 from demo.scenarios import MONDAY_OPENING
 from tests import REPO_ROOT
@@ -54,7 +56,7 @@ def test_the_live_line_shows_time_load_replicas_metrics_against_targets_and_the_
     snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
     line = recorder.sync(12.0, snap, outcome(2, 3, True, 75.0, "ScaleUpLimit"))
     for part in ("[  12.0s]", "load  1.50", "pods 2->3", "(ready 2)", "GPU  75%",
-                 "*requests_per_second 15.0/9 each", " gpu_utilization 75.0/90", "ScaleUpLimit"):
+                 "*requests_per_second 15.0/7 each", " gpu_utilization 75.0/90", "ScaleUpLimit"):
         assert part in line, line
     assert len(line) <= 120, line
     assert recorder.rows[-1]["message"] == "scale 2 -> 3"
@@ -97,7 +99,7 @@ rules:
 
 
 def test_the_plot_and_summary_follow_the_metric_that_drove_the_decisions(tmp_path: Path) -> None:
-    """The request rate (15/9 per replica) asks for more than the GPUs (40/90) in two syncs of three: it is
+    """The request rate (15/7 per replica) asks for more than the GPUs (40/90) in two syncs of three: it is
     the metric plotted, whatever the rule lists first or calls gpu_utilization."""
     recorder = DemoRecorder(RULE, "r.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
@@ -319,3 +321,44 @@ def test_the_default_demo_rule_keeps_its_timeline_columns(tmp_path: Path) -> Non
     header = (tmp_path / "timeline.csv").read_text().splitlines()[0]
     assert header == ("t,load,current,desired,ready,gpu_util_simulated,requests_per_second,gpu_utilization,"
                       "reason,driver,message")
+
+
+LLM_RULE = load_rules(ROOT / "demo" / "llm-rules.yaml").rules[0]
+
+
+def llm_outcome(current: int, desired: int, patched: bool) -> RuleOutcome:
+    observations = (MetricObservation("requests_per_second", 14.0), MetricObservation("running", 60.0))
+    return RuleOutcome(rule=LLM_RULE, current=current, desired=desired, reason="DesiredWithinRange",
+                       message=f"scale {current} -> {desired}", observations=observations, patched=patched,
+                       ok=True)
+
+
+def test_the_llm_servers_requests_are_scored_per_sync_and_for_the_run(tmp_path: Path) -> None:
+    """What the server finished before the scenario is not scored; each row counts the requests since the
+    previous sync, the summary the whole run: a cut request is scored, and misses the objective."""
+    recorder = DemoRecorder(LLM_RULE, "demo/llm-rules.yaml", 10.0, 2.0)
+    snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
+    recorder.start_serving(ServedTally(finished=50, met=50))
+    recorder.sync(0.0, snap, llm_outcome(2, 4, True), served=ServedTally(finished=150, met=149))
+    scaled_down = ServedTally(finished=250, met=239, cut=4, cut_without_costs=9, scale_downs=1,
+                              scale_downs_with_costs=1)
+    recorder.sync(2.0, snap, llm_outcome(4, 3, True), served=scaled_down)
+    recorder.record_served(dataclasses.replace(scaled_down, finished=260, met=249))  # the run's end
+    recorder.write(tmp_path)
+    rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
+    assert [(r["requests"], r["slo_met"], r["cut"], r["cut_without_costs"]) for r in rows] == [
+        ("100", "99.0", "0", "0"), ("104", "86.5", "4", "9")]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "- Requests served by the emulated LLM server: 214, 93.0% within the objective" in summary
+    assert ("- Requests cut by the scale-downs (1): 4 with the pod-deletion costs the controller set (in "
+            "effect at 1 of them), 9 without them") in summary
+    header = (tmp_path / "trace.csv").read_text().splitlines()[0]
+    assert header == "t,requests_per_second,running"  # what simulate replays: the rule's metrics only
+
+
+def test_a_rule_without_deletion_costs_says_the_default_order_chose(tmp_path: Path) -> None:
+    recorder = recorder_with_a_run()
+    recorder.start_serving(ServedTally())
+    recorder.record_served(ServedTally(finished=10, met=10, cut=2, cut_without_costs=2, scale_downs=1))
+    summary = recorder.summary()
+    assert "- Requests cut by the scale-downs (1): 2 (the rule sets no pod-deletion cost" in summary

@@ -8,7 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from demo.processes import free_port
+from plumbing.prometheus.config import endpoint_from_url
+from plumbing.prometheus.range_query import RangeSettings, query_range
 from plumbing.prometheus.runner import PromQLRunner, PromQLSettings
+from plumbing.prometheus.session import EndpointSession
 from tests.prom import Prom
 from tests.support import wait_for
 
@@ -100,3 +103,18 @@ def test_slow_prometheus_times_out_within_the_budget(silent_server: int) -> None
     assert {q: res.error_reason for q, res in results.items()} == {"a": "Timeout", "b": "Timeout"}
     # The budget, not the 30 s query timeout, ends the wait; the margin is for a loaded machine.
     assert elapsed < 1.0 + 5.0
+
+
+def test_a_range_query_with_a_fractional_timeout_is_answered(prom: Prom) -> None:
+    """Prometheus reads the `timeout` parameter as seconds or as its own duration, in which "1.6s" is no valid
+    duration (a 400): the demo's syncs every 2 s give the controller's range reads a 1.6 s timeout."""
+    prom.target.set("a", 3.0)
+    prom.wait_value('test_load{series="a"}', 3.0)
+    session = EndpointSession(endpoint_from_url(prom.url))
+    try:
+        now = time.time()
+        series = query_range(session, 'test_load{series="a"}', now - 10.0, now, 1.0,
+                             RangeSettings(timeout=1.6))
+    finally:
+        session.close()
+    assert 3.0 in series.values.values()
