@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from demo.serving_profile import ServingProfile
 
@@ -217,3 +217,13 @@ class BatchingReplica:
         request.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(request)
+
+
+def least_in_flight(replicas: Sequence[BatchingReplica], now: float) -> BatchingReplica:
+    """The replica a least-request router sends a request arriving at `now` to: every replica is first run up
+    to `now`, since a count left stale reads busier than it is and starves that replica; the first of equals.
+    """
+    for replica in replicas:
+        replica.advance(now)
+    return min(replicas, key=lambda r: r.in_flight)
+

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from demo.batching import BatchingReplica, Request
+from demo.batching import BatchingReplica, Request, least_in_flight
 from demo.cluster import ScaleDown
 from demo.serving_profile import ServingProfile
 from demo.slo_replay import Objective
@@ -199,9 +199,7 @@ class BatchingServerCollector:
                 t += self._rng.expovariate(arrivals_per_second)
                 if t >= end:
                     break
-                for replica in replicas:  # every count up to date: a stale one reads busier than it is
-                    replica.advance(t)
-                replica = min(replicas, key=lambda r: r.in_flight)
+                replica = least_in_flight(replicas, t)
                 prompt, output = (self._rng.randint(*self._lengths[0]), self._rng.randint(*self._lengths[1]))
                 replica.submit(Request(t, prompt, output))
             for replica in replicas:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.kube.backend import PodMeta
 from autoscaler.kube.deletion_cost import COST_ANNOTATION, cost_patches
-from demo.batching import BatchingReplica, Request
+from demo.batching import BatchingReplica, Request, least_in_flight
 from demo.cluster import ClusterSettings, SimulatedDeployment
 from demo.serving_profile import ServingProfile
 from demo.traces import Trace
@@ -215,8 +215,7 @@ def serve(trace: Trace, scaler: Scaler, min_replicas: int, profile: ServingProfi
             t += rng.expovariate(rate)
             if t >= start + step:
                 break
-            target = min(ready, key=lambda r: r.in_flight)
-            target.advance(t)
+            target = least_in_flight(ready, t)
             prompt, output = settings.lengths.draw(rng)
             target.submit(Request(t, prompt, output))
             count += 1

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from demo.batching import BatchingReplica, Request
+from demo.batching import BatchingReplica, Request, least_in_flight
 from demo.serving_profile import DEFAULT_PROFILE, ProfileError, load_profile
 
 PROFILE = load_profile()
@@ -109,3 +109,15 @@ def test_between_measured_points_the_step_time_is_interpolated() -> None:
     at = {(r["context_tokens"], r["batch"]): r["step_seconds"] for r in MEASURED["decode"]}
     assert PROFILE.step_seconds(96, 512) == pytest.approx((at[512, 64] + at[512, 128]) / 2)
     assert PROFILE.step_seconds(16, 1_280) == pytest.approx((at[512, 16] + at[2048, 16]) / 2)
+
+
+def test_the_router_counts_what_each_replica_has_in_flight_now_not_when_it_last_ran() -> None:
+    """A's two short requests are done by t=1, B's long one is not: A is the idler one then, though A last
+    ran at 0 with two in flight."""
+    a, b = BatchingReplica(PROFILE), BatchingReplica(PROFILE)
+    for _ in range(2):
+        a.submit(Request(0.0, 128, 1))
+    b.submit(Request(0.0, 128, 4_000))
+    assert (a.in_flight, b.in_flight) == (2, 1)
+    assert least_in_flight([a, b], 1.0) is a
+    assert (a.in_flight, b.in_flight) == (0, 1)
