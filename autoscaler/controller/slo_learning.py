@@ -3,7 +3,8 @@
 Once a rule is loaded, then at most once every `REFRESH_SECONDS`, the controller reads `slo.lookback` of the
 latency query and of the `learn` metric's query (range queries, one point a minute, a coarser step past
 `MAX_POINTS`, through the bounded range reader), makes the metric per replica (a `Total` divided by the
-replicas the controller recorded, as `controller.past` reads them) and hands the aligned samples to
+replicas the controller recorded, as `controller.past` reads them), keeps the steps at which those replicas
+had held for ten minutes (`autoscaler.policy.slo.settled_times`) and hands the aligned samples to
 `autoscaler.policy.slo.learn_target`. The result is kept in the rule's state: in `mode: scale` the learned
 target replaces the metric's in every decision. A failed read is logged, tried again after `RETRY_SECONDS`,
 and the last learned target (or the configured one) stays meanwhile.
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from autoscaler.controller.past import recorded_query
 from autoscaler.policy import Rule
-from autoscaler.policy.slo import Learned, learn_target, with_learned_target
+from autoscaler.policy.slo import Learned, learn_target, settled_times, with_learned_target
 from autoscaler.policy.spec import Slo
 from plumbing.prometheus.runner import HistorySource
 
@@ -91,21 +92,22 @@ def learning_step(slo: Slo) -> float:
 
 
 def read_samples(rule: Rule, slo: Slo, source: HistorySource, now: float) -> list[tuple[float, float]]:
-    """Aligned (per-replica value of `slo.learn`, latency) samples of the last `lookback`; a
-    PrometheusClientError when a range query fails."""
+    """Aligned (per-replica value of `slo.learn`, latency) samples of the last `lookback`, at the steps where
+    the replicas the controller recorded had held for `SETTLE_SECONDS` (every step when an `Average` metric's
+    history has no recorded replicas at all); a PrometheusClientError when a range query fails."""
     step = learning_step(slo)
     end = math.floor(now / step) * step - step  # the last whole step: the current one is still filling
     start = end - slo.lookback_seconds + step
     metric = next(m for m in rule.metrics if m.name == slo.learn)
     latency = source.run_range(slo.latency, start, end, step).values
     values = source.run_range(metric.query, start, end, step).values
-    replicas: dict[float, float | None] = {}
-    if metric.type == "Total":
-        replicas = source.run_range(recorded_query(rule), start, end, step).values
+    replicas = source.run_range(recorded_query(rule), start, end, step).values
+    settled = settled_times(replicas, step)
+    judged = metric.type == "Total" or any(v is not None for v in replicas.values())
     samples = []
     for t, value in values.items():
         seconds = latency.get(t)
-        if value is None or seconds is None:
+        if value is None or seconds is None or (judged and t not in settled):
             continue
         if metric.type == "Total":
             count = replicas.get(t)

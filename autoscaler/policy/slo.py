@@ -9,6 +9,9 @@ the learned target is the highest per-replica load at which the latency stayed w
 3. the target is the upper edge of the highest bin, contiguous from the bottom, whose quantile is within the
    objective, clamped to the bounds.
 
+The samples are taken only where the replica count had held for `SETTLE_SECONDS` (`settled_times`): while
+replicas start and a burst's backlog drains, the latency is the transition's, not the load's.
+
 Guards: fewer than `MIN_SAMPLES` aligned samples learn nothing (`TooFewSamples`); a history in which no bin's
 quantile came within `NEAR_SHARE` of the objective learns nothing either (`NeverNearObjective`: the service
 never got close, so its knee is beyond anything seen and the configured target stays); when even the lowest
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -31,9 +34,11 @@ __all__ = [
     "MIN_BIN_SAMPLES",
     "MIN_SAMPLES",
     "NEAR_SHARE",
+    "SETTLE_SECONDS",
     "LearnReason",
     "Learned",
     "learn_target",
+    "settled_times",
     "with_learned_target",
 ]
 
@@ -47,6 +52,11 @@ LATENCY_QUANTILE = 0.9
 """The quantile of a bin's latency samples that must be within the objective: nine minutes in ten."""
 NEAR_SHARE = 0.8
 """A history whose worst bin stayed below 80 % of the objective never got close to it."""
+SETTLE_SECONDS = 600.0
+"""A sample counts once the replicas have not changed for ten minutes: while a new replica loads (counted but
+not serving) and while the backlog of the load that asked for it drains, the latency is the transition's,
+not what that many replicas serve at that load (a burst's backlog read at 16 replicas would otherwise make the
+lowest load look overloaded). Longer than most models' start-up plus a latency query's window."""
 
 
 class LearnReason(StrEnum):
@@ -116,6 +126,29 @@ def learn_target(samples: Sequence[tuple[float, float]], objective: float, bound
     clamped = "" if target == edge else f", clamped to {target:g}"
     return Learned(target, LearnReason.Learned,
                    f"within {objective:g}s up to {edge:.4g} per replica{clamped} ({count} samples)", count)
+
+
+def settled_times(replicas: Mapping[float, float | None], step: float,
+                  settle_seconds: float = SETTLE_SECONDS) -> frozenset[float]:
+    """The times of `replicas` (the replica count at each `step`) at which the count was known and the same,
+    rounded, at every step of the `settle_seconds` before: the samples a learning may use."""
+    times = sorted(replicas)
+    settled = set()
+    since: float | None = None
+    """Since when the current run of one known count lasts."""
+    previous: tuple[float, int] | None = None
+    for t in times:
+        value = replicas[t]
+        count = None if value is None or not math.isfinite(value) else round(value)
+        if count is None:
+            since, previous = None, None
+            continue
+        if previous is None or previous[1] != count or t - previous[0] > step * 1.5:
+            since = t
+        previous = (t, count)
+        if since is not None and t - since >= settle_seconds:
+            settled.add(t)
+    return frozenset(settled)
 
 
 def with_learned_target(rule: Rule, slo: Slo, target: float | None) -> Rule:

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 import pytest
 
 from autoscaler.controller.loop import Controller
-from autoscaler.controller.slo_learning import MAX_POINTS, REFRESH_SECONDS, RETRY_SECONDS, learning_step
+from autoscaler.controller.slo_learning import (
+    MAX_POINTS,
+    REFRESH_SECONDS,
+    RETRY_SECONDS,
+    learn,
+    learning_step,
+    read_samples,
+)
+from autoscaler.policy.slo import learn_target
 from autoscaler.policy.spec import Slo
 from plumbing.prometheus.range_query import RangeQueryError, RangeSeries
 from tests.clock import ManualClock
@@ -43,6 +51,22 @@ class HistoryMetrics(FakeMetrics):
     knee: float = 20.0
     fail: set[str] = field(default_factory=set)
     ranges: list[str] = field(default_factory=list)
+    bursts: bool = False
+    """Every 6 hours, a burst's aftermath: 16 replicas recorded for 20 minutes (the load per replica a quarter
+    of what it was) while the burst's backlog keeps the TTFT at 30 s for the first 9 minutes."""
+
+    def _burst_minute(self, t: float) -> float | None:
+        into = t % 21_600
+        return into / 60 if self.bursts and into < 1_200 else None
+
+    def _replicas(self, t: float) -> float:
+        return 16.0 if self._burst_minute(t) is not None else float(REPLICAS)
+
+    def _ttft(self, t: float) -> float:
+        minute = self._burst_minute(t)
+        if minute is not None and minute < 9:
+            return 30.0
+        return saturating(per_replica(t) * REPLICAS / self._replicas(t), self.knee)
 
     def run_range(self, query: str, start: float, end: float, step: float) -> RangeSeries:
         self.ranges.append(query)
@@ -52,9 +76,9 @@ class HistoryMetrics(FakeMetrics):
         if query == RATE:
             return RangeSeries(query, {t: per_replica(t) * REPLICAS for t in points})
         if query == TTFT:
-            return RangeSeries(query, {t: saturating(per_replica(t), self.knee) for t in points})
+            return RangeSeries(query, {t: self._ttft(t) for t in points})
         if "gpu_autoscaler_current_replicas" in query:
-            return RangeSeries(query, dict.fromkeys(points, float(REPLICAS)))
+            return RangeSeries(query, {t: self._replicas(t) for t in points})
         return RangeSeries(query, {})
 
 
@@ -191,6 +215,31 @@ def test_an_edited_slo_learns_again_an_unchanged_one_keeps_it(
     assert c.slo("svc").target is not None
     c.set_rules(ruleset(slo_rule(lookback="3d")))
     assert c.slo("svc").target is None
+
+
+def test_the_latency_while_replicas_change_is_not_learned_from() -> None:
+    """A burst's aftermath (many replicas recorded, a low load per replica, the backlog's latency) would make
+    the lowest load look overloaded; only the minutes after the replicas held for ten minutes count."""
+    rule_ = ruleset(slo_rule()).rules[0]
+    assert rule_.slo is not None
+    now, step = 7 * 86_400.0, 60.0
+    stormy = HistoryMetrics(bursts=True)
+    kept = read_samples(rule_, rule_.slo, stormy, now)
+    assert kept and all(latency < 30.0 for _, latency in kept)
+    left_out = len(read_samples(rule_, rule_.slo, HistoryMetrics(), now)) - len(kept)
+    assert 27 * 20 <= left_out <= 28 * 20  # per burst, 10 minutes after each change of the replicas
+    for source in (stormy, HistoryMetrics()):
+        learned = learn(rule_, rule_.slo, source, now).target
+        assert learned is not None and 24 <= learned <= 28  # the objective is met up to 26/replica
+    # Every sample, the aftermath's too: low loads miss the objective, the target falls far below the knee.
+    end = now - 2 * step
+    start = end - rule_.slo.lookback_seconds + step
+    rates, latencies, replicas = (stormy.run_range(q, start, end, step).values
+                                  for q in (RATE, TTFT, "gpu_autoscaler_current_replicas"))
+    every = [(rate / (replicas[t] or 1), latencies[t] or 0.0)
+             for t, rate in rates.items() if rate is not None]
+    unsettled = learn_target(every, 0.5, 2, 40).target
+    assert unsettled is not None and unsettled < 12
 
 
 @pytest.mark.parametrize(("lookback", "step"), [(7 * 86_400, 60.0), (14 * 86_400, 120.0), (3600, 60.0)])

@@ -12,8 +12,10 @@ from autoscaler.policy.slo import (
     BINS,
     MIN_BIN_SAMPLES,
     MIN_SAMPLES,
+    SETTLE_SECONDS,
     LearnReason,
     learn_target,
+    settled_times,
     with_learned_target,
 )
 from autoscaler.policy.spec import Slo
@@ -131,3 +133,32 @@ def test_the_target_stays_within_the_bounds(samples: list[tuple[float, float]], 
 def test_too_little_history_learns_nothing(samples: list[tuple[float, float]], objective: float) -> None:
     learned = learn_target(samples, objective, 1, 100)
     assert (learned.target, learned.reason) == (None, LearnReason.TooFewSamples)
+
+
+def minutes(*counts: float | None) -> dict[float, float | None]:
+    return {60.0 * k: count for k, count in enumerate(counts)}
+
+
+@pytest.mark.parametrize(("counts", "settled"), [
+    ([4.0] * 12, {600.0, 660.0}),                         # held 10 minutes from the first point
+    ([4.0] * 6 + [5.0] * 12, {960.0, 1020.0}),             # a change starts the ten minutes again
+    ([4.0] * 5 + [None] + [4.0] * 11, {960.0}),            # so does a minute not recorded
+    ([4.0] * 11 + [4.0000001], {600.0, 660.0}),            # counts are whole: 4.0000001 is 4
+    ([4.0] * 9, set()),                                    # never held ten minutes
+])
+def test_settled_times_are_those_after_ten_minutes_of_one_count(counts: list[float | None],
+                                                                settled: set[float]) -> None:
+    assert settled_times(minutes(*counts), 60.0) == settled
+
+
+def test_a_gap_in_the_recording_starts_the_ten_minutes_again() -> None:
+    replicas = {60.0 * k: 4.0 for k in range(12) if k != 5}
+    assert settled_times(replicas, 60.0) == frozenset()  # minutes 6..11 follow a missing minute 5
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(1, 3).map(float)), max_size=60))
+def test_every_settled_time_follows_ten_minutes_of_one_known_count(counts: list[float | None]) -> None:
+    replicas = minutes(*counts)
+    for t in settled_times(replicas, 60.0):
+        window = [replicas[u] for u in replicas if t - SETTLE_SECONDS <= u <= t]
+        assert len(window) == SETTLE_SECONDS / 60 + 1 and None not in window and len(set(window)) == 1
