@@ -125,7 +125,7 @@ def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
     assert len(rows) >= 30  # about one sync per second for 40 s
     desired = [int(r["desired"]) for r in rows if r["desired"]]
     assert max(desired) >= 6, desired  # the day's peak and its bursts need 6+ replicas
-    # the default rule scales as an LLM service is: up on the served rate beyond 7 a replica, or on batches
+    # the default rule scales as an LLM service is: up on the arrival rate beyond 7 a replica, or on batches
     # beyond 48 requests a replica
     ups = [r for r in rows if r["desired"] and int(r["desired"]) > int(r["current"])]
     assert ups and all(float(r["requests_per_second"] or 0) > 7 * int(r["current"])
