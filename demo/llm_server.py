@@ -207,7 +207,7 @@ class BatchingServerCollector:
 
     @property
     def cut(self) -> int:
-        """Requests in flight on replicas that went away."""
+        """Requests cut: in flight on replicas that went away, or left when a drain's grace period ended."""
         return self.tally().cut
 
     def tally(self) -> ServedTally:

@@ -160,3 +160,9 @@ def test_what_a_draining_replica_has_not_finished_when_its_grace_period_ends_is_
     after = collector.tally() - before
     assert collector.draining() == () and "llm-0001" not in _in_flight(url)
     assert after.cut > 0 and after.drained > 0 and after.cut + after.drained == removed, (after, removed)
+
+
+@pytest.mark.parametrize("drain", [-1.0, float("nan")], ids=["negative", "nan"])
+def test_a_grace_period_that_is_no_duration_is_refused_at_construction(drain: float) -> None:
+    with pytest.raises(ValueError, match="drain_seconds"):
+        BatchingServerCollector(load_profile(), "ml", drain_seconds=drain)
