@@ -31,6 +31,7 @@ from autoscaler.controller.wiring import wire
 from autoscaler.errors import RulesError
 from autoscaler.policy import Reason, Rule
 from demo.cluster import SimulatedDeployment
+from demo.llm_server import DRAIN_SECONDS
 from demo.processes import ProcessError, Stopped, start_prometheus
 from demo.report import DemoRecorder
 from demo.scale_backend import InMemoryScaleBackend, RecordedEvent
@@ -47,7 +48,7 @@ from demo.warmup import (  # noqa: F401  (re-exported: the demo's tests and user
     warm_up,
 )
 from demo.world import SimulatedWorld
-from plumbing.cli import duration, install_stop_handlers, silence_stdout
+from plumbing.cli import duration, install_stop_handlers, number, silence_stdout
 from plumbing.prometheus.config import single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
 
@@ -77,6 +78,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="how long a new replica loads its model before it serves (default 10s)")
     parser.add_argument("--interval", type=duration(0.2, 3600.0), default=2.0, metavar="DURATION",
                         help="time between controller syncs (default 2s)")
+    parser.add_argument("--drain-seconds", type=number(0.0, 3600.0, what="seconds"), default=DRAIN_SECONDS,
+                        metavar="SECONDS",
+                        help="how long a replica a scale-down removes serves its requests in flight, "
+                             "taking no new one, before what is left is cut: vLLM's --shutdown-timeout "
+                             f"within the pod's grace period (default {DRAIN_SECONDS:g}; 0: cut at once, "
+                             "vLLM's default)")
     parser.add_argument("--scrape-interval", type=duration(0.2, 3600.0), default=1.0, metavar="DURATION",
                         help="Prometheus scrape interval, at most 2/5 of the smallest range window in the "
                              "rule's queries (default 1s)")
@@ -115,7 +122,7 @@ def run(args: argparse.Namespace, rule: Rule, recorder: DemoRecorder, stop: thre
             print(f"          event {event.type} {event.reason}: {event.message}", flush=True)
 
     with contextlib.ExitStack() as stack:
-        world = SimulatedWorld(deployment, REQUESTS_PER_GPU_SECOND)
+        world = SimulatedWorld(deployment, REQUESTS_PER_GPU_SECOND, drain_seconds=args.drain_seconds)
         stack.callback(world.stop)
         world.start()
         backend = InMemoryScaleBackend(on_event=on_event, to_controller_clock=clock.from_base)
@@ -183,7 +190,7 @@ def play(args: argparse.Namespace, trace: Trace, world: SimulatedWorld, controll
     """The scenario loop: drive the GPUs every tick, sync the controller every interval."""
     start = last = time.monotonic()
     next_sync = start
-    recorder.start_serving(world.llm.tally(), world.llm.objective)
+    recorder.start_serving(world.llm.tally(), world.llm.objective, world.llm.drain_seconds)
     while not stop.is_set():
         now = time.monotonic()
         elapsed = now - start

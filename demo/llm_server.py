@@ -12,8 +12,15 @@ A continuous-batching server saturates on its batch and KV cache, not on GPU uti
 - `vllm:time_to_first_token_seconds`, `vllm:time_per_output_token_seconds`: histograms of each served
   request's own time to first token and mean inter-token latency.
 
-It also keeps the demo's score (`ServedTally`): requests that met the objective, and those a scale-down cut,
-with the pod-deletion costs and, per scale-down, without them.
+A pod that a scale-down removes drains, as vLLM does with `--shutdown-timeout` (docs/rules.md, "Scale-down
+that cuts no generation"): it gets no new request and serves those in flight until they end or its grace
+period (`drain_seconds`) does; what is left then is cut. With `drain_seconds` 0 it is cut at once (vLLM's
+default, `--shutdown-timeout=0`). A draining pod keeps serving its series, as a real one is scraped until it
+exits.
+
+It also keeps the demo's score (`ServedTally`): requests that met the objective, those cut, those finished
+while draining, and, at each scale-down, what an abort would have cut there with the pod-deletion costs and
+without them.
 
 `LlmQueue` is the fluid model the quality replays (demo.replay) still step: a queue that fills when the load
 outgrows the ready replicas and drains at their spare capacity.
@@ -47,6 +54,9 @@ TTFT_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds in seconds (vLLM's own buckets are finer; these cover the demo's range)."""
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0)
 MODEL_NAME = "demo-llm"
+DRAIN_SECONDS = 60.0
+"""A removed replica's grace period by default: longer than the longest generation within the objective (960
+tokens at 50 ms = 48 s), as the drain recipe sets `--shutdown-timeout` (docs/rules.md)."""
 
 
 @dataclass
@@ -118,10 +128,17 @@ class ServedTally:
     met: int = 0
     """Of those, the ones within the objective (time to first token and mean inter-token latency)."""
     cut: int = 0
-    """Requests in flight (running or waiting) on the replicas scale-downs removed: what happened."""
-    cut_without_costs: int = 0
+    """Requests a scale-down cut: those still in flight (running or waiting) on a removed replica when its
+    drain's grace period ended, or when it was removed without a drain. What happened."""
+    cut_without_drain: int = 0
+    """At each scale-down, the requests in flight on the replicas it removed: what it would have cut without
+    the drain (vLLM's default abort), with the replicas the pod-deletion costs chose."""
+    cut_without_drain_or_costs: int = 0
     """At each scale-down, the requests in flight on the replicas the ReplicaSet's order without pod-deletion
-    costs (newest first) would have removed instead: a counterfactual per event, not a second run."""
+    costs (newest first) would have removed instead: what an abort would have cut by the default order. Both
+    are counterfactuals per event, not a second run."""
+    drained: int = 0
+    """Requests a removed replica served to their end while draining (also counted in `finished`)."""
     scale_downs: int = 0
     scale_downs_with_costs: int = 0
     """Scale-downs at which some replica had a pod-deletion cost when the ReplicaSet chose."""
@@ -146,19 +163,26 @@ class BatchingServerCollector:
 
     `update` plays `seconds` of Poisson arrivals at `arrivals_per_second` (prompt and output lengths uniform
     in `prompt_tokens` and `output_tokens`), each to the ready replica with the fewest requests in flight, in
-    simulated time. A pod that a scale-down removes (`scale_down`, the Deployment's `on_removed`) or that
-    stops being ready loses its requests in flight (counted as cut); its name never serves again."""
+    simulated time. A pod that a scale-down removes (`scale_down`, the Deployment's `on_removed`) drains for
+    up to `drain_seconds` of that time (0: its requests in flight are cut at once); one that stops being
+    ready without a scale-down (none does in the demo's world) loses its requests at once, as a crash would.
+    Either way its name never takes a request again."""
 
     def __init__(self, profile: ServingProfile, namespace: str, prompt_tokens: tuple[int, int] = (128, 896),
                  output_tokens: tuple[int, int] = (64, 960), seed: int = 7,
-                 objective: Objective | None = None) -> None:
+                 objective: Objective | None = None, drain_seconds: float = DRAIN_SECONDS) -> None:
+        if not drain_seconds >= 0:
+            raise ValueError(f"drain_seconds must be >= 0 (got {drain_seconds})")
         self._profile = profile
         self._namespace = namespace
         self._lengths = (prompt_tokens, output_tokens)
         self._rng = random.Random(seed)
         self._objective = objective or Objective()
+        self._drain_seconds = drain_seconds
         self._now = 0.0
         self._replicas: dict[str, BatchingReplica] = {}
+        self._draining: dict[str, tuple[BatchingReplica, float]] = {}
+        """Pods removed while serving, each with the end of its grace period (simulated time)."""
         self._histograms: dict[str, tuple[_Histogram, _Histogram]] = {}
         self._succeeded: dict[str, int] = {}
         self._gone: set[str] = set()
@@ -172,8 +196,18 @@ class BatchingServerCollector:
         return self._objective
 
     @property
+    def drain_seconds(self) -> float:
+        """The grace period a removed pod serves its requests in flight for (0: they are cut at once)."""
+        return self._drain_seconds
+
+    def draining(self) -> tuple[str, ...]:
+        """The pods removed that still serve requests in flight."""
+        with self._lock:
+            return tuple(self._draining)
+
+    @property
     def cut(self) -> int:
-        """Requests in flight on replicas that went away."""
+        """Requests cut: in flight on replicas that went away, or left when a drain's grace period ended."""
         return self.tally().cut
 
     def tally(self) -> ServedTally:
@@ -206,25 +240,42 @@ class BatchingServerCollector:
                 replica.advance(end)
                 if not backlog:
                     replica.waiting.clear()
+            for pod, (replica, deadline) in list(self._draining.items()):
+                replica.advance(min(deadline, end))
+                if not replica.in_flight or deadline <= end:
+                    self._remove(pod)  # drained, or the grace period is over: the kubelet kills what is left
             self._now = end
 
     def scale_down(self, event: ScaleDown) -> None:
-        """The Deployment removed `event.removed`: their requests in flight are cut. Also counts those on the
-        replicas the order without deletion costs would have removed, as they are at this instant."""
+        """The Deployment removed `event.removed`: they drain (or, without a drain, their requests in flight
+        are cut). Also counts what an abort would cut now: the requests in flight on the replicas removed, and
+        on those the order without deletion costs would have removed."""
         with self._lock:
-            instead = sum(replica.in_flight for pod in event.without_costs
-                          if (replica := self._replicas.get(pod)) is not None)
+            def in_flight(pods: tuple[str, ...]) -> int:
+                return sum(replica.in_flight for pod in pods
+                           if (replica := self._replicas.get(pod)) is not None)
+
             tally = self._tally
-            self._tally = dataclasses.replace(tally, cut_without_costs=tally.cut_without_costs + instead,
-                                              scale_downs=tally.scale_downs + 1,
-                                              scale_downs_with_costs=tally.scale_downs_with_costs
-                                              + event.costs_set)
+            self._tally = dataclasses.replace(
+                tally, cut_without_drain=tally.cut_without_drain + in_flight(event.removed),
+                cut_without_drain_or_costs=tally.cut_without_drain_or_costs + in_flight(event.without_costs),
+                scale_downs=tally.scale_downs + 1,
+                scale_downs_with_costs=tally.scale_downs_with_costs + event.costs_set)
             for pod in event.removed:
-                self._remove(pod)
+                replica = self._replicas.get(pod)
+                if replica is not None and replica.in_flight and self._drain_seconds > 0:
+                    del self._replicas[pod]  # takes no new request from now on
+                    self._gone.add(pod)
+                    self._draining[pod] = (replica, self._now + self._drain_seconds)
+                else:
+                    self._remove(pod)
 
     def _remove(self, pod: str) -> None:
+        """The pod is gone: what it still had in flight is cut, its series end."""
         self._gone.add(pod)
         replica = self._replicas.pop(pod, None)
+        if replica is None:
+            replica, _ = self._draining.pop(pod, (None, 0.0))
         if replica is None:
             return
         cut = len(replica.take_all())
@@ -236,7 +287,8 @@ class BatchingServerCollector:
         def finished(request: Request) -> None:  # called under the lock, from update
             tally = self._tally
             self._tally = dataclasses.replace(tally, finished=tally.finished + 1,
-                                              met=tally.met + self._objective.met(request))
+                                              met=tally.met + self._objective.met(request),
+                                              drained=tally.drained + (pod in self._draining))
             histograms = self._histograms.get(pod)
             if histograms is not None and request.ttft is not None and request.mean_itl is not None:
                 histograms[0].observe(request.ttft, 1.0)
@@ -254,7 +306,9 @@ class BatchingServerCollector:
             ttft = HistogramMetricFamily(TTFT, "Time to first token in seconds.", labels=_LABELS)
             itl = HistogramMetricFamily(ITL, "Mean time per output token of each request, in seconds.",
                                         labels=_LABELS)
-            for pod, replica in self._replicas.items():
+            serving = [*self._replicas.items(),
+                       *((pod, replica) for pod, (replica, _) in self._draining.items())]
+            for pod, replica in serving:
                 values = [self._namespace, pod, MODEL_NAME]
                 families[0].add_metric(values, len(replica.waiting))
                 families[1].add_metric(values, len(replica.running))

@@ -22,7 +22,7 @@ from autoscaler.controller.loop import RuleOutcome
 from autoscaler.planning.overload import OVERLOAD_LINE
 from autoscaler.policy import MetricSpec, Reason, Rule
 from demo.cluster import ClusterSnapshot
-from demo.llm_server import ServedTally
+from demo.llm_server import DRAIN_SECONDS, ServedTally
 from demo.plots import DemoPoint, plot_demo
 from demo.slo_replay import Objective
 
@@ -31,9 +31,11 @@ LINE_WIDTH = 120
 SIMULATED_GPU_COLUMN = "gpu_util_simulated"
 """timeline.csv's column of the Deployment's mean GPU utilization (%), as simulated: shown whatever the rule
 queries, next to the rule's own metrics as Prometheus returned them."""
-SERVED_COLUMNS = ("requests", "slo_met", "cut", "cut_without_costs")
-"""timeline.csv's columns of the emulated LLM server's requests scored since the previous sync: how many, the
-share (%) that met the objective, and those cut by a scale-down with and without the pod-deletion costs."""
+SERVED_COLUMNS = ("requests", "slo_met", "cut", "cut_without_drain", "cut_without_drain_or_costs", "drained")
+"""timeline.csv's columns of the emulated LLM server's requests since the previous sync: how many were scored,
+the share (%) that met the objective, those a scale-down cut, what the scale-downs would have cut without the
+drain (in flight on the pods removed) and also without the pod-deletion costs (in flight on the pods the
+default order would have removed), and those removed pods served to their end while draining."""
 
 
 @dataclass
@@ -86,6 +88,8 @@ class DemoRecorder:
     """Its requests since then: what the summary scores."""
     objective: Objective = field(default_factory=Objective)
     """The objective the server scored its requests by (the summary states it)."""
+    drain_seconds: float = DRAIN_SECONDS
+    """The server's grace period for a removed pod (the summary states it)."""
 
     def clock_text(self, unix: float) -> str:
         """The controller's time as its schedules read it: in the first schedule's zone (UTC without one)."""
@@ -113,11 +117,14 @@ class DemoRecorder:
         self.peak_pending = max(self.peak_pending, snapshot.pending)
         self.pool_gpus = len(snapshot.gpus)
 
-    def start_serving(self, tally: ServedTally, objective: Objective | None = None) -> None:
+    def start_serving(self, tally: ServedTally, objective: Objective | None = None,
+                      drain_seconds: float = DRAIN_SECONDS) -> None:
         """The scenario starts: the server's requests count from `tally` on (the wait before is not
-        scored), scored by `objective` (the default one when not given)."""
+        scored), scored by `objective` (the default one when not given), a removed pod draining for up to
+        `drain_seconds`."""
         self.served_since = tally
         self.objective = objective or Objective()
+        self.drain_seconds = drain_seconds
 
     def record_served(self, tally: ServedTally) -> ServedTally:
         """The server's tally now; returns the requests scored since the previous call."""
@@ -171,7 +178,9 @@ class DemoRecorder:
             attainment = interval.attainment
             row.update({"requests": str(interval.requests),
                         "slo_met": "" if attainment is None else f"{100.0 * attainment:.1f}",
-                        "cut": str(interval.cut), "cut_without_costs": str(interval.cut_without_costs)})
+                        "cut": str(interval.cut), "cut_without_drain": str(interval.cut_without_drain),
+                        "cut_without_drain_or_costs": str(interval.cut_without_drain_or_costs),
+                        "drained": str(interval.drained)})
         row.update({"driver": driver or "", "message": outcome.message})
         self.rows.append(row)
         metrics = " ".join(("*" if m.name == driver else "")
@@ -251,19 +260,29 @@ class DemoRecorder:
         attainment = served.attainment
         met = "-" if attainment is None else f"{attainment:.1%}"
         cut = f"- Requests cut by the scale-downs ({served.scale_downs}): {served.cut}"
-        if self.rule.pod_deletion_cost is None:
-            cut += (" (the rule sets no pod-deletion cost: the ReplicaSet's default order, newest first, "
-                    "chose).")
+        if self.drain_seconds > 0:
+            cut += (f"; each removed pod drained for up to {self.drain_seconds:g} s (`--drain-seconds`): it "
+                    f"took no new request and served {served.drained} in flight to their end, what the grace "
+                    "period left unfinished was cut.")
         else:
-            cut += (" with the pod-deletion costs the controller set (in effect at "
-                    f"{served.scale_downs_with_costs} of them), {served.cut_without_costs} without them (at "
-                    "each scale-down, those in flight on the replicas the ReplicaSet's default order, newest "
-                    "first, would have removed instead).")
+            cut += ("; no drain (`--drain-seconds 0`): a removed pod's requests in flight were cut at once, "
+                    "as vLLM's default `--shutdown-timeout=0` aborts them.")
+        without = ("- Without the drain (requests in flight at each scale-down, cut at once), the "
+                   f"scale-downs would have cut {served.cut_without_drain}")
+        if self.rule.pod_deletion_cost is None:
+            without += (" (the rule sets no pod-deletion cost: the ReplicaSet's default order, newest first, "
+                        "chose the pods).")
+        else:
+            without += (" with the pod-deletion costs the controller set (in effect at "
+                        f"{served.scale_downs_with_costs} of them: on the pods removed), "
+                        f"{served.cut_without_drain_or_costs} by the ReplicaSet's default order (on the pods "
+                        "it would have removed instead, newest first).")
         return [
             f"- Requests served by the emulated LLM server: {served.requests}, {met} within the objective "
             f"(time to first token <= {objective.ttft_seconds:g} s and mean inter-token latency <= "
             f"{objective.itl_seconds * 1000:g} ms; a cut request misses it).",
             cut,
+            without,
         ]
 
     def _mean_busy(self) -> float:

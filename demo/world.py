@@ -12,9 +12,11 @@ The service itself exposes `service_requests_total{namespace,service}` (requests
 endpoint, as an inference server or its gateway would; demand-based rules query its rate. It also answers
 as an LLM server would (demo/llm_server.py's `BatchingServerCollector`, with the default serving profile):
 the same requests, arriving at the load's rate, each go to the ready replica with the fewest in flight and
-are served by that replica's emulated continuous batching; vLLM's series per ready replica. A replica that a
-scale-down removes loses its requests in flight (the Deployment's `on_removed`), counted with the deletion
-costs the controller set and, per scale-down, without them.
+are served by that replica's emulated continuous batching; vLLM's series per ready (or draining) replica.
+A replica that a scale-down removes (the Deployment's `on_removed`) drains: it takes no new request and serves
+those in flight for up to `drain_seconds`, then what is left is cut (0: at once). Its GPU is freed at the
+scale-down (the Deployment does not know of the drain). At each scale-down the server also counts what an
+abort would have cut, with the deletion costs the controller set and without them.
 
 The exporters' GPU utilization stays the load's share per ready GPU (1.0 = `requests_per_gpu_second`, about
 what one replica of the profile serves flat out), not the emulated server's busy time: a batching server is
@@ -36,8 +38,8 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from demo.cluster import OTHER_NAMESPACE, OTHER_WORKLOAD, ClusterSnapshot, SimulatedDeployment
+from demo.llm_server import DRAIN_SECONDS, BatchingServerCollector
 from demo.llm_server import SERVED_NAMES as LLM_NAMES
-from demo.llm_server import BatchingServerCollector
 from demo.serving_profile import ServingProfile, load_profile
 from exporter.app import ExporterApp
 from exporter.metric_table import ALL_METRICS
@@ -121,9 +123,11 @@ class SimulatedWorld:
     """Starts the exporters and the service endpoint; `drive()` pushes the cluster state into them."""
 
     def __init__(self, deployment: SimulatedDeployment, requests_per_gpu_second: float,
-                 sweep_interval: float = 0.5, profile: ServingProfile | None = None) -> None:
-        """`profile`: the emulated server's (the default profile when not given). The world takes the
-        Deployment's `on_removed` hook: its scale-downs cut the removed replicas' requests."""
+                 sweep_interval: float = 0.5, profile: ServingProfile | None = None,
+                 drain_seconds: float = DRAIN_SECONDS) -> None:
+        """`profile`: the emulated server's (the default profile when not given); `drain_seconds`: a removed
+        replica's grace period. The world takes the Deployment's `on_removed` hook: its scale-downs drain
+        the removed replicas."""
         settings = deployment.settings
         self.deployment = deployment
         self.requests_per_gpu_second = requests_per_gpu_second
@@ -143,7 +147,8 @@ class SimulatedWorld:
         self._uuids = [gpu_uuid(n + 1, i)
                        for n in range(settings.nodes) for i in range(settings.gpus_per_node)]
         self._counter = _RequestCounter(deployment.namespace, deployment.name)  # service = Deployment
-        self.llm = BatchingServerCollector(profile or load_profile(), deployment.namespace)
+        self.llm = BatchingServerCollector(profile or load_profile(), deployment.namespace,
+                                           drain_seconds=drain_seconds)
         deployment.on_removed = self.llm.scale_down
         self._registry = CollectorRegistry()
         self._registry.register(self._counter)
@@ -237,6 +242,6 @@ class SimulatedWorld:
             "receives (a counter: query its rate());",
             "  - vLLM's vllm:num_requests_waiting, vllm:num_requests_running, vllm:kv_cache_usage_perc, "
             "vllm:request_success_total and the vllm:time_to_first_token_seconds and "
-            f'vllm:time_per_output_token_seconds histograms, per ready replica (namespace="{namespace}", '
-            f'pod=~"{name}-.*").',
+            "vllm:time_per_output_token_seconds histograms, per ready or draining replica "
+            f'(namespace="{namespace}", pod=~"{name}-.*").',
         ])

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -65,24 +66,44 @@ def assert_nothing_left(port: int) -> None:
 
 SUMMARY_SERVED = re.compile(r"^- Requests served by the emulated LLM server: (\d+), ([\d.]+)% within the "
                             r"objective", re.MULTILINE)
-SUMMARY_CUT = re.compile(r"^- Requests cut by the scale-downs \((\d+)\): (\d+) with the pod-deletion costs "
-                         r"the controller set \(in effect at (\d+) of them\), (\d+) without them",
-                         re.MULTILINE)
+SUMMARY_CUT = re.compile(r"^- Requests cut by the scale-downs \((\d+)\): (\d+); ", re.MULTILINE)
+SUMMARY_DRAINED = re.compile(r"drained for up to [\d.]+ s \(`--drain-seconds`\): it took no new request and "
+                             r"served (\d+) in flight")
+SUMMARY_WITHOUT_DRAIN = re.compile(
+    r"^- Without the drain \(requests in flight at each scale-down, cut at once\), the scale-downs would "
+    r"have cut (\d+) with the pod-deletion costs the controller set \(in effect at (\d+) of them: on the "
+    r"pods removed\), (\d+) by the ReplicaSet's default order", re.MULTILINE)
 
 
-def assert_scored_as_the_timeline(summary: str, rows: list[dict[str, str]]) -> tuple[int, int]:
+@dataclass(frozen=True)
+class Cuts:
+    """The summary's scale-downs and cuts, each checked against the timeline's rows."""
+
+    scale_downs: int
+    costs_set_at: int
+    cut: int
+    without_drain: int
+    drained: int
+
+
+def assert_scored_as_the_timeline(summary: str, rows: list[dict[str, str]]) -> Cuts:
     """The summary's requests and cuts are the timeline's: each row counts those scored since the previous
-    sync (the summary adds those that ended after the last one), and scale-downs happen only at syncs.
-    Returns the scale-downs and how many had deletion costs in effect when the ReplicaSet chose."""
-    served, cut = SUMMARY_SERVED.search(summary), SUMMARY_CUT.search(summary)
-    assert served and cut, summary
+    sync (the summary adds those that ended after the last one), and scale-downs happen only at syncs."""
+    served, cut, without = (SUMMARY_SERVED.search(summary), SUMMARY_CUT.search(summary),
+                            SUMMARY_WITHOUT_DRAIN.search(summary))
+    assert served and cut and without, summary
     assert 0 < sum(int(r["requests"]) for r in rows) <= int(served.group(1))
     assert 0 < float(served.group(2)) <= 100
-    scale_downs, with_costs, set_at, without = (int(group) for group in cut.groups())
-    assert (with_costs, without) == (sum(int(r["cut"]) for r in rows),
-                                     sum(int(r["cut_without_costs"]) for r in rows))
+    scale_downs, cuts = int(cut.group(1)), int(cut.group(2))
+    without_drain, set_at, by_default = (int(group) for group in without.groups())
+    drained_match = SUMMARY_DRAINED.search(summary)
+    drained = int(drained_match.group(1)) if drained_match else 0
+    # cuts and drained requests may come after the last sync (the summary counts them, no row does)
+    assert sum(int(r["cut"]) for r in rows) <= cuts and sum(int(r["drained"]) for r in rows) <= drained
+    assert (without_drain, by_default) == (sum(int(r["cut_without_drain"]) for r in rows),
+                                           sum(int(r["cut_without_drain_or_costs"]) for r in rows))
     assert scale_downs == sum(1 for r in rows if r["desired"] and int(r["desired"]) < int(r["current"]))
-    return scale_downs, set_at
+    return Cuts(scale_downs, set_at, cuts, without_drain, drained)
 
 
 def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
@@ -104,7 +125,7 @@ def test_the_demo_scales_up_with_the_load_and_cleans_up(tmp_path: Path) -> None:
     assert len(rows) >= 30  # about one sync per second for 40 s
     desired = [int(r["desired"]) for r in rows if r["desired"]]
     assert max(desired) >= 6, desired  # the day's peak and its bursts need 6+ replicas
-    # the default rule scales as an LLM service is: up on the served rate beyond 7 a replica, or on batches
+    # the default rule scales as an LLM service is: up on the arrival rate beyond 7 a replica, or on batches
     # beyond 48 requests a replica
     ups = [r for r in rows if r["desired"] and int(r["desired"]) > int(r["current"])]
     assert ups and all(float(r["requests_per_second"] or 0) > 7 * int(r["current"])
@@ -138,20 +159,29 @@ rules:
 """
 
 
+@pytest.mark.parametrize("drain", ["60", "0"], ids=["drain 60 s", "no drain"])
 def test_deletion_costs_are_in_effect_at_the_scale_downs_and_the_cuts_counted_with_and_without(
-        tmp_path: Path) -> None:
-    """A rule on the arrival rate (no lag) that scales down within 2 s, with the default rule's
-    podDeletionCost: the day's falls scale it down within a 30 s run, and at each scale-down the pods carried
-    the costs the controller set from their running requests just before."""
+        tmp_path: Path, drain: str) -> None:
+    """A rule on the arrival rate that scales down within 2 s, with the default rule's podDeletionCost: the
+    day's falls scale it down within a 30 s run, and at each scale-down the pods carried the costs the
+    controller set from their running requests just before. With the drain nothing is cut (no request here
+    lasts 60 s) and what was in flight on the pods removed is served; without it, all of that is cut."""
     rules = tmp_path / "costs.yaml"
     rules.write_text(COSTS_RULES)
     out = tmp_path / "out"
-    code, output = DemoProcess(out, "--duration", "30", "--rules", str(rules)).finish(timeout=100)
+    code, output = DemoProcess(out, "--duration", "30", "--rules", str(rules),
+                               "--drain-seconds", drain).finish(timeout=100)
     assert code == 0, output
     rows = list(csv.DictReader((out / "timeline.csv").read_text().splitlines()))
-    scale_downs, set_at = assert_scored_as_the_timeline((out / "summary.md").read_text(), rows)
+    summary = (out / "summary.md").read_text()
+    cuts = assert_scored_as_the_timeline(summary, rows)
     # (at least once: on a busy machine a cost query may time out, and the scale-down goes ahead without)
-    assert scale_downs >= 1 and set_at >= 1, (out / "summary.md").read_text()
+    assert cuts.scale_downs >= 1 and cuts.costs_set_at >= 1, summary
+    assert cuts.without_drain > 0, summary  # the scale-downs removed pods that were serving
+    if drain == "0":
+        assert (cuts.cut, cuts.drained) == (cuts.without_drain, 0), summary
+    else:  # drained in full, unless the run ended first (requests in flight then are not scored)
+        assert cuts.cut == 0 and 0 < cuts.drained <= cuts.without_drain, summary
     assert_nothing_left(prometheus_port(output))
 
 

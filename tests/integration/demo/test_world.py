@@ -112,30 +112,41 @@ def test_the_service_answers_as_an_llm_server_with_a_batch_per_ready_replica(
     assert sim.llm.tally().met == sim.llm.tally().finished > 60  # all within the objective at this load
 
 
-def test_a_scale_down_cuts_the_requests_of_the_replicas_it_removes_and_counts_the_default_orders(
+def test_a_scale_down_drains_the_replicas_it_removes_and_counts_what_an_abort_would_have_cut(
         world: tuple[SimulatedWorld, ManualClock]) -> None:
     """With deletion costs from each pod's requests in flight (as the controller sets them), the idlest
-    replica goes; the requests the newest would have lost without them are counted beside."""
+    replica goes and drains (the world's default 60 s): nothing is cut, its requests in flight are served;
+    those an abort would have cut on it, and on the newest (the default order), are counted beside."""
     sim, _ = world
     sim.deployment.scale_to(3)
     sim.drive(0.0, 0.0)
     sim.deployment.scale_to(2)  # loading replicas go first: nothing served, nothing cut
-    assert sim.llm.tally().scale_downs == 1 and sim.llm.tally().cut == 0
+    assert sim.llm.tally().scale_downs == 1 and sim.llm.tally().cut_without_drain == 0
     for _ in range(10):
         sim.drive(1.5, 0.5)
     served = scrape(sim.service_port)
     in_flight = {labels["pod"]: value for labels, value in served["vllm:num_requests_running"]}
     for labels, value in served["vllm:num_requests_waiting"]:
         in_flight[labels["pod"]] += value
-    assert set(in_flight) == {"inference-0001", "inference-0002"}
+    assert set(in_flight) == {"inference-0001", "inference-0002"} and all(in_flight.values()), in_flight
     for pod, count in in_flight.items():
         sim.deployment.set_deletion_cost(pod, int(count) + 1)  # what the controller's query would give
     idlest = min(in_flight, key=lambda pod: (in_flight[pod], -int(pod[-4:])))  # a tie: the newest goes
     sim.deployment.scale_to(1)
     tally = sim.llm.tally()
     assert [r.name for r in sim.deployment.replicas()] == sorted(set(in_flight) - {idlest})
-    assert (tally.cut, tally.cut_without_costs) == (in_flight[idlest], in_flight["inference-0002"])
-    assert (tally.scale_downs, tally.scale_downs_with_costs) == (2, 1)
+    assert (tally.cut_without_drain, tally.cut_without_drain_or_costs) == (in_flight[idlest],
+                                                                          in_flight["inference-0002"])
+    assert (tally.scale_downs, tally.scale_downs_with_costs, tally.cut) == (2, 1, 0)
+    assert sim.llm.draining() == (idlest,)
+    for _ in range(120):  # half a second at a time, within the grace period, until it has drained
+        if not sim.llm.draining():
+            break
+        sim.drive(1.5, 0.5)
+    assert sim.llm.draining() == ()
+    assert (sim.llm.tally().cut, sim.llm.tally().drained) == (0, in_flight[idlest])
+    assert {labels["pod"] for labels, _ in scrape(sim.service_port)["vllm:num_requests_running"]} == (
+        set(in_flight) - {idlest})
 
 
 def test_prometheus_scrapes_the_llm_servers_series_as_vllm_names_them(

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.config.rules import load_rules, parse_rules
-from demo.llm_server import RUNNING, SUCCESS, LlmQueue
+from demo.llm_server import RUNNING, LlmQueue
 from demo.replay import ReplaySettings, replay
 from demo.traces import sudden_burst
-from demo.world import served_names_in
+from demo.world import REQUESTS_METRIC, served_names_in
 from tests import REPO_ROOT
 
 CAPACITY = 10.0  # requests a second per replica
@@ -90,10 +90,12 @@ def test_the_quality_replay_reads_the_queue_and_the_kv_cache_from_the_same_model
 
 
 def test_the_llm_demo_rules_read_only_series_the_demo_serves() -> None:
-    """demo/llm-rules.yaml scales the demo's service on its served request rate and its batches, and ranks
-    its pods by their running requests: every query names a series the emulated server exposes, so the demo
-    runs it (rather than exiting with nothing to demo)."""
+    """demo/llm-rules.yaml scales the demo's service on the requests arriving (the gateway's counter, not the
+    completions) and its batches, learns its target for the arrivals, and ranks its pods by their running
+    requests: every query names a series the demo serves, so the demo runs it (rather than exiting with
+    nothing to demo)."""
     rules = load_rules(REPO_ROOT / "demo" / "llm-rules.yaml")
     [rule] = rules.rules
-    assert [served_names_in(metric.query) for metric in rule.metrics] == [[SUCCESS], [RUNNING]]
+    assert [served_names_in(metric.query) for metric in rule.metrics] == [[REQUESTS_METRIC], [RUNNING]]
+    assert rule.slo is not None and rule.slo.learn == rule.metrics[0].name
     assert rule.pod_deletion_cost is not None and served_names_in(rule.pod_deletion_cost.query) == [RUNNING]

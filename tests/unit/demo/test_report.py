@@ -335,30 +335,49 @@ def llm_outcome(current: int, desired: int, patched: bool) -> RuleOutcome:
 
 def test_the_llm_servers_requests_are_scored_per_sync_and_for_the_run(tmp_path: Path) -> None:
     """What the server finished before the scenario is not scored; each row counts the requests since the
-    previous sync, the summary the whole run: a cut request is scored, and misses the objective."""
+    previous sync, the summary the whole run: a cut request is scored, and misses the objective; beside the
+    cuts, what an abort would have cut with the costs and by the default order, and what the drain served."""
     recorder = DemoRecorder(LLM_RULE, "demo/llm-rules.yaml", 10.0, 2.0)
     snap = SimulatedDeployment("demo", "inference", 2, lambda: 0.0).snapshot(1.5)
-    recorder.start_serving(ServedTally(finished=50, met=50))
+    recorder.start_serving(ServedTally(finished=50, met=50), drain_seconds=60.0)
     recorder.sync(0.0, snap, llm_outcome(2, 4, True), served=ServedTally(finished=150, met=149))
-    scaled_down = ServedTally(finished=250, met=239, cut=4, cut_without_costs=9, scale_downs=1,
-                              scale_downs_with_costs=1)
+    scaled_down = ServedTally(finished=250, met=239, cut=1, cut_without_drain=7, cut_without_drain_or_costs=9,
+                              drained=5, scale_downs=1, scale_downs_with_costs=1)
     recorder.sync(2.0, snap, llm_outcome(4, 3, True), served=scaled_down)
     recorder.record_served(dataclasses.replace(scaled_down, finished=260, met=249))  # the run's end
     recorder.write(tmp_path)
     rows = list(csv.DictReader((tmp_path / "timeline.csv").read_text().splitlines()))
-    assert [(r["requests"], r["slo_met"], r["cut"], r["cut_without_costs"]) for r in rows] == [
-        ("100", "99.0", "0", "0"), ("104", "86.5", "4", "9")]
+    assert [(r["requests"], r["slo_met"], r["cut"], r["cut_without_drain"], r["cut_without_drain_or_costs"],
+             r["drained"]) for r in rows] == [("100", "99.0", "0", "0", "0", "0"),
+                                              ("101", "89.1", "1", "7", "9", "5")]
     summary = (tmp_path / "summary.md").read_text()
-    assert "- Requests served by the emulated LLM server: 214, 93.0% within the objective" in summary
-    assert ("- Requests cut by the scale-downs (1): 4 with the pod-deletion costs the controller set (in "
-            "effect at 1 of them), 9 without them") in summary
+    assert "- Requests served by the emulated LLM server: 211, 94.3% within the objective" in summary
+    assert ("- Requests cut by the scale-downs (1): 1; each removed pod drained for up to 60 s "
+            "(`--drain-seconds`): it took no new request and served 5 in flight to their end") in summary
+    assert ("- Without the drain (requests in flight at each scale-down, cut at once), the scale-downs would "
+            "have cut 7 with the pod-deletion costs the controller set (in effect at 1 of them: on the pods "
+            "removed), 9 by the ReplicaSet's default order") in summary
     header = (tmp_path / "trace.csv").read_text().splitlines()[0]
     assert header == "t,requests_per_second,running"  # what simulate replays: the rule's metrics only
+
+
+def test_without_a_drain_the_summary_says_the_requests_in_flight_were_cut_at_once() -> None:
+    recorder = DemoRecorder(LLM_RULE, "demo/llm-rules.yaml", 10.0, 2.0)
+    recorder.start_serving(ServedTally(), drain_seconds=0.0)
+    recorder.record_served(ServedTally(finished=10, met=10, cut=3, cut_without_drain=3,
+                                       cut_without_drain_or_costs=4, scale_downs=1, scale_downs_with_costs=1))
+    summary = recorder.summary()
+    assert ("- Requests cut by the scale-downs (1): 3; no drain (`--drain-seconds 0`): a removed pod's "
+            "requests in flight were cut at once") in summary
+    assert "would have cut 3 with the pod-deletion costs the controller set (in effect at 1 of" in summary
 
 
 def test_a_rule_without_deletion_costs_says_the_default_order_chose(tmp_path: Path) -> None:
     recorder = recorder_with_a_run()
     recorder.start_serving(ServedTally())
-    recorder.record_served(ServedTally(finished=10, met=10, cut=2, cut_without_costs=2, scale_downs=1))
+    recorder.record_served(ServedTally(finished=10, met=10, cut=0, cut_without_drain=2,
+                                       cut_without_drain_or_costs=2, drained=2, scale_downs=1))
     summary = recorder.summary()
-    assert "- Requests cut by the scale-downs (1): 2 (the rule sets no pod-deletion cost" in summary
+    assert "- Requests cut by the scale-downs (1): 0; each removed pod drained for up to 60 s" in summary
+    assert ("the scale-downs would have cut 2 (the rule sets no pod-deletion cost: the ReplicaSet's default "
+            "order, newest first, chose the pods).") in summary
