@@ -19,6 +19,7 @@ from datetime import datetime
 
 from fleet.errors import UsageError
 from fleet.querying.prom import Series
+from plumbing.prometheus.answer import RangeGrid
 
 MIN_STEP = 60.0
 """Seconds: the exporter is scraped every 15-60 s, a finer step only repeats samples."""
@@ -75,16 +76,9 @@ def _iso(text: str) -> float:
 
 
 @dataclass(frozen=True)
-class Window:
-    """`[start, end]` read every `step` seconds: `points` instants `start + k * step`."""
-
-    start: float
-    end: float
-    step: float
-
-    @property
-    def points(self) -> int:
-        return int((self.end - self.start) // self.step) + 1
+class Window(RangeGrid):
+    """`[start, end]` read every `step` seconds: the range queries' grid (`points` instants
+    `start + k * step`) and how long it lasts."""
 
     @property
     def seconds(self) -> float:
