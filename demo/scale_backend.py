@@ -31,6 +31,18 @@ class RecordedEvent:
     message: str
 
 
+def merge_pod_annotations(held: dict[str, str], patch: Mapping[str, str | None]) -> int | None:
+    """Merge a pod's annotations `patch` into `held` as the API server does (None removes one); the pod's
+    deletion cost after it (None: none), for the simulated ReplicaSet."""
+    for key, value in patch.items():
+        if value is None:
+            held.pop(key, None)
+        else:
+            held[key] = value
+    cost = held.get(COST_ANNOTATION)
+    return int(cost) if cost is not None else None
+
+
 def selector_of(deployment: SimulatedDeployment) -> str:
     """status.selector of the simulated Deployment's scale: its pods carry `app=<name>`."""
     return f"app={deployment.name}"
@@ -136,13 +148,7 @@ class InMemoryScaleBackend:
             if owner is None:
                 raise NotFoundError(f'pods "{name}" not found in namespace {namespace!r}', status=404)
             held = self._pod_annotations.setdefault((namespace, name), {})
-            for key, value in annotations.items():
-                if value is None:
-                    held.pop(key, None)
-                else:
-                    held[key] = value
-            cost = held.get(COST_ANNOTATION)
-            owner.set_deletion_cost(name, int(cost) if cost is not None else None)
+            owner.set_deletion_cost(name, merge_pod_annotations(held, annotations))
 
     def emit_event(self, ref: TargetRef, type_: Literal["Normal", "Warning"], reason: str,
                    message: str) -> None:

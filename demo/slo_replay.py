@@ -26,9 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autoscaler.kube.backend import PodMeta
-from autoscaler.kube.deletion_cost import COST_ANNOTATION, cost_patches
+from autoscaler.kube.deletion_cost import cost_patches
 from demo.batching import BatchingReplica, Request, least_in_flight
 from demo.cluster import ClusterSettings, SimulatedDeployment
+from demo.scale_backend import merge_pod_annotations
 from demo.serving_profile import ServingProfile
 from demo.traces import Trace
 
@@ -278,14 +279,7 @@ def set_costs_before_scale_down(deployment: SimulatedDeployment, servers: dict[s
                  if r.gpu is not None and r.ready(now) and r.name in servers}
     metas = [PodMeta(r.name, annotations.get(r.name, {})) for r in pods]
     for name, patch in cost_patches(metas, in_flight).items():
-        held = annotations.setdefault(name, {})
-        for key, value in patch.items():
-            if value is None:
-                held.pop(key, None)
-            else:
-                held[key] = value
-        cost = held.get(COST_ANNOTATION)
-        deployment.set_deletion_cost(name, None if cost is None else int(cost))
+        deployment.set_deletion_cost(name, merge_pod_annotations(annotations.setdefault(name, {}), patch))
 
 
 def _view(now: float, deployment: SimulatedDeployment, servers: dict[str, BatchingReplica],
