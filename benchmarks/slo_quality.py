@@ -258,8 +258,9 @@ def latency_terms(query: str) -> tuple[LatencyTerm, ...]:
 
 class ServiceHistory:
     """The service's own history as Prometheus holds it: one point a minute of the three series the
-    controller's learning reads for `rule` (its `slo.latency` query, its `slo.learn` metric's query and, for
-    a `Total` metric, the replicas the controller recorded), recorded from a run of `serve`; a
+    controller's learning reads for `rule` (its `slo.latency` query, its `slo.learn` metric's query and the
+    replicas the controller recorded, by which a `Total` metric is divided and by which the learning knows
+    the minutes the replicas held), recorded from a run of `serve`; a
     `HistorySource` that refuses any other query.
 
     Each point is what the query returns at that minute: a latency term is `histogram_quantile` over vLLM's
@@ -278,7 +279,7 @@ class ServiceHistory:
         self.terms = latency_terms(slo.latency)
         self.counts = counter_of(metric.query)
         self.latency_query, self.metric_query = slo.latency, metric.query
-        self.replicas_query = recorded_query(rule) if metric.type == "Total" else None
+        self.replicas_query = recorded_query(rule)
         self.rate_minutes = _window_minutes(metric.query)
         self._observed: dict[str, dict[int, list[int]]] = {name: {} for name in BUCKETS}
         """Histogram -> minute -> observations per bucket (the last: +Inf)."""
