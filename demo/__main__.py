@@ -48,7 +48,7 @@ from demo.warmup import (  # noqa: F401  (re-exported: the demo's tests and user
     warm_up,
 )
 from demo.world import SimulatedWorld
-from plumbing.cli import duration, install_stop_handlers, number, silence_stdout
+from plumbing.cli import duration, install_stop_handlers, silence_stdout
 from plumbing.prometheus.config import single_endpoint
 from plumbing.prometheus.runner import PromQLSettings
 
@@ -78,11 +78,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="how long a new replica loads its model before it serves (default 10s)")
     parser.add_argument("--interval", type=duration(0.2, 3600.0), default=2.0, metavar="DURATION",
                         help="time between controller syncs (default 2s)")
-    parser.add_argument("--drain-seconds", type=number(0.0, 3600.0, what="seconds"), default=DRAIN_SECONDS,
-                        metavar="SECONDS",
+    parser.add_argument("--drain", dest="drain_seconds", type=duration(0.0, 3600.0), default=DRAIN_SECONDS,
+                        metavar="DURATION",
                         help="how long a replica a scale-down removes serves its requests in flight, "
                              "taking no new one, before what is left is cut: vLLM's --shutdown-timeout "
-                             f"within the pod's grace period (default {DRAIN_SECONDS:g}; 0: cut at once, "
+                             f"within the pod's grace period (default {DRAIN_SECONDS:g}s; 0: cut at once, "
                              "vLLM's default)")
     parser.add_argument("--scrape-interval", type=duration(0.2, 3600.0), default=1.0, metavar="DURATION",
                         help="Prometheus scrape interval, at most 2/5 of the smallest range window in the "

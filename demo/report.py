@@ -261,11 +261,11 @@ class DemoRecorder:
         met = "-" if attainment is None else f"{attainment:.1%}"
         cut = f"- Requests cut by the scale-downs ({served.scale_downs}): {served.cut}"
         if self.drain_seconds > 0:
-            cut += (f"; each removed pod drained for up to {self.drain_seconds:g} s (`--drain-seconds`): it "
+            cut += (f"; each removed pod drained for up to {self.drain_seconds:g} s (`--drain`): it "
                     f"took no new request and served {served.drained} in flight to their end, what the grace "
                     "period left unfinished was cut.")
         else:
-            cut += ("; no drain (`--drain-seconds 0`): a removed pod's requests in flight were cut at once, "
+            cut += ("; no drain (`--drain 0`): a removed pod's requests in flight were cut at once, "
                     "as vLLM's default `--shutdown-timeout=0` aborts them.")
         without = ("- Without the drain (requests in flight at each scale-down, cut at once), the "
                    f"scale-downs would have cut {served.cut_without_drain}")

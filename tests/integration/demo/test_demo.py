@@ -67,7 +67,7 @@ def assert_nothing_left(port: int) -> None:
 SUMMARY_SERVED = re.compile(r"^- Requests served by the emulated LLM server: (\d+), ([\d.]+)% within the "
                             r"objective", re.MULTILINE)
 SUMMARY_CUT = re.compile(r"^- Requests cut by the scale-downs \((\d+)\): (\d+); ", re.MULTILINE)
-SUMMARY_DRAINED = re.compile(r"drained for up to [\d.]+ s \(`--drain-seconds`\): it took no new request and "
+SUMMARY_DRAINED = re.compile(r"drained for up to [\d.]+ s \(`--drain`\): it took no new request and "
                              r"served (\d+) in flight")
 SUMMARY_WITHOUT_DRAIN = re.compile(
     r"^- Without the drain \(requests in flight at each scale-down, cut at once\), the scale-downs would "
@@ -159,7 +159,7 @@ rules:
 """
 
 
-@pytest.mark.parametrize("drain", ["60", "0"], ids=["drain 60 s", "no drain"])
+@pytest.mark.parametrize("drain", ["60s", "0"], ids=["drain 60 s", "no drain"])
 def test_deletion_costs_are_in_effect_at_the_scale_downs_and_the_cuts_counted_with_and_without(
         tmp_path: Path, drain: str) -> None:
     """A rule on the arrival rate that scales down within 2 s, with the default rule's podDeletionCost: the
@@ -170,7 +170,7 @@ def test_deletion_costs_are_in_effect_at_the_scale_downs_and_the_cuts_counted_wi
     rules.write_text(COSTS_RULES)
     out = tmp_path / "out"
     code, output = DemoProcess(out, "--duration", "30", "--rules", str(rules),
-                               "--drain-seconds", drain).finish(timeout=100)
+                               "--drain", drain).finish(timeout=100)
     assert code == 0, output
     rows = list(csv.DictReader((out / "timeline.csv").read_text().splitlines()))
     summary = (out / "summary.md").read_text()

@@ -30,14 +30,15 @@ def test_defaults_are_the_demo_rules_and_a_three_minute_day() -> None:
     args = parse_args([])
     assert args.rules == DEMO_RULES and args.duration == 180.0 and args.output == Path("demo-output")
     assert args.drain_seconds == 60.0  # the drain recipe's --shutdown-timeout (docs/rules.md)
-    assert parse_args(["--drain-seconds", "0"]).drain_seconds == 0.0  # vLLM's default: cut at once
+    assert parse_args(["--drain", "0"]).drain_seconds == 0.0  # vLLM's default: cut at once
+    assert parse_args(["--drain", "2m"]).drain_seconds == 120.0  # a duration, as --startup-delay
     assert choose_rule(args.rules, None).name == "inference"
 
 
 @pytest.mark.parametrize("flags", [["--duration", "0"], ["--startup-delay", "-1"], ["--interval", "0.01"],
-                                   ["--duration", "abc"], ["--drain-seconds", "-1"],
-                                   ["--drain-seconds", "3601"], ["--drain-seconds", "nan"],
-                                   ["--drain-seconds", "1m"]], ids=lambda f: " ".join(f))
+                                   ["--duration", "abc"], ["--drain", "-1s"],
+                                   ["--drain", "3601s"], ["--drain", "nan"], ["--drain", "2h"]],
+                         ids=lambda f: " ".join(f))
 def test_bad_flags_exit_2_naming_the_flag(flags: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         parse_args(flags)

@@ -353,7 +353,7 @@ def test_the_llm_servers_requests_are_scored_per_sync_and_for_the_run(tmp_path: 
     summary = (tmp_path / "summary.md").read_text()
     assert "- Requests served by the emulated LLM server: 211, 94.3% within the objective" in summary
     assert ("- Requests cut by the scale-downs (1): 1; each removed pod drained for up to 60 s "
-            "(`--drain-seconds`): it took no new request and served 5 in flight to their end") in summary
+            "(`--drain`): it took no new request and served 5 in flight to their end") in summary
     assert ("- Without the drain (requests in flight at each scale-down, cut at once), the scale-downs would "
             "have cut 7 with the pod-deletion costs the controller set (in effect at 1 of them: on the pods "
             "removed), 9 by the ReplicaSet's default order") in summary
@@ -367,7 +367,7 @@ def test_without_a_drain_the_summary_says_the_requests_in_flight_were_cut_at_onc
     recorder.record_served(ServedTally(finished=10, met=10, cut=3, cut_without_drain=3,
                                        cut_without_drain_or_costs=4, scale_downs=1, scale_downs_with_costs=1))
     summary = recorder.summary()
-    assert ("- Requests cut by the scale-downs (1): 3; no drain (`--drain-seconds 0`): a removed pod's "
+    assert ("- Requests cut by the scale-downs (1): 3; no drain (`--drain 0`): a removed pod's "
             "requests in flight were cut at once") in summary
     assert "would have cut 3 with the pod-deletion costs the controller set (in effect at 1 of" in summary
 
